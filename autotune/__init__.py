@@ -1,0 +1,3 @@
+"""autotune: a Ray-distributed autotuner for SGLang serving settings."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Benchmark: workloads, an httpx streaming client, and pure metric summaries."""

@@ -1,0 +1,133 @@
+"""Typed values that flow through the benchmark: plan in, per-request samples, per-level summaries out."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What traffic to send. ``kind='synthetic'`` draws seeded lengths; ``kind='jsonl'`` reads prompts from a file.
+
+    Synthetic lengths: uniform in [len * (1 - range_ratio), len] (range_ratio 0 gives fixed lengths).
+    JSONL rows: {"prompt": str} or {"input_ids": [int]}, optional "max_new_tokens".
+    """
+
+    kind: Literal["synthetic", "jsonl"] = "synthetic"
+    input_len: int = 128
+    output_len: int = 256
+    range_ratio: float = 0.0
+    path: str | None = None
+    seed: int = 0
+    vocab_size: int = 32000  # synthetic input_ids are drawn below this
+    ignore_eos: bool = True
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """All load levels are measured on ONE warm server, in order, after a warmup."""
+
+    workload: WorkloadSpec
+    concurrencies: tuple[int, ...] = (1, 8, 32)
+    requests_per_level: int | None = None  # default: max(min_requests, concurrency * rounds)
+    rounds: int = 2
+    min_requests: int = 8
+    warmup_requests: int = 2
+    min_duration_s: float = 0.0  # keep issuing requests until this long has passed (wall, engine time)
+    request_timeout_s: float = 600.0
+    level_timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class RequestSample:
+    """One request, times in seconds of ENGINE time (wall time x the server's declared time scale)."""
+
+    ok: bool
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: tuple[float, ...] = ()  # per-token gaps (a chunk's gap spread over its new tokens)
+    accept_length: float | None = None  # from meta_info when the server reports it
+    spec_verify_ct: int | None = None
+    error: str = ""
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+@dataclass(frozen=True)
+class Dist:
+    """Summary statistics of one latency, in milliseconds."""
+
+    mean: float
+    median: float
+    p90: float
+    p99: float
+    count: int
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    concurrency: int
+    requests: int
+    failed: int
+    duration_s: float
+    output_tok_per_s: float
+    request_per_s: float
+    input_tok_per_s: float
+    ttft_ms: Dist | None
+    itl_ms: Dist | None
+    tpot_ms: Dist | None
+    e2e_ms: Dist | None
+    accept_length: float | None  # output tokens / verify count over the level, when reported
+    errors: tuple[str, ...] = ()  # distinct error messages (first few)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    levels: tuple[LevelSummary, ...]
+    time_scale: float = 1.0  # engine seconds per wall second (the sim declares it; real = 1)
+    server_accept_length: float | None = None  # /server_info avg_spec_accept_length after the run
+    wall_s: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def level(self, concurrency: int) -> LevelSummary:
+        for lv in self.levels:
+            if lv.concurrency == concurrency:
+                return lv
+        raise KeyError(f"no load level with concurrency {concurrency}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchResult:
+        def dist(d: dict[str, Any] | None) -> Dist | None:
+            return Dist(**d) if d else None
+
+        levels = tuple(
+            LevelSummary(
+                **{
+                    **lv,
+                    "ttft_ms": dist(lv.get("ttft_ms")),
+                    "itl_ms": dist(lv.get("itl_ms")),
+                    "tpot_ms": dist(lv.get("tpot_ms")),
+                    "e2e_ms": dist(lv.get("e2e_ms")),
+                    "errors": tuple(lv.get("errors") or ()),
+                }
+            )
+            for lv in data["levels"]
+        )
+        return cls(
+            levels=levels,
+            time_scale=data.get("time_scale", 1.0),
+            server_accept_length=data.get("server_accept_length"),
+            wall_s=data.get("wall_s", 0.0),
+            notes=tuple(data.get("notes") or ()),
+        )

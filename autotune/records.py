@@ -1,0 +1,107 @@
+"""Outcomes and durable per-trial records (frozen values, JSON round-trippable)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from autotune.bench.types import BenchResult
+
+
+class TrialOutcome(str, enum.Enum):
+    COMPLETE = "complete"  # server ran, benchmark measured
+    INVALID = "invalid"  # rejected before launch by validity rules (no launch spent)
+    FAILED = "failed"  # launch or benchmark failed; see FailureKind
+
+
+class FailureKind(str, enum.Enum):
+    OOM_AT_LAUNCH = "oom_at_launch"  # not enough memory for weights / KV cache
+    GRAPH_CAPTURE_FAILED = "graph_capture_failed"  # CUDA graph capture failed (often OOM)
+    NCCL_ERROR = "nccl_error"
+    UNKNOWN_FLAG = "unknown_flag"  # installed release does not know a flag
+    INVALID_CONFIG = "invalid_config"  # rejected by validity rules
+    HEALTH_TIMEOUT = "health_timeout"  # process alive but never ready
+    CRASHED_AT_LAUNCH = "crashed_at_launch"  # exited before ready, other reason
+    CRASHED_UNDER_LOAD = "crashed_under_load"  # died while benchmarked
+    BENCH_ERROR = "bench_error"  # requests failed / server answered errors
+    DEPLOY_ERROR = "deploy_error"  # Ray Serve could not place or start the replica
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class PhaseTimings:
+    """Seconds; None when the phase was not seen. Parsed from the server log and measured by the runner."""
+
+    launch_to_ready_s: float | None = None  # engine process start -> /health 200 (measured)
+    weights_loaded_s: float | None = None  # from log: offset of 'Load weight end'
+    kv_cache_tokens: int | None = None  # from log: 'KV Cache is allocated ... #tokens: N'
+    graph_capture_s: float | None = None  # from log: capture begin -> end
+    max_total_num_tokens: int | None = None
+    max_running_requests: int | None = None
+    deploy_to_ready_s: float | None = None  # serve.run -> ready (includes Ray/Serve)
+    bench_s: float | None = None
+    teardown_s: float | None = None
+    trial_wall_s: float | None = None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """Which engine produced a result. Never present simulated figures as measurements."""
+
+    engine: str  # "sglang" or "sim"
+    version: str  # sglang version, or autotune's for the simulator
+    simulated: bool
+    gpu_name: str  # real GPU name, or the sim profile's declared hardware
+    gpu_count: int  # GPUs the server used
+    profile: str | None = None  # sim profile name
+    time_scale: float | None = None  # sim: simulated seconds per wall second
+    node: str | None = None  # hostname / Ray node the server ran on
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    study: str
+    trial_id: str
+    number: int  # optuna trial number
+    params: dict[str, Any]
+    flags: dict[str, Any]
+    env: dict[str, str]
+    argv: list[str]
+    outcome: TrialOutcome
+    failure: FailureKind | None = None
+    message: str = ""
+    log_tail: str = ""
+    engine: EngineInfo | None = None
+    bench: BenchResult | None = None
+    phases: PhaseTimings = field(default_factory=PhaseTimings)
+    objectives: dict[str, float] = field(default_factory=dict)
+    constraints: dict[str, float] = field(default_factory=dict)  # <= 0 means satisfied
+    feasible: bool = False
+    workload_properties: dict[str, Any] = field(default_factory=dict)  # e.g. SGLANG_SIMULATE_ACC_LEN
+    versions: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrialRecord:
+        d = dict(data)
+        d["outcome"] = TrialOutcome(d["outcome"])
+        d["failure"] = FailureKind(d["failure"]) if d.get("failure") else None
+        d["engine"] = EngineInfo(**d["engine"]) if d.get("engine") else None
+        d["bench"] = BenchResult.from_json(d["bench"]) if d.get("bench") else None
+        d["phases"] = PhaseTimings(**(d.get("phases") or {}))
+        return cls(**d)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,55 @@
+"""Typed values between the searcher and the engine: a trial's configuration and its launch spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+FlagValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """One point of the search, resolved: server flags and environment, fixed and sampled merged.
+
+    ``flags`` are keyed by the flag name without dashes (``"speculative-num-steps"``).
+    A value of ``True`` is a bare switch (``--disable-custom-all-reduce``); ``False`` or ``None`` omits the flag.
+    ``env`` holds only the variables autotune sets for the server (``NCCL_*``, ``SGLANG_*``, ...).
+    ``params`` are the sampled values by parameter name, as the sampler saw them.
+    """
+
+    model_path: str
+    tp_size: int
+    flags: Mapping[str, FlagValue | None] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one server needs (tensor parallel x data parallel)."""
+        dp = self.flags.get("dp-size") or 1
+        return int(self.tp_size) * int(dp)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Exactly what to execute for one server. Pure data: building it probes nothing.
+
+    ``env`` is applied on top of the inherited environment; ``unset_env`` names inherited variables to remove
+    (for example ``OMP_NUM_THREADS``, which Ray sets to the actor's CPU count).
+    """
+
+    engine: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    host: str
+    port: int
+    gpus: int
+    unset_env: tuple[str, ...] = ()
+    ready_timeout_s: float = 900.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
