@@ -1,0 +1,204 @@
+"""The search driver: wires the store, the Optuna study, Ray (Tune + Serve) and the exporter together.
+
+Only this module and ``runner`` wire steps together; everything else is importable and testable alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import AutotuneError
+from autotune.records import FailureKind, TrialRecord
+from autotune.runner import base_record, failed_record, tune_trainable
+from autotune.searcher import OptunaStudySearcher, open_study, reconcile
+from autotune.space import StudySpec
+from autotune.store import StudyStore
+
+
+def _spec_json(spec: StudySpec) -> dict[str, Any]:
+    d = asdict(spec)
+    d["source"] = str(spec.source)
+    return json.loads(json.dumps(d, default=str))
+
+
+def sim_profile_gpus(name: str) -> int | None:
+    try:
+        from autotune.sim.profile import load_profile
+
+        return int(load_profile(name).gpu_count)
+    except Exception:  # noqa: BLE001 - the engine reports a bad profile with its own message at launch
+        return None
+
+
+def fmt_record(r: TrialRecord) -> str:
+    head = f"trial {r.number:3d} [{r.trial_id}] {r.outcome.value:8s}"
+    if r.failure is not None:
+        return f"{head} {r.failure.value}: {r.message[:160]}"
+    objs = ", ".join(f"{k}={v:,.1f}" for k, v in r.objectives.items())
+    wall = f" ({r.phases.trial_wall_s:.0f} s)" if r.phases.trial_wall_s else ""
+    return f"{head} {objs} {'feasible' if r.feasible else 'INFEASIBLE'}{wall}  {json.dumps(r.params, default=str)}"
+
+
+class StudyDriver:
+    def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
+                 max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
+                 fresh: bool = False) -> None:
+        self.spec = spec
+        self.store = StudyStore(results_dir / spec.name)
+        self.address = address
+        self.num_gpus = num_gpus
+        self.max_concurrent = max_concurrent
+        self.dashboard_port = dashboard_port
+        self.serve_port = serve_port
+        self.fresh = fresh
+
+    # ------------------------------------------------------------------------------------------------------
+    def _check_same_study(self) -> None:
+        path = self.store.root / "study.json"
+        if not path.exists():
+            return
+        old = json.loads(path.read_text())
+        new = _spec_json(self.spec)
+        keys = ("engine", "params", "objectives", "constraints", "server", "sim", "workload", "plan")
+        changed = [k for k in keys if json.dumps(old.get(k), sort_keys=True) != json.dumps(new.get(k), sort_keys=True)]
+        if changed:
+            raise AutotuneError(
+                f"{self.store.root} holds a study with a different {', '.join(changed)}; resuming would mix results. "
+                f"Use --study NEW_NAME, or --fresh to move the old directory aside (nothing is deleted)."
+            )
+
+    def _missing_record(self, number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
+        rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params,
+                          started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        return failed_record(rec, self.spec, FailureKind.UNKNOWN, reason)
+
+    def _on_record(self, record: TrialRecord, log_text: str) -> None:
+        self.store.append(record, log_text)
+        print(fmt_record(record), flush=True)
+
+    def _start_ray(self) -> tuple[bool, float]:
+        import ray
+
+        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        if self.address:
+            ctx = ray.init(address=self.address, log_to_driver=False)
+            started = False
+        else:
+            kwargs: dict[str, Any] = {}
+            gpus = self.num_gpus
+            if gpus is None and self.spec.engine == "sim":
+                detected = _detected_gpus()
+                if detected == 0:
+                    gpus = max(sim_profile_gpus(self.spec.sim.profile) or 0, self.spec.gpus_per_trial)  # type: ignore[union-attr]
+                    print(f"no GPU here: the local Ray node declares {gpus} simulated GPU(s) for the simulator")
+            if gpus is not None:
+                kwargs["num_gpus"] = gpus
+            ctx = ray.init(num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True, dashboard_host="127.0.0.1",
+                           dashboard_port=self.dashboard_port, log_to_driver=False, **kwargs)
+            started = True
+        url = getattr(ctx, "dashboard_url", None)
+        print(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster", flush=True)
+        total = float(ray.cluster_resources().get("GPU", 0))
+        return started, total
+
+    def run(self) -> int:
+        spec = self.spec
+        if self.fresh:
+            moved = self.store.archive()
+            if moved:
+                print(f"moved the old study directory to {moved}")
+        self._check_same_study()
+        self.store.ensure()
+        self.store.write_json("study.json", _spec_json(spec))
+        records = self.store.load()
+        study = open_study(spec, self.store.db_url)
+        done = reconcile(study, spec, records)
+        remaining = spec.trials - done
+        if done:
+            print(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
+        if remaining > 0:
+            self._run_tune(study, remaining)
+        return self._export()
+
+    def _run_tune(self, study: Any, remaining: int) -> None:
+        import ray
+        from ray import serve, tune
+
+        spec = self.spec
+        started, total_gpus = self._start_ray()
+        try:
+            gpt = spec.gpus_per_trial
+            if total_gpus < gpt:
+                raise AutotuneError(
+                    f"each trial needs {gpt} GPU(s) (tp_size x dp) but the Ray cluster has {total_gpus:g}. "
+                    f"Lower server.tp_size, join a larger cluster with --address, or for the simulator pass --num-gpus."
+                )
+            conc = max(1, math.floor(total_gpus / gpt))
+            for cap in (spec.max_concurrent, self.max_concurrent):
+                if cap:
+                    conc = min(conc, cap)
+            print(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per trial, "
+                  f"{conc} at a time; results in {self.store.root}", flush=True)
+            serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
+            searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
+                                           make_missing_record=self._missing_record)
+            tuner = tune.Tuner(
+                tune.with_resources(tune_trainable(spec), {"cpu": 0.5}),
+                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc),
+                run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                          storage_path=str((self.store.root / "tune").resolve()), verbose=0),
+            )
+            tuner.fit()
+        finally:
+            try:
+                serve.shutdown()
+            finally:
+                if started:
+                    ray.shutdown()
+
+    def _export(self) -> int:
+        from autotune.export import export_study, format_summary_table
+
+        spec = self.spec
+        records = self.store.load()
+        objectives = [(f"{o.metric}@{o.level}", o.direction) for o in spec.objectives]
+        levels = list(spec.plan.concurrencies)
+        result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
+                              load_levels=levels)
+        print()
+        print(format_summary_table(records, objectives, levels))
+        best = result.best
+        if best is None:
+            print(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")
+            return 3
+        engine = best.engine
+        label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
+            f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
+        print(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
+        for k, v in best.objectives.items():
+            print(f"  {k} = {v:,.2f}")
+        print(f"  params: {json.dumps(best.params, default=str)}")
+        print(f"  command: {' '.join(best.argv)}")
+        print(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
+        return 0
+
+
+def _detected_gpus() -> int:
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return 0
+    return len([ln for ln in out.splitlines() if ln.startswith("GPU ")])
+

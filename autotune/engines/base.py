@@ -1,0 +1,132 @@
+"""The engine contract: how a TrialConfig becomes a running server, and how its log is read.
+
+An engine adapter is pure on the driver side (``launch_spec`` probes nothing) and does its probing on the worker
+(``preflight`` runs the installed release's ``--help``). Implementations: ``sglang.SGLangEngine`` (real SGLang) and
+``sim.SimEngine`` (the simulated server, same flags, same endpoints, same log lines).
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Mapping, Sequence
+
+from autotune.records import FailureKind, PhaseTimings
+from autotune.trial import FlagValue, LaunchSpec, TrialConfig
+
+# Variables every server environment gets unless the study sets them: no NVLink multicast (NVLS) anywhere.
+SAFE_ENV: Mapping[str, str] = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+# Ray sets these in every actor (OMP_NUM_THREADS = the actor's CPUs). A server started by hand has none of them, so the
+# launcher removes them unless the study sets them explicitly: tuning results must describe the server you will deploy.
+RAY_INJECTED_ENV: tuple[str, ...] = ("OMP_NUM_THREADS",)
+
+
+def flags_to_argv(flags: Mapping[str, FlagValue | None]) -> list[str]:
+    """``{"tp-size": 2, "disable-custom-all-reduce": True, "x": None}`` -> ``["--tp-size", "2", "--disable-custom-all-reduce"]``."""
+    argv: list[str] = []
+    for name, value in flags.items():
+        if value is None or value is False:
+            continue
+        argv.append(f"--{name}")
+        if value is not True:
+            argv.append(str(value))
+    return argv
+
+
+_LOG_PATTERNS: dict[str, re.Pattern[str]] = {
+    "weights": re.compile(r"Load weight end\. elapsed=\s*([0-9.]+)\s*s"),
+    "kv_tokens": re.compile(r"KV Cache is allocated\..*#tokens:\s*(\d+)"),
+    "graph": re.compile(r"Capture (?:cuda|CUDA) graph end\. Time elapsed:\s*([0-9.]+)\s*s"),
+    "max_total": re.compile(r"max_total_num_tokens=(\d+)"),
+    "max_running": re.compile(r"max_running_requests=(\d+)"),
+}
+
+
+def parse_log_phases(text: str) -> PhaseTimings:
+    """Launch phases from an SGLang (or simulated) server log. Draft-model lines add to the weight/graph totals."""
+
+    def total(key: str) -> float | None:
+        vals = [float(m) for m in _LOG_PATTERNS[key].findall(text)]
+        return round(sum(vals), 3) if vals else None
+
+    def first_int(key: str) -> int | None:
+        m = _LOG_PATTERNS[key].search(text)
+        return int(m.group(1)) if m else None
+
+    return PhaseTimings(
+        weights_loaded_s=total("weights"),
+        kv_cache_tokens=first_int("kv_tokens"),
+        graph_capture_s=total("graph"),
+        max_total_num_tokens=first_int("max_total"),
+        max_running_requests=first_int("max_running"),
+    )
+
+
+_FAILURE_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
+    (FailureKind.UNKNOWN_FLAG, re.compile(r"unrecognized arguments|ambiguous option|invalid choice")),
+    (FailureKind.NCCL_ERROR, re.compile(r"NCCL error|NCCL WARN Error|ncclInvalidUsage|ncclSystemError")),
+    (FailureKind.GRAPH_CAPTURE_FAILED, re.compile(r"Capture cuda graph failed|CUDA graph capture failed", re.I)),
+    (
+        FailureKind.OOM_AT_LAUNCH,
+        re.compile(
+            r"Not enough memory|no GPU memory for the KV cache|CUDA out of memory|OutOfMemoryError"
+            r"|increase --mem-fraction-static",
+            re.I,
+        ),
+    ),
+)
+
+
+def classify_failure(log_tail: str, *, ready: bool) -> FailureKind:
+    """Map a dead server's log tail to a failure kind. ``ready`` says whether it had become ready before dying."""
+    for kind, pattern in _FAILURE_PATTERNS:
+        if pattern.search(log_tail):
+            return kind
+    return FailureKind.CRASHED_UNDER_LOAD if ready else FailureKind.CRASHED_AT_LAUNCH
+
+
+_HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-_]*)")
+
+
+def flags_in_help(help_text: str) -> frozenset[str]:
+    """Every ``--flag`` named in an argparse ``--help`` text."""
+    return frozenset(_HELP_FLAG.findall(help_text))
+
+
+class Engine(abc.ABC):
+    """Turns a TrialConfig into a LaunchSpec, checks it on the worker, and reads the server's log.
+
+    Ownership: the engine never starts or stops processes (``autotune.launcher`` does). ``launch_spec`` is pure;
+    ``preflight`` may run subprocesses on the worker that will launch the server.
+    """
+
+    name: str
+    simulated: bool
+    cache_help: bool = True  # SGLang's --help costs 20-40 s; the simulator's is cheap and changes with the code
+
+    @abc.abstractmethod
+    def launch_spec(
+        self, cfg: TrialConfig, *, port: int, nccl_port: int | None = None, ready_timeout_s: float = 900.0
+    ) -> LaunchSpec:
+        """The exact argv and environment for one server. Pure."""
+
+    @abc.abstractmethod
+    def help_text(self, python: str) -> str:
+        """The installed release's ``--help`` output (cached by the caller)."""
+
+    @abc.abstractmethod
+    def release(self) -> str:
+        """The installed release, e.g. ``"sglang 0.5.17"``; read without importing the engine."""
+
+    # Release-dependent renames: (what the study says, what an older/newer release calls it).
+    FLAG_ALIASES: Sequence[tuple[str, str]] = ()
+
+    def parse_log(self, text: str) -> PhaseTimings:
+        return parse_log_phases(text)
+
+    def classify_failure(self, log_tail: str, *, ready: bool) -> FailureKind:
+        return classify_failure(log_tail, ready=ready)

@@ -1,0 +1,134 @@
+"""A Ray Tune ``Searcher`` that drives an Optuna study with ask/tell.
+
+Why not Ray's stock ``OptunaSearch``: it only tells values. Here (1) the space is define-by-run with conditional
+parameters, (2) the study lives in an RDB storage (SQLite under ``results/<study>/``) so a killed driver resumes,
+(3) every outcome is recorded durably BEFORE the sampler is told, and (4) failed and invalid trials are told as
+infeasible through Optuna's constraints (``user_attrs["constraints"]``, ``<= 0`` feasible), so the sampler learns the
+region instead of ignoring it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import optuna
+from ray.tune.search import Searcher
+
+from autotune.records import TrialOutcome, TrialRecord
+from autotune.score import failed_score, objective_key
+from autotune.space import StudySpec, suggest
+
+CONSTRAINTS_ATTR = "constraints"
+
+
+def constraints_func(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
+    return trial.user_attrs.get(CONSTRAINTS_ATTR, [0.0])
+
+
+def constraint_vector(spec: StudySpec, record: TrialRecord) -> list[float]:
+    """[launch failed?] + one value per study constraint; the same length for every trial."""
+    failed = 0.0 if record.outcome is TrialOutcome.COMPLETE else 1.0
+    vec = [failed]
+    for c in spec.constraints:
+        vec.append(float(record.constraints.get(objective_key(c.metric, c.level), 0.0 if not failed else 1e9)))
+    return vec
+
+
+def objective_values(spec: StudySpec, record: TrialRecord) -> list[float]:
+    fallback = failed_score(spec.objectives, spec.constraints).objectives
+    return [
+        float(record.objectives.get(objective_key(o.metric, o.level), fallback[objective_key(o.metric, o.level)]))
+        for o in spec.objectives
+    ]
+
+
+def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=spec.seed)
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=spec.seed, constraints_func=constraints_func)
+    return optuna.samplers.TPESampler(
+        seed=spec.seed, constraints_func=constraints_func, multivariate=True, group=True, n_startup_trials=5
+    )
+
+
+def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=storage_url,
+        sampler=make_sampler(spec),
+        directions=[o.direction for o in spec.objectives],
+        load_if_exists=True,
+    )
+    if not study.trials:
+        for point in spec.points_to_evaluate:
+            study.enqueue_trial(dict(point), skip_if_exists=True)
+    return study
+
+
+def reconcile(study: optuna.Study, spec: StudySpec, records: Sequence[TrialRecord]) -> int:
+    """After a killed driver: tell trials whose record was written but not told; fail the rest that were running."""
+    recorded = {r.number: r for r in records}
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        rec = recorded.get(t.number)
+        if rec is not None:
+            study._storage.set_trial_user_attr(t._trial_id, CONSTRAINTS_ATTR, constraint_vector(spec, rec))
+            study.tell(t.number, objective_values(spec, rec))
+        else:
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    return len(recorded)
+
+
+class OptunaStudySearcher(Searcher):
+    """Suggests ``{"params": {...}, "number": n}`` configs; records then tells each finished trial."""
+
+    def __init__(
+        self,
+        spec: StudySpec,
+        study: optuna.Study,
+        *,
+        budget: int,
+        on_record: Callable[[TrialRecord, str], None],
+        make_missing_record: Callable[[int, str, dict[str, Any], str], TrialRecord],
+    ) -> None:
+        first = spec.objectives[0]
+        super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
+        self.spec = spec
+        self.study = study
+        self.budget = budget
+        self.suggested = 0
+        self.on_record = on_record
+        self.make_missing_record = make_missing_record
+        self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        if self.suggested >= self.budget:
+            return Searcher.FINISHED  # type: ignore[return-value]
+        trial = self.study.ask()
+        params = suggest(self.spec, trial)
+        self._live[trial_id] = (trial, params)
+        self.suggested += 1
+        return {"params": params, "number": trial.number}
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        live = self._live.pop(trial_id, None)
+        if live is None:
+            return
+        trial, params = live
+        log_text = ""
+        if result and "record_json" in result:
+            record = TrialRecord.from_json(json.loads(result["record_json"]))
+            log_text = str(result.get("log_text", ""))
+        else:
+            reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
+            record = self.make_missing_record(trial.number, trial_id, params, reason)
+        self.on_record(record, log_text)  # durable first
+        trial.set_user_attr(CONSTRAINTS_ATTR, constraint_vector(self.spec, record))
+        trial.set_user_attr("outcome", record.outcome.value)
+        if record.failure is not None:
+            trial.set_user_attr("failure", record.failure.value)
+        trial.set_user_attr("trial_id", record.trial_id)
+        self.study.tell(trial, objective_values(self.spec, record))

@@ -1,0 +1,1 @@
+"""Ray Serve application that owns one engine server (SGLang or the simulator) per deployment replica."""
