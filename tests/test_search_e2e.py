@@ -1,0 +1,128 @@
+"""One real study end to end: `python -m autotune.search` -> Ray Tune + Optuna -> Ray Serve apps -> simulated servers.
+
+While it runs, the Ray dashboard's Serve API must list the running trial applications. Then the results directory must
+hold the Optuna database, one record per trial and the exported best config; a second run resumes without re-running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import optuna
+import pytest
+import yaml
+
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+STUDY = {
+    "study": {"name": "e2e", "engine": "sim", "trials": 4, "seed": 1,
+              "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
+              "constraints": [{"metric": "ttft_ms.p99", "level": "max", "max": 60000}]},
+    "server": {"model_path": "dummy-llama-1b", "tp_size": 1},
+    "sim": {"profile": "h200-llama-1b", "time_scale": 10},
+    "workload": {"kind": "synthetic", "input_len": 64, "output_len": 32},
+    "load_levels": [1, 4],
+    "bench": {"rounds": 1, "warmup_requests": 1, "min_requests": 4},
+    "params": {
+        "cuda_graph_max_bs": {"flag": "cuda-graph-max-bs-decode", "type": "categorical", "choices": [8, 64]},
+        # 0.05 cannot hold the weights: a launch failure the study must record and survive
+        "mem_fraction_static": {"flag": "mem-fraction-static", "type": "categorical", "choices": [0.05, 0.8]},
+    },
+    "points_to_evaluate": [],
+}
+
+
+def _token_headers() -> dict[str, str]:
+    token = Path.home() / ".ray" / "auth_token"
+    return {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
+
+
+def _watch_serve_apps(port: int, seen: set[str], stop: threading.Event) -> None:
+    url = f"http://127.0.0.1:{port}/api/serve/applications/"
+    with httpx.Client(timeout=5, trust_env=False) as client:
+        while not stop.is_set():
+            try:
+                r = client.get(url, headers=_token_headers())
+                if r.status_code == 200:
+                    seen.update(k for k in (r.json().get("applications") or {}) if k.startswith("trial-"))
+            except (httpx.HTTPError, ValueError):
+                pass
+            stop.wait(0.3)
+
+
+def _run(space: Path, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    dash = free_port()
+    seen: set[str] = set()
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_serve_apps, args=(dash, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(results),
+             "--dashboard-port", str(dash), "--serve-port", str(free_port()), *extra],
+            capture_output=True, text=True, timeout=480, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    finally:
+        stop.set()
+        watcher.join(5)
+    proc.seen_apps = seen  # type: ignore[attr-defined]
+    return proc
+
+
+def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
+    space = tmp_path / "e2e.yaml"
+    space.write_text(yaml.safe_dump(STUDY))
+    results = tmp_path / "results"
+    t0 = time.monotonic()
+    proc = _run(space, results)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "Ray dashboard: http://127.0.0.1:" in out
+    assert proc.seen_apps, f"the dashboard's Serve API never listed a trial application\n{out[-3000:]}"  # type: ignore[attr-defined]
+
+    root = results / "e2e"
+    lines = (root / "trials.jsonl").read_text().splitlines()
+    records = [json.loads(x) for x in lines]
+    assert len(records) == 4
+    outcomes = {r["outcome"] for r in records}
+    assert "complete" in outcomes
+    for r in records:
+        if r["params"]["mem_fraction_static"] == 0.05:
+            assert r["outcome"] == "failed" and r["failure"] == "oom_at_launch", r
+            assert "mem-fraction-static" in r["log_tail"]
+        else:
+            assert r["outcome"] == "complete"
+            assert r["engine"]["simulated"] is True and r["engine"]["engine"] == "sim"
+            assert [lv["concurrency"] for lv in r["bench"]["levels"]] == [1, 4]
+            assert "--mem-fraction-static" in r["argv"]
+
+    study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{root / 'study.db'}")
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
+
+    best = json.loads((root / "best" / "best.json").read_text())
+    launch = (root / "best" / "launch.sh").read_text()
+    assert best["best"] is not None
+    dry = subprocess.run(["bash", str(root / "best" / "launch.sh"), "--dry-run"], capture_output=True, text=True,
+                         timeout=30)
+    assert dry.returncode == 0
+    assert "--mem-fraction-static 0.8" in dry.stdout or "--mem-fraction-static' '0.8" in dry.stdout, dry.stdout
+    assert "autotune.sim.server" in launch
+
+    # resume: two more trials requested, four finished ones kept and not re-run
+    proc2 = _run(space, results, "--trials", "6")
+    out2 = proc2.stdout + proc2.stderr
+    assert proc2.returncode == 0, out2[-6000:]
+    assert "4 finished trial(s) kept" in out2
+    records2 = [json.loads(x) for x in (root / "trials.jsonl").read_text().splitlines()]
+    assert len(records2) == 6
+    assert [r["trial_id"] for r in records2[:4]] == [r["trial_id"] for r in records]
+    assert time.monotonic() - t0 < 480
