@@ -1,0 +1,62 @@
+"""Everything the exported files say, computed once from the records: one typed value, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autotune.export.banner import study_banner
+from autotune.export.best import BestChoice, Objective, parse_load_levels, parse_objectives, select_best
+from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
+from autotune.export.pareto import ParetoFront, pareto_front
+from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
+from autotune.records import TrialRecord
+
+
+@dataclass(frozen=True)
+class StudyAnalysis:
+    study_name: str
+    objectives: tuple[Objective, ...]
+    load_levels: tuple[int, ...]  # ascending
+    records: tuple[TrialRecord, ...]  # by trial number
+    banner: str
+    best: BestChoice
+    pareto: ParetoFront
+    regimes: tuple[RegimeChoice, ...]
+    crossover: Crossover
+    drafter_issues: tuple[DrafterIssue, ...]
+    cap_notes: tuple[CapNote, ...]
+
+    @property
+    def peak_level(self) -> int:
+        return self.load_levels[-1]
+
+    @property
+    def low_level(self) -> int:
+        return self.load_levels[0]
+
+
+def analyze(
+    *,
+    study_name: str,
+    objectives: Sequence[tuple[str, str]],
+    records: Sequence[TrialRecord],
+    load_levels: Sequence[int],
+) -> StudyAnalysis:
+    """Validate the inputs (ExportError says how to fix them) and compute every section of the export."""
+    objs = parse_objectives(objectives)
+    levels = parse_load_levels(load_levels)
+    recs = tuple(sorted(records, key=lambda r: r.number))
+    return StudyAnalysis(
+        study_name=study_name,
+        objectives=objs,
+        load_levels=levels,
+        records=recs,
+        banner=study_banner(recs),
+        best=select_best(recs, objs),
+        pareto=pareto_front(recs, levels),
+        regimes=regime_choices(recs, levels),
+        crossover=crossover(recs, levels),
+        drafter_issues=drafter_issues(recs),
+        cap_notes=cap_notes(recs, levels),
+    )

@@ -1,0 +1,115 @@
+"""The study's objectives, typed, and the choice of the best trial (feasible, best primary objective)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from autotune.export.errors import ExportError
+from autotune.records import TrialOutcome, TrialRecord
+
+Direction = Literal["maximize", "minimize"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    key: str  # "<metric>@<level>", as in TrialRecord.objectives
+    direction: Direction
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.direction == "maximize" else a < b
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    """The best record, or None with the reason none qualifies."""
+
+    record: TrialRecord | None
+    objective: Objective
+    value: float | None
+    reason: str
+
+
+def parse_objectives(objectives: Sequence[tuple[str, str]]) -> tuple[Objective, ...]:
+    """``[(key, direction), ...]`` (primary first) -> typed objectives; raises ExportError saying how to fix."""
+    if not objectives:
+        raise ExportError(
+            "no objectives given: pass at least one (key, direction) pair, e.g. ('output_tok_per_s@max', 'maximize')"
+        )
+    parsed = []
+    for item in objectives:
+        if len(item) != 2:
+            raise ExportError(f"objective {item!r} must be a (key, direction) pair")
+        key, direction = item
+        if direction not in ("maximize", "minimize"):
+            raise ExportError(f"objective {key!r}: direction {direction!r} must be 'maximize' or 'minimize'")
+        parsed.append(Objective(key=str(key), direction=cast(Direction, direction)))
+    return tuple(parsed)
+
+
+def parse_load_levels(load_levels: Sequence[int]) -> tuple[int, ...]:
+    """Sorted distinct concurrencies; raises ExportError when empty or not positive integers."""
+    if not load_levels:
+        raise ExportError("no load levels given: pass the study's concurrencies, e.g. [1, 8, 32, 128]")
+    bad = [c for c in load_levels if isinstance(c, bool) or not isinstance(c, int) or c < 1]
+    if bad:
+        raise ExportError(f"load levels must be positive integers (concurrencies); got {bad!r}")
+    return tuple(sorted(set(load_levels)))
+
+
+def objective_value(record: TrialRecord, objective: Objective) -> float | None:
+    value = record.objectives.get(objective.key)
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def select_best(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> BestChoice:
+    """Best = feasible with the best primary objective; ties go to the earlier trial number."""
+    primary = objectives[0]
+    best: TrialRecord | None = None
+    best_value: float | None = None
+    for rec in sorted(records, key=lambda r: r.number):
+        if not rec.feasible or rec.outcome is not TrialOutcome.COMPLETE:
+            continue
+        value = objective_value(rec, primary)
+        if value is None:
+            continue
+        if best_value is None or primary.better(value, best_value):
+            best, best_value = rec, value
+    if best is not None:
+        reason = f"feasible trial with the best {primary.key} ({primary.direction})"
+        return BestChoice(record=best, objective=primary, value=best_value, reason=reason)
+    return BestChoice(record=None, objective=primary, value=None, reason=_why_none(records, primary))
+
+
+def _why_none(records: Sequence[TrialRecord], primary: Objective) -> str:
+    if not records:
+        return "no trials were recorded"
+    outcomes = Counter(r.outcome for r in records)
+    parts = [f"no feasible trial among {len(records)}"]
+    complete = [r for r in records if r.outcome is TrialOutcome.COMPLETE]
+    feasible = [r for r in complete if r.feasible]
+    if feasible:
+        parts.append(f"{len(feasible)} feasible trial(s) have no finite value for {primary.key}")
+    violated: Counter[str] = Counter()
+    for rec in complete:
+        if rec.feasible:
+            continue
+        for key, value in rec.constraints.items():
+            if not (isinstance(value, (int, float)) and value <= 0):
+                violated[key] += 1
+    infeasible = len(complete) - len(feasible)
+    if infeasible:
+        detail = ", ".join(f"{k} in {n}" for k, n in violated.most_common()) or "no constraint values recorded"
+        parts.append(f"{infeasible} completed but violated constraints ({detail})")
+    failures = Counter(r.failure.value if r.failure else "unknown" for r in records if r.outcome is TrialOutcome.FAILED)
+    if failures:
+        detail = ", ".join(f"{k}: {n}" for k, n in failures.most_common())
+        parts.append(f"{outcomes[TrialOutcome.FAILED]} failed ({detail})")
+    if outcomes[TrialOutcome.INVALID]:
+        parts.append(f"{outcomes[TrialOutcome.INVALID]} rejected as invalid before launch")
+    return "; ".join(parts) + ". Relax the constraints, widen the search space, or run more trials."

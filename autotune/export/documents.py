@@ -1,0 +1,88 @@
+"""``best.json`` and ``pareto.json``: plain-data documents built from a StudyAnalysis."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from autotune.export.analysis import StudyAnalysis
+from autotune.export.banner import engine_banner
+from autotune.export.metrics import is_speculative
+from autotune.export.pareto import ParetoPoint
+from autotune.records import TrialRecord
+
+SCHEMA_VERSION = 1
+
+
+def _engine(rec: TrialRecord | None) -> dict[str, Any] | None:
+    return asdict(rec.engine) if rec is not None and rec.engine is not None else None
+
+
+def best_document(analysis: StudyAnalysis) -> dict[str, Any]:
+    choice = analysis.best
+    feasible = sum(1 for r in analysis.records if r.feasible)
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "study": analysis.study_name,
+        "engine_banner": analysis.banner,
+        "objectives": [{"key": o.key, "direction": o.direction} for o in analysis.objectives],
+        "load_levels": list(analysis.load_levels),
+        "trials": len(analysis.records),
+        "feasible_trials": feasible,
+        "reason": choice.reason,
+        "best": None,
+    }
+    rec = choice.record
+    if rec is None:
+        return doc
+    data = rec.to_json()
+    doc["engine_banner"] = engine_banner(rec.engine)
+    doc["best"] = {
+        "trial_id": rec.trial_id,
+        "number": rec.number,
+        "primary_objective": {"key": choice.objective.key, "value": choice.value},
+        "objectives": dict(rec.objectives),
+        "constraints": dict(rec.constraints),
+        "speculative": is_speculative(rec),
+        "params": data["params"],
+        "flags": data["flags"],
+        "env": dict(rec.env),
+        "argv": list(rec.argv),
+        "engine": _engine(rec),
+        "levels": data["bench"]["levels"] if data.get("bench") else [],
+        "server_accept_length": rec.bench.server_accept_length if rec.bench else None,
+        "phases": data["phases"],
+        "versions": dict(rec.versions),
+    }
+    return doc
+
+
+def _point(p: ParetoPoint) -> dict[str, Any]:
+    return {
+        "number": p.number,
+        "trial_id": p.trial_id,
+        "peak_tok_per_s": p.peak_tok_per_s,
+        "tpot_ms": p.tpot_ms,
+        "speculative": p.speculative,
+        "params": p.params,
+        "flags": p.flags,
+    }
+
+
+def pareto_document(analysis: StudyAnalysis) -> dict[str, Any]:
+    front = analysis.pareto
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "study": analysis.study_name,
+        "engine_banner": analysis.banner,
+        "axes": {
+            "peak_tok_per_s": {
+                "metric": "output_tok_per_s",
+                "concurrency": front.peak_level,
+                "direction": "maximize",
+            },
+            "tpot_ms": {"metric": "tpot_ms.median", "concurrency": front.latency_level, "direction": "minimize"},
+        },
+        "front": [_point(p) for p in front.front],
+        "dominated": [_point(p) for p in front.dominated],
+    }

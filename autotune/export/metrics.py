@@ -1,0 +1,126 @@
+"""Pure accessors over trial records: per-level metrics, speculation, compact formatting. No I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autotune.bench.types import LevelSummary
+from autotune.records import TrialOutcome, TrialRecord
+
+_OFF_VALUES = {"", "none", "off", "false", "disabled", "0"}
+
+
+def level(record: TrialRecord, concurrency: int) -> LevelSummary | None:
+    """The record's summary at one load level, or None when the level was not measured."""
+    if record.bench is None:
+        return None
+    for lv in record.bench.levels:
+        if lv.concurrency == concurrency:
+            return lv
+    return None
+
+
+def throughput(record: TrialRecord, concurrency: int) -> float | None:
+    lv = level(record, concurrency)
+    return _finite(lv.output_tok_per_s) if lv is not None else None
+
+
+def tpot_median(record: TrialRecord, concurrency: int) -> float | None:
+    lv = level(record, concurrency)
+    return _finite(lv.tpot_ms.median) if lv is not None and lv.tpot_ms is not None else None
+
+
+def ttft_p99(record: TrialRecord, concurrency: int) -> float | None:
+    lv = level(record, concurrency)
+    return _finite(lv.ttft_ms.p99) if lv is not None and lv.ttft_ms is not None else None
+
+
+def accept_lengths(record: TrialRecord) -> tuple[float, ...]:
+    """Every accept length the record carries: per level, then the server's lifetime value."""
+    if record.bench is None:
+        return ()
+    values = [lv.accept_length for lv in record.bench.levels]
+    values.append(record.bench.server_accept_length)
+    return tuple(v for v in values if v is not None and math.isfinite(v))
+
+
+def flag_value(record: TrialRecord, name: str) -> Any:
+    """A server flag's value from ``record.flags``; falls back to ``--name value`` in the argv."""
+    if name in record.flags:
+        return record.flags[name]
+    return argv_value(record.argv, name)
+
+
+def argv_value(argv: Sequence[str], name: str) -> str | None:
+    """The value after ``--name`` (or in ``--name=value``) in an argv, else None."""
+    opt = f"--{name}"
+    for i, arg in enumerate(argv):
+        if arg == opt and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(opt + "="):
+            return arg[len(opt) + 1 :]
+    return None
+
+
+def is_set(value: Any) -> bool:
+    """True for a flag value that turns the flag on (not None / False / 'none' / 'off')."""
+    if value is None or value is False:
+        return False
+    return str(value).strip().lower() not in _OFF_VALUES
+
+
+def speculative_algorithm(record: TrialRecord) -> str | None:
+    value = record.flags.get("speculative-algorithm")
+    return str(value) if is_set(value) else None
+
+
+def is_speculative(record: TrialRecord) -> bool:
+    """Speculation is on when ``flags`` has ``speculative-algorithm`` set to an algorithm."""
+    return speculative_algorithm(record) is not None
+
+
+def draft_model_path(record: TrialRecord) -> str | None:
+    value = flag_value(record, "speculative-draft-model-path")
+    return str(value) if is_set(value) else None
+
+
+def outcome_label(record: TrialRecord) -> str:
+    if record.outcome is TrialOutcome.COMPLETE:
+        return "complete"
+    if record.failure is not None:
+        return f"{record.outcome.value}:{record.failure.value}"
+    return record.outcome.value
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def compact_params(params: Mapping[str, Any], *, shorten_paths: bool = True) -> str:
+    """``k=v`` pairs in sampler order, skipping inactive (None) conditional parameters."""
+    parts = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        text = format_value(value)
+        if shorten_paths and "/" in text.rstrip("/"):
+            text = "…/" + text.rstrip("/").rsplit("/", 1)[1]
+        parts.append(f"{key}={text}")
+    return ", ".join(parts) if parts else "(defaults)"
+
+
+def fmt(value: float | None, digits: int = 1, *, thousands: bool = False) -> str:
+    """A number for tables; '-' when missing."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:,.{digits}f}" if thousands else f"{value:.{digits}f}"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

@@ -1,0 +1,240 @@
+"""``report.md``: engine banner, recommendation, per-regime advice, drafter health, Pareto set, trials, failures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autotune.export.analysis import StudyAnalysis
+from autotune.export.best import objective_value
+from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
+from autotune.export.metrics import (
+    accept_lengths,
+    compact_params,
+    draft_model_path,
+    fmt,
+    is_speculative,
+    outcome_label,
+    speculative_algorithm,
+    throughput,
+    tpot_median,
+    ttft_p99,
+)
+from autotune.records import TrialOutcome, TrialRecord
+
+THROUGHPUT_SVG = "throughput_vs_concurrency.svg"
+PARETO_SVG = "pareto.svg"
+
+
+def _cell(text: object) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _spec_label(rec: TrialRecord) -> str:
+    algorithm = speculative_algorithm(rec)
+    return algorithm if algorithm else "off"
+
+
+def _last_log_line(rec: TrialRecord) -> str:
+    lines = [ln.strip() for ln in rec.log_tail.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[-1].replace("`", "'")
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def _header(a: StudyAnalysis) -> list[str]:
+    recs = a.records
+    complete = sum(1 for r in recs if r.outcome is TrialOutcome.COMPLETE)
+    failed = sum(1 for r in recs if r.outcome is TrialOutcome.FAILED)
+    invalid = sum(1 for r in recs if r.outcome is TrialOutcome.INVALID)
+    feasible = sum(1 for r in recs if r.feasible)
+    objs = ", ".join(f"`{o.key}` ({o.direction}{', primary' if i == 0 else ''})" for i, o in enumerate(a.objectives))
+    return [
+        f"# Study `{a.study_name}`: results",
+        "",
+        f"> **{a.banner}**",
+        "",
+        f"Trials: {len(recs)} ({complete} complete, {feasible} feasible; {failed} failed; {invalid} invalid). "
+        f"Objectives: {objs}. Load levels (concurrency): {', '.join(map(str, a.load_levels))}.",
+        "",
+    ]
+
+
+def _recommendation(a: StudyAnalysis) -> list[str]:
+    out = ["## Recommendation", ""]
+    rec = a.best.record
+    if rec is None:
+        return out + [f"**No feasible trial.** {a.best.reason}", ""]
+    return out + [
+        f"**Best: trial {rec.number}** (`{rec.trial_id}`): `{a.best.objective.key}` = {fmt(a.best.value, 2, thousands=True)}"
+        f" ({a.best.reason}). Speculation: {_spec_label(rec)}.",
+        "",
+        f"Params: {_cell(compact_params(rec.params, shorten_paths=False))}",
+        "",
+        "Run it: `bash launch.sh --dry-run` prints the exact command and environment; `./launch.sh` starts it. "
+        "On a Ray cluster: `serve deploy serve_config.yaml`. Details in `best.json`.",
+        "",
+    ]
+
+
+def _regimes(a: StudyAnalysis) -> list[str]:
+    out = [
+        "## Per-traffic-regime recommendation",
+        "",
+        "The best config at each load level by output throughput, among trials that completed that level with no "
+        "failed request and meet the constraints that name that level (`@max` is the highest level).",
+        "",
+    ]
+    rows = []
+    for ch in a.regimes:
+        rec = ch.record
+        if rec is None:
+            rows.append([ch.concurrency, "none eligible", "-", "-", "-", "-", "-"])
+            continue
+        c = ch.concurrency
+        rows.append(
+            [
+                c,
+                f"#{rec.number}: {compact_params(rec.params)}",
+                fmt(ch.tok_per_s, thousands=True),
+                fmt(ttft_p99(rec, c)),
+                fmt(tpot_median(rec, c), 2),
+                _spec_label(rec),
+                "yes" if ch.globally_feasible else "no",
+            ]
+        )
+    header = ["concurrency", "best config", "output tok/s", "TTFT p99 (ms)", "TPOT median (ms)", "speculation"]
+    out += _table([*header, "meets all constraints"], rows)
+    out += ["", "### Speculation on vs off", ""]
+    rows = []
+    for comp in a.crossover.comparisons:
+        winner = "-" if comp.spec_wins is None else ("speculation" if comp.spec_wins else "no speculation")
+        rows.append(
+            [
+                comp.concurrency,
+                f"#{comp.spec.number} ({_spec_label(comp.spec)})" if comp.spec else "-",
+                fmt(comp.spec_tok_per_s, thousands=True),
+                f"#{comp.plain.number}" if comp.plain else "-",
+                fmt(comp.plain_tok_per_s, thousands=True),
+                winner,
+                fmt(comp.ratio, 2),
+            ]
+        )
+    header = ["concurrency", "best speculative", "tok/s", "best without speculation", "tok/s", "winner"]
+    out += _table([*header, "spec / no spec"], rows)
+    return out + ["", f"**{a.crossover.summary}**", ""]
+
+
+def _drafters(a: StudyAnalysis) -> list[str]:
+    out = ["## Drafter health", ""]
+    spec = [r for r in a.records if is_speculative(r) and accept_lengths(r)]
+    if not any(is_speculative(r) for r in a.records):
+        return out + ["No speculative trials.", ""]
+    for issue in a.drafter_issues:
+        out.append(f"- **WARNING: {issue.message}**")
+    if not a.drafter_issues:
+        out.append(f"No speculative trial reported an accept length <= {BROKEN_ACCEPT_LENGTH}.")
+    if spec:
+        out.append("")
+        rows = []
+        for rec in spec:
+            levels = rec.bench.levels if rec.bench is not None else ()
+            per_level = ", ".join(
+                f"{lv.concurrency}: {fmt(lv.accept_length, 2)}" for lv in levels if lv.accept_length is not None
+            )
+            server = rec.bench.server_accept_length if rec.bench else None
+            rows.append([rec.number, _spec_label(rec), draft_model_path(rec) or "-", per_level or "-", fmt(server, 2)])
+        out += _table(["trial", "algorithm", "drafter", "accept length by concurrency", "server accept length"], rows)
+    out += ["", f"## The {SPEC_DEFAULT_MAX_RUNNING}-request cap", ""]
+    out += [f"- {n.message}" for n in a.cap_notes] or [
+        "Every speculative trial set `--max-running-requests` explicitly."
+    ]
+    return out + [""]
+
+
+def _pareto(a: StudyAnalysis) -> list[str]:
+    p = a.pareto
+    out = [
+        "## Pareto set",
+        "",
+        f"Feasible trials, peak throughput (output tok/s at concurrency {p.peak_level}) vs latency "
+        f"(TPOT median at concurrency {p.latency_level}). {len(p.front)} on the front, {len(p.dominated)} dominated.",
+        "",
+        f"![Pareto set]({PARETO_SVG})",
+        "",
+    ]
+    rows = [
+        [
+            f"#{q.number}",
+            fmt(q.peak_tok_per_s, thousands=True),
+            fmt(q.tpot_ms, 2),
+            "yes" if q.speculative else "no",
+            compact_params(q.params),
+        ]
+        for q in p.front
+    ]
+    out += _table(["trial", "peak tok/s", "TPOT median (ms)", "speculative", "params"], rows)
+    return out + ["", "## Throughput vs concurrency", "", f"![Throughput vs concurrency]({THROUGHPUT_SVG})", ""]
+
+
+def _trials(a: StudyAnalysis) -> list[str]:
+    hi = a.peak_level
+    best_number = a.best.record.number if a.best.record is not None else None
+    primary = a.objectives[0]
+    header = ["trial", "outcome", "feasible", "key params"]
+    header += [f"tok/s @{c}" for c in a.load_levels]
+    header += [f"TTFT p99 @{hi} (ms)", f"TPOT median @{hi} (ms)", primary.key]
+    rows = []
+    for rec in a.records:
+        mark = f"**{rec.number} (best)**" if rec.number == best_number else str(rec.number)
+        feasible = "yes" if rec.feasible else ("no" if rec.outcome is TrialOutcome.COMPLETE else "-")
+        row: list[object] = [mark, outcome_label(rec), feasible, compact_params(rec.params)]
+        row += [fmt(throughput(rec, c), thousands=True) for c in a.load_levels]
+        row += [fmt(ttft_p99(rec, hi)), fmt(tpot_median(rec, hi), 2), fmt(objective_value(rec, primary), 2)]
+        rows.append(row)
+    return ["## All trials", "", *_table(header, rows), ""]
+
+
+def _failures(a: StudyAnalysis) -> list[str]:
+    groups: dict[str, list[TrialRecord]] = {}
+    for rec in a.records:
+        if rec.outcome is TrialOutcome.COMPLETE:
+            continue
+        kind = rec.failure.value if rec.failure is not None else rec.outcome.value
+        groups.setdefault(kind, []).append(rec)
+    out = ["## Failures", ""]
+    if not groups:
+        return out + ["None: every trial completed.", ""]
+    for kind, recs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out += [f"### {kind} ({len(recs)})", ""]
+        for rec in recs:
+            line = f"- trial {rec.number}: {_cell(rec.message) or 'no message'}"
+            tail = _last_log_line(rec)
+            out.append(line + (f" (log: `{tail}`)" if tail else ""))
+        out.append("")
+    return out
+
+
+def render_report(a: StudyAnalysis) -> str:
+    parts = [
+        *_header(a),
+        *_recommendation(a),
+        *_regimes(a),
+        *_drafters(a),
+        *_pareto(a),
+        *_trials(a),
+        *_failures(a),
+        "## Files",
+        "",
+        "`launch.sh` (exact command + environment; `--dry-run`), `serve_config.yaml` (`serve deploy`), `best.json`, "
+        f"`pareto.json`, `{THROUGHPUT_SVG}`, `{PARETO_SVG}`. Per-trial records are in `../trials.jsonl` and "
+        "`../trials/`, server logs in `../logs/`.",
+        "",
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,55 @@
+"""The fixed-width table printed in the terminal at the end of a study."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autotune.export.analysis import analyze
+from autotune.export.best import objective_value
+from autotune.export.metrics import compact_params, fmt, outcome_label
+from autotune.records import TrialOutcome, TrialRecord
+
+PARAMS_WIDTH = 70
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_summary_table(
+    records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]], load_levels: Sequence[int]
+) -> str:
+    """Engine line, one row per trial (trial, outcome, params, objectives, feasible), the best marked with '*'."""
+    a = analyze(study_name="", objectives=objectives, records=records, load_levels=load_levels)
+    best = a.best.record.number if a.best.record is not None else None
+    header = ["", "trial", "outcome", "params", *(o.key for o in a.objectives), "feasible"]
+    rows = []
+    for rec in a.records:
+        feasible = "yes" if rec.feasible else ("no" if rec.outcome is TrialOutcome.COMPLETE else "-")
+        values = [fmt(objective_value(rec, o), 2) for o in a.objectives]
+        rows.append(
+            [
+                "*" if rec.number == best else "",
+                str(rec.number),
+                outcome_label(rec),
+                _clip(compact_params(rec.params), PARAMS_WIDTH),
+                *values,
+                feasible,
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    numeric = {1, *range(4, 4 + len(a.objectives))}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    out = [a.banner, line(header), "  ".join("-" * w for w in widths)]
+    out += [line(r).rstrip() for r in rows]
+    if a.best.record is not None:
+        primary = a.objectives[0]
+        out.append(f"* best: trial {best} ({primary.key} = {fmt(a.best.value, 2)}, {primary.direction})")
+    else:
+        out.append(f"no best trial: {a.best.reason}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,106 @@
+"""``export_study``: render every artifact first, then write ``<study_dir>/best/`` atomically file by file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.export.analysis import analyze
+from autotune.export.documents import best_document, pareto_document
+from autotune.export.launch_script import render_launch_script
+from autotune.export.plots import pareto_svg, throughput_svg
+from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
+from autotune.export.serve_config import render_serve_config
+from autotune.records import TrialRecord
+
+BEST_DIR = "best"
+LAUNCH_SH = "launch.sh"
+SERVE_CONFIG = "serve_config.yaml"
+BEST_JSON = "best.json"
+PARETO_JSON = "pareto.json"
+REPORT_MD = "report.md"
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    best: TrialRecord | None  # None when no trial is feasible (see reason)
+    reason: str
+    best_dir: Path
+    launch_script: Path | None  # written only when there is a best trial
+    serve_config: Path | None
+    best_json: Path
+    pareto_json: Path
+    report: Path
+    throughput_svg: Path
+    pareto_svg: Path
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every file written, in a stable order."""
+        maybe = (self.launch_script, self.serve_config)
+        fixed = (self.best_json, self.pareto_json, self.report, self.throughput_svg, self.pareto_svg)
+        return tuple(p for p in maybe if p is not None) + fixed
+
+
+def export_study(
+    study_dir: Path,
+    *,
+    study_name: str,
+    objectives: Sequence[tuple[str, str]],
+    records: Sequence[TrialRecord],
+    load_levels: Sequence[int],
+    unset_env: Sequence[str] = (),
+) -> ExportResult:
+    """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs.
+
+    ``unset_env`` names inherited variables the trial's launcher removed (passed on to the Serve app's args).
+    With no feasible trial, best.json says why and launch.sh / serve_config.yaml are not written (stale ones removed).
+    Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
+    """
+    a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels)
+    best = a.best.record
+    texts: dict[str, str] = {
+        BEST_JSON: json.dumps(best_document(a), indent=2) + "\n",
+        PARETO_JSON: json.dumps(pareto_document(a), indent=2) + "\n",
+        REPORT_MD: render_report(a),
+        THROUGHPUT_SVG: throughput_svg(a),
+        PARETO_SVG: pareto_svg(a),
+    }
+    if best is not None:
+        texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=a.load_levels)
+        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, unset_env=unset_env)
+    out = Path(study_dir) / BEST_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        _write_atomic(out / name, text, mode=0o755 if name == LAUNCH_SH else 0o644)
+    if best is None:
+        for stale in (LAUNCH_SH, SERVE_CONFIG):
+            (out / stale).unlink(missing_ok=True)
+    return ExportResult(
+        best=best,
+        reason=a.best.reason,
+        best_dir=out,
+        launch_script=out / LAUNCH_SH if best is not None else None,
+        serve_config=out / SERVE_CONFIG if best is not None else None,
+        best_json=out / BEST_JSON,
+        pareto_json=out / PARETO_JSON,
+        report=out / REPORT_MD,
+        throughput_svg=out / THROUGHPUT_SVG,
+        pareto_svg=out / PARETO_SVG,
+    )
+
+
+def _write_atomic(path: Path, text: str, *, mode: int) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,79 @@
+"""serve_config.yaml validates against Ray Serve's own schema and carries the serve_app contract."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import yaml
+from ray.serve.schema import ServeDeploySchema
+
+from autotune.export.errors import ExportError
+from autotune.export.serve_config import render_serve_config, serve_app_args, serve_config, validate_serve_config
+
+
+def _app(text: str) -> dict:
+    doc = yaml.safe_load(text)
+    ServeDeploySchema.model_validate(doc)
+    (app,) = doc["applications"]
+    return app
+
+
+def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_engine):
+    rec = replace(record_factory(0, tputs={1: 60}, env={"NCCL_PROTO": "LL128"}), engine=real_engine)
+    text = render_serve_config(rec, study_name="my study!", unset_env=["OMP_NUM_THREADS"])
+    doc = yaml.safe_load(text)
+    model = ServeDeploySchema.model_validate(doc)
+    assert model.http_options.host == "127.0.0.1"
+    app = model.applications[0]
+    assert app.import_path == "serve_app.app:build_app"
+    assert app.name == "my-study-best" and app.route_prefix == "/my-study-best"
+    (dep,) = app.deployments
+    assert dep.name == "EngineServer" and dep.num_replicas == 1
+    assert dep.ray_actor_options is not None
+    assert dep.ray_actor_options.num_gpus == 2 and dep.ray_actor_options.num_cpus == 1
+    args = app.args
+    assert args["argv"] == rec.argv and args["env"] == {"NCCL_PROTO": "LL128"}
+    assert args["engine"] == "sglang" and args["gpus"] == 2
+    assert (args["host"], args["port"]) == ("127.0.0.1", 31000)
+    assert args["unset_env"] == ["OMP_NUM_THREADS"] and args["ready_timeout_s"] >= 900
+    assert set(args) == {"name", "engine", "argv", "env", "unset_env", "host", "port", "gpus", "ready_timeout_s"}
+    assert "# Engine: SGLang 0.5.17 on 2 x NVIDIA H200" in text
+    assert "serve deploy serve_config.yaml" in text
+
+
+def test_sim_engine_reserves_no_gpu_and_says_simulated(record_factory):
+    rec = record_factory(0, tputs={1: 60})
+    text = render_serve_config(rec, study_name="demo")
+    app = _app(text)
+    assert app["args"]["engine"] == "sim"
+    assert app["deployments"][0]["ray_actor_options"]["num_gpus"] == 0
+    assert "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement" in text
+
+
+def test_long_launch_raises_ready_timeout(record_factory):
+    rec = record_factory(0, tputs={1: 60})
+    rec = replace(rec, phases=replace(rec.phases, launch_to_ready_s=600.0))
+    assert serve_app_args(rec, study_name="demo").ready_timeout_s == 1800.0
+
+
+def test_gpus_from_argv_when_engine_unknown(record_factory):
+    rec = replace(record_factory(0, tputs={1: 60}), engine=None)  # argv: sglang.launch_server --tp-size 8
+    args = serve_app_args(rec, study_name="demo")
+    assert (args.engine, args.gpus) == ("sglang", 8)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d["applications"][0]["deployments"][0].update(bogus=1), "ignores keys.*bogus"),
+        (lambda d: d["applications"][0].update(host="0.0.0.0"), "does not validate"),
+        (lambda d: d["applications"][0].update(import_path="nodots"), "does not validate"),
+    ],
+)
+def test_validator_rejects_what_serve_would_reject_or_drop(record_factory, mutate, match):
+    doc = serve_config(serve_app_args(record_factory(0, tputs={1: 60}), study_name="demo"))
+    validate_serve_config(doc)
+    mutate(doc)
+    with pytest.raises(ExportError, match=match):
+        validate_serve_config(doc)

@@ -1,0 +1,29 @@
+"""The terminal summary table."""
+
+from __future__ import annotations
+
+from autotune.export import format_summary_table
+
+
+def test_summary_table_marks_best_and_aligns(records, objectives, levels):
+    text = format_summary_table(records, objectives, levels)
+    lines = text.splitlines()
+    assert lines[0].startswith("Engine: SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement")
+    header = lines[1]
+    for col in ("trial", "outcome", "params", "output_tok_per_s@max", "ttft_ms.p99@max", "feasible"):
+        assert col in header
+    rows = lines[3:-1]
+    assert len(rows) == len(records)
+    best_rows = [r for r in rows if r.startswith("*")]
+    assert len(best_rows) == 1 and "2370.00" in best_rows[0]
+    outcome_col = header.index("outcome")
+    assert all(r[outcome_col - 1] == " " and r[outcome_col] != " " for r in rows)  # left-aligned, same column
+    assert "failed:oom_at_launch" in text and "invalid:invalid_config" in text
+    assert lines[-1] == "* best: trial 0 (output_tok_per_s@max = 2370.00, maximize)"
+
+
+def test_summary_without_feasible_trial(record_factory, objectives, levels):
+    rec = record_factory(0, tputs={1: 10, 128: 20}, constraints={"ttft_ms.p99@max": 1.0})
+    text = format_summary_table([rec], objectives, levels)
+    assert "no best trial: no feasible trial among 1" in text
+    assert not any(line.startswith("*") for line in text.splitlines())
