@@ -1,0 +1,254 @@
+"""SGLang's validity rules, applied before a launch so that no launch is spent on a point the server would reject.
+
+Pure functions over a trial's flags (keyed without dashes, as in ``TrialConfig.flags``) and environment; SGLang is
+never imported. The rules come from SGLang's ``srt/arg_groups/speculative_hook.py`` (see ``shared/design/SGLANG.md``)
+and from what real launches on the H200 showed (NCCL settings, NVLink multicast).
+
+- ``normalize(flags)`` makes the changes SGLang itself would make silently (topk 1 forces draft tokens = steps + 1),
+  so a trial's recorded flags are what the server runs with, and drops omitted flags (None / False).
+- ``violations(flags, env, tp_size=...)`` lists what SGLang would reject, or what would fail at runtime; each message
+  says what SGLang would do and how to fix the point. A non-empty list means: record the point INVALID, do not launch.
+- ``effective_max_running_requests(flags)`` is the running-request limit the server will use when it is known here
+  (any speculative algorithm caps it at 48 unless ``--max-running-requests`` is given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
+
+ALGORITHM = "speculative-algorithm"
+DRAFT_MODEL = "speculative-draft-model-path"
+STEPS = "speculative-num-steps"
+TOPK = "speculative-eagle-topk"
+DRAFT_TOKENS = "speculative-num-draft-tokens"
+MAX_RUNNING = "max-running-requests"
+PAGE_SIZE = "page-size"
+ATTENTION_BACKEND = "attention-backend"
+DECODE_ATTENTION_BACKEND = "decode-attention-backend"
+
+EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})  # NEXTN is an alias of EAGLE
+NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+NVLS_FLAGS = ("enable-nccl-nvls", "enable-symm-mem")
+
+# NCCL algorithm names (lower case) and the ones AllGather / ReduceScatter can use on one node with NVLS off.
+NCCL_ALGOS = frozenset({"ring", "tree", "collnet", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"})
+RING_ONLY_COLLECTIVES = frozenset({"allgather", "reducescatter"})
+
+
+def _omitted(value: Any) -> bool:
+    return value is None or value is False
+
+
+def _as_int(value: Any) -> int | None:
+    """An integer flag value (int or numeric string); None when absent or not an integer."""
+    if _omitted(value) or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def algorithm(flags: Mapping[str, Any]) -> str | None:
+    """The speculative algorithm, upper case, or None when speculation is off."""
+    value = flags.get(ALGORITHM)
+    if _omitted(value) or str(value).strip() == "" or str(value).strip().upper() == "NONE":
+        return None
+    return str(value).strip().upper()
+
+
+def effective_max_running_requests(flags: Mapping[str, Any]) -> int | None:
+    """The running-request limit: the explicit flag, else 48 in any speculative mode, else None (server default)."""
+    explicit = _as_int(flags.get(MAX_RUNNING))
+    if explicit is not None:
+        return explicit
+    return SPEC_DEFAULT_MAX_RUNNING_REQUESTS if algorithm(flags) is not None else None
+
+
+def normalize(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags as SGLang will run them: omitted flags dropped, draft tokens = steps + 1 when topk is 1.
+
+    It never adds ``--max-running-requests``: the 48 cap is SGLang's default and stays visible as such.
+    """
+    out = {k: v for k, v in flags.items() if not _omitted(v)}
+    if algorithm(out) in EAGLE_FAMILY:
+        steps, topk = _as_int(out.get(STEPS)), _as_int(out.get(TOPK))
+        if topk == 1 and steps is not None and steps >= 1:
+            out[DRAFT_TOKENS] = steps + 1
+    return out
+
+
+def dp_attention(flags: Mapping[str, Any]) -> bool:
+    """Whether DP attention is on (``--enable-dp-attention``, or ``--attn-dp-size`` > 1 in newer releases)."""
+    if not _omitted(flags.get("enable-dp-attention")):
+        return True
+    size = _as_int(flags.get("attn-dp-size"))
+    return size is not None and size > 1
+
+
+def violations(flags: Mapping[str, Any], env: Mapping[str, str], *, tp_size: int) -> list[str]:
+    """Every reason SGLang would reject this point or fail on it; empty when the point is worth a launch."""
+    f = normalize(flags)
+    out = _speculative(f)
+    out += _nccl(env, tp_size=tp_size)
+    out += _nvls(f, env)
+    return out
+
+
+def _speculative(f: Mapping[str, Any]) -> list[str]:
+    algo = algorithm(f)
+    if algo is None:
+        return []
+    out: list[str] = []
+    if algo in NEEDS_DRAFT_MODEL and _omitted(f.get(DRAFT_MODEL)):
+        out.append(
+            f"--speculative-algorithm {algo} needs --speculative-draft-model-path: SGLang has no draft model to load "
+            "(only DeepSeek-style models with built-in MTP heads find one themselves; use NEXTN for those). "
+            "Fix: add a drafter path, or turn speculation off"
+        )
+    if dp_attention(f) and algo in ("NGRAM", "STANDALONE"):
+        out.append(
+            f"--speculative-algorithm {algo} does not support DP attention: SGLang raises ValueError at start. "
+            "Fix: drop --enable-dp-attention / --attn-dp-size, or use EAGLE/EAGLE3"
+        )
+    if algo in EAGLE_FAMILY:
+        out += _eagle_shape(f)
+    if algo == "NGRAM":
+        out += _ngram_pages(f)
+    return out
+
+
+def _eagle_shape(f: Mapping[str, Any]) -> list[str]:
+    """Steps / topk / draft tokens: all unset, or steps + topk (+ draft tokens when topk > 1) set and consistent."""
+    raw = {name: f.get(name) for name in (STEPS, TOPK, DRAFT_TOKENS)}
+    given = {name: v for name, v in raw.items() if not _omitted(v)}
+    if not given:
+        return []  # SGLang auto-chooses all three for the model
+    out: list[str] = []
+    values: dict[str, int] = {}
+    for name, v in given.items():
+        n = _as_int(v)
+        if n is None or n < 1:
+            out.append(f"--{name} must be a positive integer, got {v!r}. Fix: use 1 or more")
+        else:
+            values[name] = n
+    if out:
+        return out
+    steps, topk, draft = values.get(STEPS), values.get(TOPK), values.get(DRAFT_TOKENS)
+    if steps is None or topk is None:
+        missing = " and ".join(f"--{n}" for n in (STEPS, TOPK) if n not in values)
+        return [
+            f"{', '.join('--' + n for n in given)} set without {missing}: SGLang auto-chooses steps/topk/draft tokens "
+            "only when all three are unset, and otherwise crashes at start. "
+            "Fix: set --speculative-num-steps and --speculative-eagle-topk together, or leave all three unset"
+        ]
+    if topk == 1:
+        return []  # normalize() already set draft tokens = steps + 1, as SGLang would
+    if draft is None:
+        out.append(
+            f"--speculative-eagle-topk {topk} > 1 needs --speculative-num-draft-tokens (the tree's size). "
+            "Fix: set draft tokens, or use topk 1 (draft tokens = steps + 1)"
+        )
+    else:
+        limit = topk + (steps - 1) * topk * topk
+        if draft - 1 > limit:
+            out.append(
+                f"--speculative-num-draft-tokens {draft} is too large for steps {steps} x topk {topk}: the draft tree "
+                f"holds at most {limit + 1} tokens (draft_tokens - 1 <= topk + (steps - 1) * topk^2) and SGLang fails "
+                f"at runtime ('selected index k out of range'). Fix: use at most {limit + 1} draft tokens, "
+                "or more steps / a larger topk"
+            )
+    page = _as_int(f.get(PAGE_SIZE))
+    if page is not None and page > 1:
+        backend = _backend(f)
+        if backend is not None and backend not in PAGED_TREE_BACKENDS:
+            out.append(
+                f"--speculative-eagle-topk {topk} > 1 with --page-size {page} needs attention backend "
+                f"{', '.join(PAGED_TREE_BACKENDS)}, got {backend}: SGLang raises ValueError at start. "
+                "Fix: use page size 1, topk 1, or one of those backends"
+            )
+    return out
+
+
+def _ngram_pages(f: Mapping[str, Any]) -> list[str]:
+    """NGRAM sets topk to its BFS breadth (10 by default): page size > 1 then needs flashinfer."""
+    breadth = _as_int(f.get("speculative-ngram-max-bfs-breadth"))
+    page = _as_int(f.get(PAGE_SIZE))
+    backend = _backend(f)
+    if (breadth is None or breadth > 1) and page is not None and page > 1 and backend not in (None, "flashinfer"):
+        return [
+            f"NGRAM (tree breadth > 1) with --page-size {page} needs attention backend flashinfer, got {backend}: "
+            "SGLang raises ValueError at start. Fix: use page size 1 or --attention-backend flashinfer"
+        ]
+    return []
+
+
+def _backend(f: Mapping[str, Any]) -> str | None:
+    value = f.get(DECODE_ATTENTION_BACKEND) or f.get(ATTENTION_BACKEND)
+    return None if _omitted(value) else str(value).strip().lower()
+
+
+def _nccl(env: Mapping[str, str], *, tp_size: int) -> list[str]:
+    """NCCL_ALGO must leave AllGather / ReduceScatter an algorithm (Ring) at tensor parallel > 1."""
+    value = env.get("NCCL_ALGO")
+    if value is None or not str(value).strip():
+        return []
+    out: list[str] = []
+    proto = env.get("NCCL_PROTO")
+    with_proto = f" (NCCL_PROTO={proto})" if proto else ""
+    for segment in str(value).split(";"):
+        segment = segment.strip()
+        if not segment:
+            continue
+        coll, sep, algos = segment.rpartition(":")
+        coll = coll.strip().lower()
+        names = [a.strip().lower() for a in algos.lstrip().lstrip("^").split(",") if a.strip()]
+        unknown = [a for a in names if a not in NCCL_ALGOS]
+        if unknown:
+            out.append(
+                f"NCCL_ALGO={value!r} names unknown algorithm(s) {', '.join(unknown)}: NCCL refuses the setting. "
+                f"Fix: use {', '.join(sorted(NCCL_ALGOS))}"
+            )
+            continue
+        allowed = (NCCL_ALGOS - set(names)) if algos.lstrip().startswith("^") else set(names)
+        if tp_size <= 1 or "ring" in allowed:
+            continue
+        if not sep:
+            out.append(
+                f"NCCL_ALGO={value!r}{with_proto} applies to every collective and leaves AllGather without an "
+                "algorithm (AllGather has no Tree): at tensor parallel > 1 SGLang fails during CUDA-graph capture "
+                "('no algorithm/protocol available for function AllGather'). Fix: use the per-collective form, "
+                "e.g. NCCL_ALGO=allreduce:tree (NCCL >= 2.24), or keep Ring in the list"
+            )
+        elif coll in RING_ONLY_COLLECTIVES:
+            out.append(
+                f"NCCL_ALGO={value!r}{with_proto} leaves {coll} without an algorithm (it only has Ring here): "
+                f"SGLang fails at CUDA-graph capture. Fix: allow ring for {coll}, or tune allreduce only"
+            )
+    return out
+
+
+def _nvls(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
+    out = [
+        f"--{name} makes SGLang set NCCL_NVLS_ENABLE=1 (NVLink multicast), which needs fabric support these nodes "
+        "lack; NCCL init or graph capture fails or hangs. Fix: remove the flag (autotune keeps NCCL_NVLS_ENABLE=0)"
+        for name in NVLS_FLAGS
+        if not _omitted(f.get(name))
+    ]
+    nvls = env.get("NCCL_NVLS_ENABLE")
+    if nvls is not None and str(nvls).strip() != "0":
+        out.append(
+            f"NCCL_NVLS_ENABLE={nvls} turns on NVLink multicast, which needs fabric support these nodes lack. "
+            'Fix: set NCCL_NVLS_ENABLE="0" or leave it unset (SGLang then sets 0)'
+        )
+    return out

@@ -1,0 +1,166 @@
+"""Judging a parsed study file beyond types: engine needs, metric names, load levels, fixed flags and environment.
+
+(Parameters and their conditions are judged in ``autotune.space.params``.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.space.names import STUDY_NAME_RE, env_problems, flag_problems
+from autotune.space.schema import Problem, StudyFileModel, suggest
+from autotune.space.types import LATENCY_METRICS, METRIC_NAMES
+
+
+def check_file(m: StudyFileModel, source: Path) -> list[Problem]:
+    """Every problem outside ``params`` (and ``points_to_evaluate``), in file order."""
+    out = _study(m)
+    out += _levels(m.load_levels)
+    out += _objectives(m)
+    out += _server(m)
+    out += _workload(m, source)
+    return out
+
+
+def resolve_workload_path(m: StudyFileModel, source: Path) -> Path | None:
+    """``workload.path`` with a relative path taken from the YAML file's folder."""
+    if m.workload.path is None:
+        return None
+    p = Path(m.workload.path).expanduser()
+    return p if p.is_absolute() else (source.parent / p).resolve()
+
+
+def _study(m: StudyFileModel) -> list[Problem]:
+    out: list[Problem] = []
+    s = m.study
+    if s.name is not None and not STUDY_NAME_RE.match(s.name):
+        out.append(
+            Problem("study.name", f"{s.name!r} cannot name a results folder", "use letters, digits, '.', '_' and '-'")
+        )
+    if s.engine == "sglang" and not (m.server.model_path or "").strip():
+        out.append(
+            Problem(
+                "server.model_path",
+                "engine sglang needs the model to serve",
+                "set server.model_path to the model's folder or hub id (or pass --model-path)",
+            )
+        )
+    if s.engine == "sim":
+        if m.sim is None:
+            out.append(
+                Problem(
+                    "sim",
+                    "engine sim needs a hardware+model profile",
+                    "add `sim: {profile: h200-llama-1b}` (or pass --sim-profile), or set study.engine: sglang",
+                )
+            )
+        elif not m.sim.profile.strip():
+            out.append(Problem("sim.profile", "the profile name is empty", "name a profile, e.g. h200-llama-1b"))
+    return out
+
+
+def _levels(levels: Sequence[int]) -> list[Problem]:
+    if not levels:
+        return [Problem("load_levels", "no load levels", "list the concurrencies to measure, e.g. [1, 8, 32]")]
+    out: list[Problem] = []
+    for i, c in enumerate(levels):
+        if c <= 0:
+            out.append(Problem(f"load_levels[{i}]", f"concurrency must be positive, got {c}", "use 1 or more"))
+        elif c in levels[:i]:
+            out.append(Problem(f"load_levels[{i}]", f"concurrency {c} is listed twice", "list each level once"))
+    return out
+
+
+def _metric(key: str, metric: str) -> list[Problem]:
+    if metric in METRIC_NAMES:
+        return []
+    if metric in LATENCY_METRICS:
+        fix = f"add a statistic, e.g. `{metric}.p99` (mean, median, p90, p99)"
+    else:
+        close = suggest(metric, METRIC_NAMES)
+        fix = f"did you mean `{close}`?" if close else f"use one of {', '.join(METRIC_NAMES)}"
+    return [Problem(key, f"unknown metric `{metric}`", fix)]
+
+
+def _level(key: str, level: Any, levels: Sequence[int]) -> list[Problem]:
+    if level in ("max", "min") or level is None or level in levels:
+        return []
+    return [
+        Problem(key, f"level {level!r} is not one of load_levels {list(levels)}", 'use one of them, or "max" / "min"')
+    ]
+
+
+def _objectives(m: StudyFileModel) -> list[Problem]:
+    out: list[Problem] = []
+    s = m.study
+    if s.objectives is not None and not s.objectives:
+        out.append(
+            Problem("study.objectives", "empty list", "list at least one objective, or remove the key for the default")
+        )
+    n_obj = 1 if s.objectives is None else len(s.objectives)
+    if s.sampler == "nsga2" and n_obj < 2:
+        out.append(
+            Problem(
+                "study.sampler",
+                "nsga2 is a multi-objective sampler and this study has one objective",
+                "use sampler: tpe, or list several objectives",
+            )
+        )
+    seen: set[tuple[str, Any]] = set()
+    for i, o in enumerate(s.objectives or []):
+        key = f"study.objectives[{i}]"
+        out += _metric(f"{key}.metric", o.metric)
+        out += _level(f"{key}.level", o.level, m.load_levels)
+        if (o.metric, o.level) in seen:
+            out.append(Problem(key, f"objective {o.metric} at level {o.level} is listed twice", "list it once"))
+        seen.add((o.metric, o.level))
+    for i, c in enumerate(s.constraints or []):
+        key = f"study.constraints[{i}]"
+        out += _metric(f"{key}.metric", c.metric)
+        out += _level(f"{key}.level", c.level, m.load_levels)
+        if c.max is None and c.min is None:
+            out.append(Problem(key, "a constraint needs a bound", "add `max:` and/or `min:`"))
+        elif c.max is not None and c.min is not None and c.min > c.max:
+            out.append(Problem(f"{key}.min", f"min ({c.min}) is above max ({c.max})", "make min <= max"))
+    return out
+
+
+def _server(m: StudyFileModel) -> list[Problem]:
+    out: list[Problem] = []
+    srv = m.server
+    if not srv.host.strip():
+        out.append(Problem("server.host", "empty host", "use 127.0.0.1 (loopback) unless clients elsewhere need it"))
+    for name, value in srv.flags.items():
+        out += flag_problems(f"server.flags.{name}", name)
+        if name == "dp-size" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            out.append(Problem("server.flags.dp-size", f"expected a positive integer, got {value!r}", "write e.g. 2"))
+    for name, value in srv.env.items():
+        out += env_problems(f"server.env.{name}", name, [value])
+    return out
+
+
+def _workload(m: StudyFileModel, source: Path) -> list[Problem]:
+    out: list[Problem] = []
+    w = m.workload
+    if w.kind == "jsonl":
+        path = resolve_workload_path(m, source)
+        if path is None:
+            out.append(Problem("workload.path", "kind jsonl needs a file of prompts", "set workload.path"))
+        elif not path.is_file():
+            out.append(
+                Problem(
+                    "workload.path",
+                    f"no file at {path}",
+                    "fix the path (relative paths start at the YAML file's folder)",
+                )
+            )
+    elif w.path is not None:
+        out.append(Problem("workload.path", "only kind jsonl reads a file", "remove `path`, or set kind: jsonl"))
+    for name, value in w.properties.items():
+        key = f"workload.properties.{name}"
+        out += env_problems(key, name, [value])
+        if name in m.server.env:
+            out.append(Problem(key, f"`{name}` is also set in server.env", "remove it from one of the two"))
+    return out

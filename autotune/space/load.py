@@ -1,0 +1,186 @@
+"""``load_study``: a study YAML file (plus command-line overrides) -> a validated, frozen ``StudySpec``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.errors import SpaceError
+from autotune.space.checks import check_file, resolve_workload_path
+from autotune.space.params import build_params, check_points
+from autotune.space.schema import Problem, StudyFileModel, parse_file_model, raise_problems, read_yaml
+from autotune.space.types import (
+    Constraint,
+    Objective,
+    ServerSpec,
+    SimSpec,
+    StudyOverrides,
+    StudySpec,
+    default_direction,
+)
+
+DEFAULT_OBJECTIVE = ("output_tok_per_s", "max")
+DEFAULT_CONSTRAINTS = (("ttft_ms.p99", 2000.0), ("itl_ms.p99", 100.0))  # (metric, max) at the objective's level
+
+# StudyOverrides field -> where it goes in the file.
+_OVERRIDE_KEYS: dict[str, tuple[str, str]] = {
+    "name": ("study", "name"),
+    "trials": ("study", "trials"),
+    "engine": ("study", "engine"),
+    "seed": ("study", "seed"),
+    "sim_profile": ("sim", "profile"),
+    "time_scale": ("sim", "time_scale"),
+    "model_path": ("server", "model_path"),
+    "tp_size": ("server", "tp_size"),
+}
+
+
+def load_study(path: str | Path, *, overrides: StudyOverrides | None = None) -> StudySpec:
+    """Read, validate and type a study file. Raises ``SpaceError`` naming the file, each bad key and its fix."""
+    source = Path(path)
+    raw = read_yaml(source)
+    from_cli = _apply_overrides(raw, overrides)
+    try:
+        model = parse_file_model(raw, source)
+    except SpaceError as exc:
+        raise SpaceError(_mark_cli(str(exc), from_cli)) from None
+    problems = check_file(model, source)
+    params, param_problems = build_params(
+        model.params,
+        fixed_flags=model.server.flags,
+        fixed_env=model.server.env,
+        properties=model.workload.properties,
+    )
+    problems += param_problems
+    points, points_key = _points(model)
+    if model.points_to_evaluate and model.study.points_to_evaluate:
+        problems.append(
+            Problem("points_to_evaluate", "points are given both here and under study", "keep one list, under study")
+        )
+    elif not param_problems:
+        problems += check_points(points, params, key=points_key)
+    if problems:
+        try:
+            raise_problems(source, problems)
+        except SpaceError as exc:
+            raise SpaceError(_mark_cli(str(exc), from_cli)) from None
+    return _to_spec(model, source, params)
+
+
+def _points(m: StudyFileModel) -> tuple[list[dict[str, Any]], str]:
+    """``study.points_to_evaluate``, or the top-level ``points_to_evaluate`` (also accepted), with its key."""
+    if m.points_to_evaluate is not None and not m.study.points_to_evaluate:
+        return list(m.points_to_evaluate), "points_to_evaluate"
+    return list(m.study.points_to_evaluate), "study.points_to_evaluate"
+
+
+def _apply_overrides(raw: dict[str, Any], overrides: StudyOverrides | None) -> set[str]:
+    """Write the command-line values into the raw file data; return the key paths they set."""
+    if overrides is None:
+        return set()
+    done: set[str] = set()
+    for field, (section, key) in _OVERRIDE_KEYS.items():
+        value = getattr(overrides, field)
+        if value is None:
+            continue
+        if section == "sim" and "sim" not in raw and _engine(raw, overrides) != "sim":
+            continue  # a sim option on the command line does not apply to a real-engine study
+        part = raw.setdefault(section, {})
+        if part is None:
+            part = raw[section] = {}
+        if isinstance(part, dict):
+            part[key] = value
+            done.add(f"{section}.{key}")
+    return done
+
+
+def _engine(raw: dict[str, Any], overrides: StudyOverrides) -> Any:
+    if overrides.engine is not None:
+        return overrides.engine
+    study = raw.get("study")
+    return study.get("engine", "sim") if isinstance(study, dict) else "sim"
+
+
+def _mark_cli(message: str, from_cli: set[str]) -> str:
+    """Say which bad values came from the command line rather than the file."""
+    for key in from_cli:
+        message = message.replace(f"{key}: ", f"{key} (given on the command line): ")
+    return message
+
+
+def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudySpec:
+    s = m.study
+    if s.objectives:
+        objectives = tuple(
+            Objective(o.metric, o.level, o.direction or default_direction(o.metric)) for o in s.objectives
+        )
+    else:
+        metric, level = DEFAULT_OBJECTIVE
+        objectives = (Objective(metric, level, default_direction(metric)),)
+    obj_level = objectives[0].level
+    if s.constraints is None:
+        constraints = tuple(Constraint(metric, obj_level, max=limit) for metric, limit in DEFAULT_CONSTRAINTS)
+    else:
+        constraints = tuple(
+            Constraint(
+                c.metric,
+                obj_level if c.level is None else c.level,
+                max=None if c.max is None else float(c.max),
+                min=None if c.min is None else float(c.min),
+            )
+            for c in s.constraints
+        )
+    sim = SimSpec(m.sim.profile.strip(), float(m.sim.time_scale)) if s.engine == "sim" and m.sim else None
+    model_path = (m.server.model_path or "").strip() or (sim.profile if sim else "")
+    server = ServerSpec(
+        model_path=model_path,
+        tp_size=m.server.tp_size,
+        host=m.server.host.strip(),
+        flags=dict(m.server.flags),
+        env=dict(m.server.env),
+    )
+    w = m.workload
+    wpath = resolve_workload_path(m, source)
+    workload = WorkloadSpec(
+        kind=w.kind,
+        input_len=w.input_len,
+        output_len=w.output_len,
+        range_ratio=w.range_ratio,
+        path=str(wpath) if wpath is not None else None,
+        seed=w.seed,
+        vocab_size=w.vocab_size,
+        ignore_eos=w.ignore_eos,
+        temperature=w.temperature,
+    )
+    b = m.bench
+    plan = BenchPlan(
+        workload=workload,
+        concurrencies=tuple(m.load_levels),
+        requests_per_level=b.requests_per_level,
+        rounds=b.rounds,
+        min_requests=b.min_requests,
+        warmup_requests=b.warmup_requests,
+        min_duration_s=b.min_duration_s,
+        request_timeout_s=b.request_timeout_s,
+        level_timeout_s=b.level_timeout_s,
+    )
+    return StudySpec(
+        name=s.name or source.stem,
+        engine=s.engine,
+        trials=s.trials,
+        sampler=s.sampler,
+        seed=s.seed,
+        max_concurrent=s.max_concurrent,
+        objectives=objectives,
+        constraints=constraints,
+        ready_timeout_s=float(s.ready_timeout_s),
+        server=server,
+        sim=sim,
+        workload=workload,
+        workload_properties=dict(w.properties),
+        plan=plan,
+        params=params,
+        points_to_evaluate=tuple(dict(p) for p in _points(m)[0]),
+        source=source.resolve(),
+    )

@@ -1,0 +1,78 @@
+"""Which server flags and environment variables a study may set, and why some are refused."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from autotune.space.schema import Problem
+
+FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PARAM_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+STUDY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+# Flags autotune sets itself for every server.
+MANAGED_FLAGS: dict[str, str] = {
+    "host": "autotune binds every server itself; set `server.host` instead (loopback 127.0.0.1 unless you need more)",
+    "port": "autotune gives each concurrent server its own free port; remove it",
+    "nccl-port": "autotune gives each concurrent server its own NCCL port; remove it",
+}
+# Flags that have their own key under `server:` (autotune needs their values to place and describe trials).
+SERVER_KEY_FLAGS: dict[str, str] = {
+    "model-path": "server.model_path",
+    "model": "server.model_path",
+    "tp-size": "server.tp_size",
+    "tp": "server.tp_size",
+    "tensor-parallel-size": "server.tp_size",
+}
+# Flags that turn NVLink multicast on: SGLang then writes NCCL_NVLS_ENABLE=1 over the environment.
+NVLS_FLAGS: tuple[str, ...] = ("enable-nccl-nvls", "enable-symm-mem")
+NVLS_ENV = "NCCL_NVLS_ENABLE"
+NVLS_WHY = (
+    "NVLink multicast (NVLS) must stay off: SGLang sets NCCL_NVLS_ENABLE=1 when --enable-nccl-nvls or "
+    "--enable-symm-mem is given, and NVLS needs fabric support that shared or partitioned GPU nodes lack "
+    "(NCCL init or graph capture then fails or hangs); autotune keeps NCCL_NVLS_ENABLE=0"
+)
+
+
+def flag_problems(key: str, name: str) -> list[Problem]:
+    """Problems with a server flag name as written in a study (``server.flags`` key or a param's ``flag:``)."""
+    if name.startswith("-"):
+        bare = name.lstrip("-")
+        return [Problem(key, f"flag `{name}` is written with leading dashes", f"write it as `{bare}`")]
+    if "_" in name and FLAG_RE.match(name.replace("_", "-")):
+        return [
+            Problem(
+                key, f"flag `{name}` uses underscores", f"SGLang flags use dashes: write `{name.replace('_', '-')}`"
+            )
+        ]
+    if not FLAG_RE.match(name):
+        return [
+            Problem(key, f"`{name}` is not a valid flag name", "use the flag's name without dashes, e.g. `page-size`")
+        ]
+    if name in MANAGED_FLAGS:
+        return [Problem(key, f"`--{name}` is managed by autotune", MANAGED_FLAGS[name])]
+    if name in SERVER_KEY_FLAGS:
+        where = SERVER_KEY_FLAGS[name]
+        return [
+            Problem(key, f"`--{name}` belongs in `server:`", f"set `{where}` instead (it is fixed for every trial)")
+        ]
+    if name in NVLS_FLAGS:
+        return [Problem(key, f"`--{name}` is refused", f"remove it. {NVLS_WHY}")]
+    return []
+
+
+def env_problems(key: str, name: str, values: Iterable[str | None] = ()) -> list[Problem]:
+    """Problems with an environment variable a study sets, given the string values it may take (None = unset)."""
+    if not ENV_RE.match(name):
+        return [Problem(key, f"`{name}` is not a valid environment variable name", "use letters, digits and _")]
+    if name == NVLS_ENV:
+        bad = sorted({v for v in values if v is not None and v != "0"})
+        if bad:
+            return [
+                Problem(
+                    key, f"{NVLS_ENV} may only be 0, got {', '.join(bad)}", f'set it to "0" or remove it. {NVLS_WHY}'
+                )
+            ]
+    return []

@@ -1,0 +1,347 @@
+"""The study YAML at the edge: a strict YAML reader and pydantic models of the file, with errors turned into ``Problem``s.
+
+Nothing here knows what the values mean; ``autotune.space.checks`` judges them and ``autotune.space.load`` builds
+the typed ``StudySpec``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from autotune.errors import SpaceError
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Problems and how they are reported
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a study file: where (a dotted key path), what, and how to fix it."""
+
+    key: str
+    message: str
+    fix: str
+
+
+def raise_problems(source: Path | str, problems: Sequence[Problem]) -> NoReturn:
+    """Raise one ``SpaceError`` naming the file and every problem (key, what is wrong, the fix)."""
+    lines = [f"{p.key}: {p.message}. Fix: {p.fix}" for p in problems]
+    if len(lines) == 1:
+        raise SpaceError(f"{source}: {lines[0]}")
+    body = "\n".join(f"  - {line}" for line in lines)
+    raise SpaceError(f"{source}: {len(lines)} problems in the study file:\n{body}")
+
+
+def key_path(loc: Iterable[str | int]) -> str:
+    """``('params', 'x', 'low')`` -> ``params.x.low``; list indices as ``[i]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def suggest(word: str, options: Iterable[str]) -> str | None:
+    """The closest option to a probable typo, or None."""
+    found = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# YAML: safe loading, duplicate keys refused, errors with a line number
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would silently keep the last)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping", node.start_mark, "found a key that is not a scalar", key_node.start_mark
+            )
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first given on line {seen[key]}); each key, parameter name included, "
+                "may appear once per mapping",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a study file into plain data; every failure becomes a ``SpaceError`` naming the file (and line)."""
+    if not path.exists():
+        raise SpaceError(f"{path}: study file not found. Fix: check the path (relative paths start at {Path.cwd()})")
+    if not path.is_file():
+        raise SpaceError(f"{path}: is not a file. Fix: pass a study YAML file, e.g. search_spaces/smoke.yaml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpaceError(
+            f"{path}: cannot be read ({exc}). Fix: check its permissions and that it is UTF-8 text"
+        ) from exc
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
+        what = " ".join(str(x) for x in (exc.context, exc.problem) if x)
+        raise SpaceError(
+            f"{path}: bad YAML at {where}: {what}. Fix: correct the YAML syntax there "
+            "(indentation, a missing ':' or quote; quote strings that contain ': ' or start with '*', '&', '!')"
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise SpaceError(f"{path}: bad YAML: {exc}. Fix: correct the YAML syntax") from exc
+    if data is None:
+        raise SpaceError(f"{path}: the file is empty. Fix: write a study (see docs/search_space.md)")
+    if not isinstance(data, dict):
+        raise SpaceError(
+            f"{path}: the top level is a {type(data).__name__}, not a mapping. "
+            "Fix: start the file with keys such as `study:`, `server:`, `params:`"
+        )
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Models of the file (strict: no silent conversion of "2" into 2; unknown keys refused)
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise ValueError(
+        f"expected a single value (string, number, true/false or null), got a {type(value).__name__}. "
+        "Fix: write one value here"
+    )
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, got {value!r}. Fix: write a number (unquoted)")
+    return value
+
+
+def _flag_value(value: Any) -> Any:
+    if value is None or not isinstance(value, (str, int, float, bool)):
+        raise ValueError(
+            f"expected a flag value (string, number or true for a bare switch), got {value!r}. "
+            "Fix: give a value, or remove the flag to leave it at the server's default"
+        )
+    return value
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(
+            f"expected a string or number for an environment variable, got {value!r}. "
+            'Fix: quote the value, e.g. "1" or "0"'
+        )
+    return str(value)
+
+
+def _level(value: Any) -> Any:
+    if value in ("max", "min") or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f'expected a concurrency from load_levels, "max" or "min", got {value!r}. Fix: use one of those')
+
+
+ScalarT = Annotated[Any, AfterValidator(_scalar)]
+NumberT = Annotated[Any, AfterValidator(_number)]
+FlagValueT = Annotated[Any, AfterValidator(_flag_value)]
+EnvValueT = Annotated[Any, AfterValidator(_env_value)]
+LevelT = Annotated[Any, AfterValidator(_level)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ObjectiveModel(_Model):
+    metric: str
+    level: LevelT = "max"
+    direction: Literal["maximize", "minimize"] | None = None  # default: by metric (latencies minimized)
+
+
+class ConstraintModel(_Model):
+    metric: str
+    level: LevelT | None = None  # default: the first objective's level
+    max: NumberT | None = None
+    min: NumberT | None = None
+
+
+class StudyModel(_Model):
+    name: str | None = None  # default: the file's stem
+    engine: Literal["sim", "sglang"] = "sim"
+    trials: int = Field(12, gt=0)
+    sampler: Literal["tpe", "random", "nsga2"] = "tpe"
+    seed: int = 0
+    max_concurrent: int | None = Field(None, gt=0)
+    objectives: list[ObjectiveModel] | None = None
+    constraints: list[ConstraintModel] | None = None
+    ready_timeout_s: float = Field(900.0, gt=0)
+    points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
+
+
+class ServerModel(_Model):
+    model_path: str | None = None
+    tp_size: int = Field(1, gt=0)
+    host: str = "127.0.0.1"
+    flags: dict[str, FlagValueT] = Field(default_factory=dict)
+    env: dict[str, EnvValueT] = Field(default_factory=dict)
+
+
+class SimModel(_Model):
+    profile: str
+    time_scale: float = Field(1.0, gt=0)
+
+
+class WorkloadModel(_Model):
+    kind: Literal["synthetic", "jsonl"] = "synthetic"
+    input_len: int = Field(128, gt=0)
+    output_len: int = Field(256, gt=0)
+    range_ratio: float = Field(0.0, ge=0, le=1)
+    path: str | None = None
+    seed: int = 0
+    vocab_size: int = Field(32000, gt=1)
+    ignore_eos: bool = True
+    temperature: float = Field(0.0, ge=0)
+    properties: dict[str, EnvValueT] = Field(default_factory=dict)
+
+
+class BenchModel(_Model):
+    rounds: int = Field(2, gt=0)
+    warmup_requests: int = Field(2, ge=0)
+    min_requests: int = Field(8, gt=0)
+    min_duration_s: float = Field(0.0, ge=0)
+    requests_per_level: int | None = Field(None, gt=0)
+    request_timeout_s: float = Field(600.0, gt=0)
+    level_timeout_s: float = Field(1800.0, gt=0)
+
+
+class ParamModel(_Model):
+    flag: str | None = None
+    env: str | None = None
+    type: Literal["int", "float", "categorical", "bool"]
+    low: NumberT | None = None
+    high: NumberT | None = None
+    step: NumberT | None = None
+    log: bool = False
+    choices: list[ScalarT] | None = None
+    when: dict[str, Any] | None = None  # judged in checks.py (a list of values or an operator mapping per entry)
+
+
+class StudyFileModel(_Model):
+    study: StudyModel = Field(default_factory=StudyModel)
+    server: ServerModel = Field(default_factory=ServerModel)
+    sim: SimModel | None = None
+    workload: WorkloadModel = Field(default_factory=WorkloadModel)
+    load_levels: list[int] = Field(default_factory=lambda: [1, 8, 32])
+    bench: BenchModel = Field(default_factory=BenchModel)
+    params: dict[str, ParamModel] = Field(default_factory=dict)
+    points_to_evaluate: list[dict[str, ScalarT]] | None = None  # also accepted here; study.points_to_evaluate preferred
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pydantic errors -> Problems
+
+
+def _unwrap_optional(ann: Any) -> Any:
+    if get_origin(ann) in (Union, UnionType):
+        args = [a for a in get_args(ann) if a is not NoneType]
+        if len(args) == 1:
+            return args[0]
+    if get_origin(ann) is Annotated:
+        return get_args(ann)[0]
+    return ann
+
+
+def _keys_at(root: type[BaseModel], loc: Sequence[str | int]) -> list[str] | None:
+    """The keys a mapping at ``loc`` accepts, by walking the models' annotations; None if not a model there."""
+    ann: Any = root
+    for part in loc:
+        ann = _unwrap_optional(ann)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            if not isinstance(part, str) or part not in ann.model_fields:
+                return None
+            ann = ann.model_fields[part].annotation
+        elif get_origin(ann) is dict:
+            ann = get_args(ann)[1]
+        elif get_origin(ann) is list:
+            ann = get_args(ann)[0]
+        else:
+            return None
+    ann = _unwrap_optional(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return list(ann.model_fields)
+    return None
+
+
+_TYPE_WORDS = {
+    "int": ("an integer", "write a whole number without quotes"),
+    "float": ("a number", "write a number without quotes"),
+    "bool": ("true or false", "write true or false without quotes"),
+    "string": ("a string", "write text (quote it if YAML reads it as something else)"),
+    "dict": ("a mapping", "write `key: value` entries indented under this key"),
+    "model": ("a mapping", "write `key: value` entries indented under this key"),
+    "list": ("a list", "write a YAML list, e.g. [1, 8, 32]"),
+}
+
+
+def _problem_from_error(err: Any) -> Problem:
+    loc = tuple(err["loc"])
+    key = key_path(loc)
+    kind: str = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        valid = _keys_at(StudyFileModel, loc[:-1]) or []
+        bad = str(loc[-1])
+        close = suggest(bad, valid)
+        fix = f"did you mean `{close}`?" if close else f"remove it; valid keys here: {', '.join(valid)}"
+        return Problem(key, f"unknown key `{bad}`", fix)
+    if kind == "missing":
+        return Problem(key, "required key is missing", f"add `{loc[-1]}:` (see docs/search_space.md)")
+    if kind == "literal_error":
+        expected = str((err.get("ctx") or {}).get("expected", ""))
+        return Problem(key, f"{value!r} is not allowed", f"use one of {expected}")
+    if kind == "value_error":
+        text = str(err["msg"]).removeprefix("Value error, ")
+        message, _, fix = text.partition(". Fix: ")
+        return Problem(key, message, fix or "correct the value")
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        bound = str(err["msg"]).replace("Input should be ", "")
+        return Problem(key, f"{value!r} is out of range", f"use a value {bound}")
+    for prefix, (word, fix) in _TYPE_WORDS.items():
+        if kind.startswith(prefix):
+            return Problem(key, f"wrong type: expected {word}, got {value!r} ({type(value).__name__})", fix)
+    return Problem(key, f"{err['msg']} (got {value!r})", "correct the value (see docs/search_space.md)")
+
+
+def parse_file_model(data: dict[str, Any], source: Path) -> StudyFileModel:
+    """Validate plain data against the file's models; raise ``SpaceError`` listing every problem found."""
+    try:
+        return StudyFileModel.model_validate(data)
+    except ValidationError as exc:
+        problems = list(dict.fromkeys(_problem_from_error(e) for e in exc.errors()))
+        raise_problems(source, problems)
