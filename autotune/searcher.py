@@ -3,13 +3,14 @@
 Why not Ray's stock ``OptunaSearch``: it only tells values. Here (1) the space is define-by-run with conditional
 parameters, (2) the study lives in an RDB storage (SQLite under ``results/<study>/``) so a killed driver resumes,
 (3) every outcome is recorded durably BEFORE the sampler is told, and (4) failed and invalid trials are told as
-infeasible through Optuna's constraints (``user_attrs["constraints"]``, ``<= 0`` feasible), so the sampler learns the
-region instead of ignoring it.
+infeasible through Optuna's constraints (``Trial.set_constraint``, ``<= 0`` feasible; the samplers read them), so the
+sampler learns the region instead of ignoring it.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,20 +21,22 @@ from autotune.records import TrialOutcome, TrialRecord
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
 
-CONSTRAINTS_ATTR = "constraints"
+LAUNCH_CONSTRAINT = "trial_failed"
 
 
-def constraints_func(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
-    return trial.user_attrs.get(CONSTRAINTS_ATTR, [0.0])
-
-
-def constraint_vector(spec: StudySpec, record: TrialRecord) -> list[float]:
-    """[launch failed?] + one value per study constraint; the same length for every trial."""
+def constraint_values(spec: StudySpec, record: TrialRecord) -> dict[str, float]:
+    """``trial_failed`` (1 for a failed or invalid trial) plus one value per study constraint; same keys for every trial."""
     failed = 0.0 if record.outcome is TrialOutcome.COMPLETE else 1.0
-    vec = [failed]
+    values = {LAUNCH_CONSTRAINT: failed}
     for c in spec.constraints:
-        vec.append(float(record.constraints.get(objective_key(c.metric, c.level), 0.0 if not failed else 1e9)))
-    return vec
+        key = objective_key(c.metric, c.level)
+        values[key] = float(record.constraints.get(key, 0.0 if not failed else 1e9))
+    return values
+
+
+def set_constraints(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -> None:
+    for key, value in constraint_values(spec, record).items():
+        trial.set_constraint(key, value)
 
 
 def objective_values(spec: StudySpec, record: TrialRecord) -> list[float]:
@@ -48,10 +51,10 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=spec.seed)
     if spec.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=spec.seed, constraints_func=constraints_func)
-    return optuna.samplers.TPESampler(
-        seed=spec.seed, constraints_func=constraints_func, multivariate=True, group=True, n_startup_trials=5
-    )
+        return optuna.samplers.NSGAIISampler(seed=spec.seed)
+    with warnings.catch_warnings():  # multivariate/group are "experimental" in Optuna, and what conditionals need
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5)
 
 
 def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
@@ -75,7 +78,7 @@ def reconcile(study: optuna.Study, spec: StudySpec, records: Sequence[TrialRecor
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         rec = recorded.get(t.number)
         if rec is not None:
-            study._storage.set_trial_user_attr(t._trial_id, CONSTRAINTS_ATTR, constraint_vector(spec, rec))
+            set_constraints(optuna.trial.Trial(study, t._trial_id), spec, rec)
             study.tell(t.number, objective_values(spec, rec))
         else:
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)
@@ -113,6 +116,13 @@ class OptunaStudySearcher(Searcher):
         self.suggested += 1
         return {"params": params, "number": trial.number}
 
+    # The study's state lives in its Optuna storage; Tune's searcher checkpoints have nothing to add.
+    def save(self, checkpoint_path: str) -> None:
+        return None
+
+    def restore(self, checkpoint_path: str) -> None:
+        return None
+
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         live = self._live.pop(trial_id, None)
         if live is None:
@@ -126,7 +136,7 @@ class OptunaStudySearcher(Searcher):
             reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
             record = self.make_missing_record(trial.number, trial_id, params, reason)
         self.on_record(record, log_text)  # durable first
-        trial.set_user_attr(CONSTRAINTS_ATTR, constraint_vector(self.spec, record))
+        set_constraints(trial, self.spec, record)
         trial.set_user_attr("outcome", record.outcome.value)
         if record.failure is not None:
             trial.set_user_attr("failure", record.failure.value)

@@ -1,0 +1,87 @@
+"""The Tune searcher over an Optuna study, without Ray: ask/tell, durable-first, infeasible failures, resume."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pytest
+from ray.tune.search import Searcher
+
+from autotune.records import FailureKind, TrialOutcome, TrialRecord
+from autotune.searcher import LAUNCH_CONSTRAINT, OptunaStudySearcher, open_study, reconcile
+from autotune.space import load_study
+from autotune.store import StudyStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def spec():  # type: ignore[no-untyped-def]
+    return load_study(ROOT / "search_spaces" / "smoke.yaml")
+
+
+def record_for(spec, number: int, trial_id: str, params: dict, ok: bool) -> TrialRecord:  # type: ignore[no-untyped-def]
+    key = "output_tok_per_s@max"
+    return TrialRecord(
+        study=spec.name, trial_id=trial_id, number=number, params=params, flags={}, env={}, argv=[],
+        outcome=TrialOutcome.COMPLETE if ok else TrialOutcome.FAILED,
+        failure=None if ok else FailureKind.OOM_AT_LAUNCH,
+        objectives={key: 1000.0 + number} if ok else {key: 0.0},
+        constraints={"ttft_ms.p99@max": -10.0, "itl_ms.p99@max": -1.0} if ok else {},
+        feasible=ok,
+    )
+
+
+def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    order: list[str] = []
+
+    def on_record(r: TrialRecord, log: str) -> None:
+        # durable first: the optuna trial is still running when the record is written
+        assert study.trials[r.number].state == optuna.trial.TrialState.RUNNING
+        order.append(r.trial_id)
+        store.append(r, log)
+
+    s = OptunaStudySearcher(spec, study, budget=3, on_record=on_record,
+                            make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False),
+                                                                               message=why))
+    cfgs = {tid: s.suggest(tid) for tid in ("a", "b", "c")}
+    assert s.suggest("d") == Searcher.FINISHED
+    assert cfgs["a"]["params"] == {"mem_fraction_static": 0.85, "max_running_requests": 64,
+                                   "cuda_graph_max_bs_decode": 64}  # points_to_evaluate first
+    ok = record_for(spec, cfgs["a"]["number"], "a", cfgs["a"]["params"], True)
+    s.on_trial_complete("a", {"record_json": json.dumps(ok.to_json()), "log_text": "L"})
+    bad = record_for(spec, cfgs["b"]["number"], "b", cfgs["b"]["params"], False)
+    s.on_trial_complete("b", {"record_json": json.dumps(bad.to_json())})
+    s.on_trial_complete("c", None, error=True)  # the trial function itself crashed
+
+    assert order == ["a", "b", "c"]
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert trials[0].constraints[LAUNCH_CONSTRAINT] == 0.0 and trials[0].values == [1000.0]
+    assert trials[1].constraints[LAUNCH_CONSTRAINT] == 1.0, "a failed launch must be told as infeasible"
+    assert trials[2].constraints[LAUNCH_CONSTRAINT] == 1.0
+    loaded = store.load()
+    assert loaded[2].message.startswith("the trial function raised")
+    assert (tmp_path / "s" / "logs" / "0000-a.log").read_text() == "L"
+
+
+def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    t0, t1 = study.ask(), study.ask()  # both running when the driver was killed
+    store.append(record_for(spec, t0.number, "x", {}, True))  # t0's record was written, not told
+    del study
+    study = open_study(spec, store.db_url)  # a new driver
+    done = reconcile(study, spec, store.load())
+    assert done == 1
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states[t0.number] == optuna.trial.TrialState.COMPLETE
+    assert states[t1.number] == optuna.trial.TrialState.FAIL
+    assert study.trials[t0.number].values == [1000.0 + t0.number]
