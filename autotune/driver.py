@@ -48,7 +48,7 @@ def fmt_record(r: TrialRecord) -> str:
 class StudyDriver:
     def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
                  max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
-                 fresh: bool = False) -> None:
+                 fresh: bool = False, stop_after_s: float | None = None) -> None:
         self.spec = spec
         self.store = StudyStore(results_dir / spec.name)
         self.address = address
@@ -57,6 +57,7 @@ class StudyDriver:
         self.dashboard_port = dashboard_port
         self.serve_port = serve_port
         self.fresh = fresh
+        self.stop_after_s = stop_after_s
 
     # ------------------------------------------------------------------------------------------------------
     def _check_same_study(self) -> None:
@@ -148,7 +149,7 @@ class StudyDriver:
                   f"{conc} at a time; results in {self.store.root}", flush=True)
             serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
             searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
-                                           make_missing_record=self._missing_record)
+                                           make_missing_record=self._missing_record, stop_after_s=self.stop_after_s)
             tuner = tune.Tuner(
                 tune.with_resources(tune_trainable(spec), {"cpu": 0.5}),
                 tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc),

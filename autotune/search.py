@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrent", type=int, help="cap on trials at once (never above GPUs / GPUs per trial)")
     p.add_argument("--dashboard-port", type=int, default=8265)
     p.add_argument("--serve-port", type=int, default=8000, help="Ray Serve HTTP port (bound to 127.0.0.1)")
+    p.add_argument("--stop-after-s", type=float, help="start no new trial after this many seconds (running trials "
+                   "finish; rerun the command to continue the study)")
     p.add_argument("--fresh", action="store_true", help="move an existing results/<study>/ aside and start over")
     p.add_argument("--validate-only", action="store_true", help="check the study file and exit")
     return p
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
     driver = StudyDriver(spec, results_dir=Path(args.results_dir), address=args.address, num_gpus=args.num_gpus,
                          max_concurrent=args.max_concurrent, dashboard_port=args.dashboard_port,
-                         serve_port=args.serve_port, fresh=args.fresh)
+                         serve_port=args.serve_port, fresh=args.fresh,
+                         stop_after_s=args.stop_after_s)
     try:
         return driver.run()
     except AutotuneError as exc:

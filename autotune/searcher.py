@@ -10,6 +10,7 @@ sampler learns the region instead of ignoring it.
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -96,6 +97,7 @@ class OptunaStudySearcher(Searcher):
         budget: int,
         on_record: Callable[[TrialRecord, str], None],
         make_missing_record: Callable[[int, str, dict[str, Any], str], TrialRecord],
+        stop_after_s: float | None = None,
     ) -> None:
         first = spec.objectives[0]
         super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
@@ -106,9 +108,11 @@ class OptunaStudySearcher(Searcher):
         self.on_record = on_record
         self.make_missing_record = make_missing_record
         self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
+        # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
+        self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        if self.suggested >= self.budget:
+        if self.suggested >= self.budget or (self.deadline is not None and time.monotonic() > self.deadline):
             return Searcher.FINISHED  # type: ignore[return-value]
         trial = self.study.ask()
         params = suggest(self.spec, trial)

@@ -1,0 +1,514 @@
+"""Streaming benchmark client for SGLang's native ``POST /generate``: one warm server, several load levels.
+
+A plan runs as: ``GET /server_info`` (older SGLang: ``/get_server_info``) for the time scale; warmup requests (not
+measured); then each concurrency in order, as a closed loop of ``concurrency`` workers that each send the next request as
+soon as their previous one ends, until ``requests_per_level`` requests were sent and ``min_duration_s`` has passed; then
+``/server_info`` again for the server's own average accept length.
+
+Time: every duration reported is a wall duration x the server's declared time scale (``info["sim"]["time_scale"]``,
+engine seconds per wall second; 1.0 for a real server), so a simulated engine that runs faster than real time reports
+the figures of the hardware it models. Timeouts (``request_timeout_s``, ``level_timeout_s``) are wall seconds.
+
+A request that gets an HTTP error, an error chunk, a broken stream or a timeout becomes a failed sample; an unreachable
+server, or a level where every request failed, raises ``BenchError``. Definitions of TTFT / ITL / TPOT / e2e follow SGLang's
+``bench_serving``; see docs/benchmark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from autotune.bench.metrics import summarize_level
+from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, RequestSample, WorkloadSpec
+from autotune.bench.workload import BenchRequest, build_requests
+from autotune.errors import BenchError
+
+Clock = Callable[[], float]
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+_INFO_PATHS = ("/server_info", "/get_server_info")
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the client reads from ``/server_info``: the time scale and the server's average accept length."""
+
+    time_scale: float = 1.0
+    accept_length: float | None = None
+    endpoint: str | None = None  # the path that answered; None when neither did
+
+
+def _unreachable(base_url: str, exc: Exception) -> BenchError:
+    return BenchError(f"cannot connect to {base_url}: server is not running / crashed ({type(exc).__name__}: {exc})")
+
+
+async def fetch_server_info(client: httpx.AsyncClient, base_url: str) -> ServerInfo:
+    """Read ``/server_info``, falling back to ``/get_server_info``; a server that answers neither gets the defaults."""
+    for path in _INFO_PATHS:
+        try:
+            resp = await client.get(path)
+        except httpx.TransportError as exc:
+            raise _unreachable(base_url, exc) from exc
+        if resp.status_code != 200:
+            continue
+        try:
+            data = resp.json()
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return _parse_server_info(data, path)
+    return ServerInfo()
+
+
+def _parse_server_info(data: dict[str, Any], path: str) -> ServerInfo:
+    scale: Any = 1.0
+    sim = data.get("sim")
+    if isinstance(sim, dict) and sim.get("time_scale") is not None:
+        scale = sim["time_scale"]
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+            raise BenchError(f"{path} declares sim.time_scale={scale!r}; it must be a positive number (fix the server)")
+    accept = None
+    states = data.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        value = states[0].get("avg_spec_accept_length")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            accept = float(value)
+    return ServerInfo(time_scale=float(scale), accept_length=accept, endpoint=path)
+
+
+def _body(req: BenchRequest, spec: WorkloadSpec) -> bytes:
+    payload: dict[str, Any] = {"input_ids": req.input_ids} if req.input_ids is not None else {"text": req.text}
+    payload["sampling_params"] = {
+        "max_new_tokens": req.max_new_tokens,
+        "ignore_eos": spec.ignore_eos,
+        "temperature": spec.temperature,
+    }
+    payload["stream"] = True
+    return json.dumps(payload).encode()
+
+
+def _failed(error: str) -> RequestSample:
+    return RequestSample(ok=False, error=error[:300])
+
+
+async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, clock: Clock) -> RequestSample:
+    """Send one streamed /generate request and time its chunks (wall x ``scale``)."""
+    t0 = clock()
+    last_t = t0
+    end_t: float | None = None
+    ttft: float | None = None
+    last_ct = 0
+    itl: list[float] = []
+    meta: dict[str, Any] = {}
+    done = False
+    async with client.stream("POST", "/generate", content=body, headers=_HEADERS) as resp:
+        if resp.status_code != 200:
+            detail = (await resp.aread()).decode("utf-8", "replace").strip()
+            return _failed(f"HTTP {resp.status_code}: {detail[:200]}")
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, SSE comments
+            now = clock()
+            payload = line[5:].lstrip()
+            if payload == "[DONE]":
+                done, end_t = True, now
+                continue  # read to the end so the connection can be reused
+            chunk = json.loads(payload)
+            if chunk.get("error") is not None:
+                err = chunk["error"]
+                return _failed(f"server error: {err.get('message', err) if isinstance(err, dict) else err}")
+            meta = chunk.get("meta_info") or meta
+            ct = meta.get("completion_tokens")
+            ct = last_ct + 1 if ct is None else ct  # no meta_info: count one token per chunk
+            new = ct - last_ct
+            if new > 0:
+                if ttft is None:
+                    ttft = now - t0
+                else:
+                    itl.extend([(now - last_t) * scale / new] * new)
+                last_t, last_ct = now, ct
+            end_t = now
+    finish = meta.get("finish_reason")
+    if isinstance(finish, dict) and finish.get("type") == "abort":
+        return _failed(f"aborted by the server: {finish.get('message', '')}")
+    if not done and finish is None:
+        return _failed(f"broken stream: ended before [DONE] after {last_ct} tokens")
+    if ttft is None or end_t is None:
+        return _failed("stream carried no tokens")
+    verify = meta.get("spec_verify_ct")
+    accept = meta.get("spec_accept_length")
+    if accept is None and verify:
+        accept = last_ct / verify
+    return RequestSample(
+        ok=True,
+        prompt_tokens=int(meta.get("prompt_tokens") or 0),
+        output_tokens=last_ct,
+        ttft_s=ttft * scale,
+        e2e_s=(end_t - t0) * scale,
+        itl_s=tuple(itl),
+        accept_length=float(accept) if accept else None,
+        spec_verify_ct=int(verify) if verify else None,
+    )
+
+
+async def send_request(
+    client: httpx.AsyncClient, body: bytes, scale: float, timeout_s: float, clock: Clock = time.perf_counter
+) -> tuple[RequestSample, bool]:
+    """One request as a sample, never an exception; the flag says the server refused the connection (gone)."""
+    try:
+        return await asyncio.wait_for(_stream_one(client, body, scale, clock), timeout_s), False
+    except httpx.ConnectError as exc:
+        return _failed(f"connection refused: server is not running / crashed ({exc})"), True
+    except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
+        return _failed(f"timeout after {timeout_s:g} s ({type(exc).__name__})"), False
+    except httpx.HTTPError as exc:
+        return _failed(f"broken stream: {type(exc).__name__}: {exc}"), False
+    except (ValueError, TypeError, AttributeError) as exc:  # a chunk that is not the JSON SGLang sends
+        return _failed(f"malformed stream chunk: {type(exc).__name__}: {exc}"), False
+
+
+class _RequestSource:
+    """Hands out the workload's requests in order, across warmup and all levels (no level repeats a prompt)."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        self._spec = spec
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._built = 0
+
+    def prefetch(self, n: int) -> None:
+        missing = n - len(self._queue)
+        if missing > 0:
+            self._queue.extend(_body(r, self._spec) for r in build_requests(self._spec, missing, offset=self._built))
+            self._built += missing
+
+    def next(self) -> bytes:
+        if not self._queue:
+            self.prefetch(64)
+        return self._queue.popleft()
+
+
+@dataclass
+class _LoopState:
+    issued: int = 0
+    any_ok: bool = False
+    gone: bool = False
+
+
+@dataclass(frozen=True)
+class _LevelRun:
+    samples: tuple[RequestSample, ...]
+    wall_s: float
+    server_gone: bool
+    timed_out: bool
+
+
+async def _run_level(
+    client: httpx.AsyncClient,
+    source: _RequestSource,
+    plan: BenchPlan,
+    concurrency: int,
+    n: int,
+    min_duration_s: float,
+    scale: float,
+    clock: Clock,
+) -> _LevelRun:
+    """Closed loop: ``concurrency`` workers; issue until ``n`` were sent and ``min_duration_s`` (engine s) has passed.
+
+    Past ``n``, requests are only issued while at least one has succeeded (a failing server is not hammered for the
+    whole window); after a refused connection nothing more is issued.
+    """
+    source.prefetch(n)
+    samples: list[RequestSample] = []
+    min_wall_s = min_duration_s / scale
+    state = _LoopState()
+    start = clock()
+
+    async def worker() -> None:
+        while not state.gone:
+            if state.issued >= n and (not state.any_ok or clock() - start >= min_wall_s):
+                return
+            body = source.next()
+            state.issued += 1
+            sample, gone = await send_request(client, body, scale, plan.request_timeout_s, clock)
+            samples.append(sample)
+            state.any_ok = state.any_ok or sample.ok
+            state.gone = state.gone or gone
+
+    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    _, pending = await asyncio.wait(tasks, timeout=plan.level_timeout_s)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]  # a bug in the client, not a failed request
+    in_flight = state.issued - len(samples)
+    samples.extend(_failed(f"level timeout after {plan.level_timeout_s:g} s") for _ in range(in_flight))
+    return _LevelRun(tuple(samples), clock() - start, state.gone, bool(pending))
+
+
+class _AiohttpStream(httpx.AsyncByteStream):
+    def __init__(self, resp: Any) -> None:
+        self._resp = resp
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _map_aiohttp_errors():
+            while data := await self._resp.content.readany():
+                yield data
+
+    async def aclose(self) -> None:
+        if self._resp.content.at_eof():
+            self._resp.release()  # back to the pool
+        else:
+            self._resp.close()  # unread data: drop the connection
+
+
+@contextlib.contextmanager
+def _map_aiohttp_errors() -> Iterator[None]:
+    """aiohttp's exceptions -> httpx's, so callers handle one exception tree."""
+    import aiohttp
+
+    try:
+        yield
+    except getattr(aiohttp, "ConnectionTimeoutError", ()) as exc:
+        raise httpx.ConnectTimeout(str(exc)) from exc
+    except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one
+        raise httpx.ReadTimeout(str(exc) or "read timed out") from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise httpx.ConnectError(str(exc)) from exc
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+        raise httpx.RemoteProtocolError(str(exc)) from exc
+    except aiohttp.ClientError as exc:
+        raise httpx.ReadError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """An httpx transport on aiohttp's C-accelerated HTTP/1.1 stack: about 3x less CPU per streamed chunk than
+    httpx's own pool at 128 streams (whose per-request bookkeeping grows with the pool), so the client is not the
+    bottleneck at high chunk rates. No proxy from the environment, no automatic decompression (httpx decodes)."""
+
+    _SKIP = frozenset({"host", "content-length", "connection", "transfer-encoding"})
+
+    def __init__(self, max_connections: int) -> None:
+        import aiohttp
+
+        self._aiohttp = aiohttp
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=max_connections), auto_decompress=False, trust_env=False
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        t = request.extensions.get("timeout", {})
+        timeout = self._aiohttp.ClientTimeout(total=None, sock_connect=t.get("connect"), sock_read=t.get("read"))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in self._SKIP}
+        body = await request.aread()
+        with _map_aiohttp_errors():
+            resp = await self._session.request(
+                request.method, str(request.url), data=body, headers=headers, timeout=timeout, allow_redirects=False
+            )
+        return httpx.Response(resp.status, headers=list(resp.raw_headers), stream=_AiohttpStream(resp))
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+def _default_transport(max_connections: int) -> httpx.AsyncBaseTransport | None:
+    try:
+        import aiohttp  # noqa: F401  (installed with ray[default]; httpx's own pool otherwise)
+    except ImportError:
+        return None
+    return AiohttpTransport(max_connections)
+
+
+def requests_for_level(plan: BenchPlan, concurrency: int) -> int:
+    return plan.requests_per_level or max(plan.min_requests, concurrency * plan.rounds)
+
+
+def _check_plan(plan: BenchPlan) -> None:
+    if not plan.concurrencies or any(c < 1 for c in plan.concurrencies):
+        raise BenchError(f"plan concurrencies must be a non-empty list of integers >= 1, got {plan.concurrencies}")
+    if plan.requests_per_level is not None and plan.requests_per_level < 1:
+        raise BenchError(f"requests_per_level must be >= 1 (or unset), got {plan.requests_per_level}")
+    if plan.request_timeout_s <= 0 or plan.level_timeout_s <= 0 or plan.min_duration_s < 0:
+        raise BenchError("request_timeout_s and level_timeout_s must be > 0 and min_duration_s >= 0")
+
+
+def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:
+    errors = list(dict.fromkeys(s.error for s in run.samples if not s.ok))[:3]
+    if run.server_gone:
+        return BenchError(
+            f"{what}: {base_url} stopped accepting connections (server is not running / crashed): {errors}"
+        )
+    return BenchError(f"{what}: every one of {len(run.samples)} requests failed: {errors}")
+
+
+async def arun_plan(
+    base_url: str,
+    plan: BenchPlan,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock = time.perf_counter,
+) -> BenchResult:
+    """Measure every load level of ``plan`` on the server at ``base_url`` (``clock`` is a seam for tests)."""
+    _check_plan(plan)
+    started = clock()
+    source = _RequestSource(plan.workload)
+    source.prefetch(plan.warmup_requests)
+    width = max(plan.concurrencies) + 8
+    limits = httpx.Limits(max_connections=width, max_keepalive_connections=width)
+    notes: list[str] = []
+    levels: list[LevelSummary] = []
+    if transport is None:
+        transport = _default_transport(width)
+    async with httpx.AsyncClient(
+        base_url=base_url, transport=transport, timeout=plan.request_timeout_s, limits=limits, trust_env=False
+    ) as client:
+        info = await fetch_server_info(client, base_url)
+        scale = info.time_scale
+        if info.endpoint is None:
+            notes.append("server answered neither /server_info nor /get_server_info: time scale 1.0 assumed")
+        elif scale != 1.0:
+            notes.append(f"durations are engine seconds: wall x time_scale {scale:g} declared by the server")
+        if plan.warmup_requests > 0:
+            c = min(plan.warmup_requests, max(plan.concurrencies))
+            run = await _run_level(client, source, plan, c, plan.warmup_requests, 0.0, scale, clock)
+            if run.server_gone or not any(s.ok for s in run.samples):
+                raise _level_failure("warmup", run, base_url)
+        for c in plan.concurrencies:
+            n = requests_for_level(plan, c)
+            run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock)
+            if run.server_gone or not any(s.ok for s in run.samples):
+                raise _level_failure(f"load level {c}", run, base_url)
+            if run.timed_out:
+                notes.append(f"level {c}: stopped at level_timeout_s={plan.level_timeout_s:g}")
+            levels.append(summarize_level(c, run.samples, run.wall_s * scale))
+        try:
+            after = await fetch_server_info(client, base_url)
+        except BenchError as exc:
+            after = ServerInfo()
+            notes.append(f"server_info after the run: {exc}")
+    return BenchResult(
+        levels=tuple(levels),
+        time_scale=scale,
+        server_accept_length=after.accept_length,
+        wall_s=clock() - started,
+        notes=tuple(notes),
+    )
+
+
+def run_plan(base_url: str, plan: BenchPlan, **kw: Any) -> BenchResult:
+    """Synchronous wrapper of :func:`arun_plan` (starts its own event loop)."""
+    return asyncio.run(arun_plan(base_url, plan, **kw))
+
+
+# ----------------------------------------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m autotune.bench.client",
+        description="Benchmark a running SGLang (or simulated) server at several concurrencies, on one warm server.",
+    )
+    p.add_argument("--url", default="http://127.0.0.1:30000", help="server base URL")
+    p.add_argument("--concurrency", default="1,8,32", help="comma-separated load levels, e.g. 1,8,32")
+    p.add_argument("--input-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--range-ratio", type=float, default=0.0, help="lengths uniform in [len*(1-r), len]; 0 = fixed")
+    p.add_argument("--dataset", help="JSONL file of prompts instead of synthetic input ids")
+    p.add_argument("--vocab-size", type=int, default=32000, help="synthetic ids are drawn from [10, vocab-size)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--requests", type=int, default=None, help="requests per level (default max(8, 2 x concurrency))")
+    p.add_argument("--min-duration", type=float, default=0.0, help="keep each level going this long (engine s)")
+    p.add_argument("--warmup", type=int, default=2, help="warmup requests (not measured)")
+    p.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, wall seconds")
+    p.add_argument("--repeats", type=int, default=1, help="run the whole plan N times and report the spread")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    return p
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _stat(d: Dist | None, name: str, digits: int = 1) -> str:
+    return _fmt(None if d is None else getattr(d, name), digits)
+
+
+def format_table(result: BenchResult) -> str:
+    head = f"{'conc':>5} {'reqs':>5} {'fail':>4} {'dur_s':>7} {'out_tok/s':>10} {'req/s':>7} {'ttft_med':>9} "
+    head += f"{'ttft_p99':>9} {'itl_med':>8} {'itl_p99':>8} {'tpot_med':>9} {'e2e_med':>9} {'accept':>6}"
+    lines = [head]
+    for lv in result.levels:
+        lines.append(
+            f"{lv.concurrency:>5} {lv.requests:>5} {lv.failed:>4} {lv.duration_s:>7.2f} {lv.output_tok_per_s:>10.1f} "
+            f"{lv.request_per_s:>7.2f} {_stat(lv.ttft_ms, 'median'):>9} {_stat(lv.ttft_ms, 'p99'):>9} "
+            f"{_stat(lv.itl_ms, 'median', 2):>8} {_stat(lv.itl_ms, 'p99', 2):>8} {_stat(lv.tpot_ms, 'median', 2):>9} "
+            f"{_stat(lv.e2e_ms, 'median'):>9} {_fmt(lv.accept_length, 2):>6}"
+        )
+    lines.append(f"time_scale={result.time_scale:g} server_accept_length={_fmt(result.server_accept_length, 2)}")
+    lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines)
+
+
+def format_spread(results: list[BenchResult]) -> str:
+    lines = ["output tok/s over repeats: level mean min max spread%(max-min)/mean"]
+    for lv in results[0].levels:
+        vals = [r.level(lv.concurrency).output_tok_per_s for r in results]
+        mean = sum(vals) / len(vals)
+        spread = 100.0 * (max(vals) - min(vals)) / mean if mean else 0.0
+        lines.append(f"{lv.concurrency:>5} {mean:>10.1f} {min(vals):>10.1f} {max(vals):>10.1f} {spread:>6.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        concurrencies = tuple(int(c) for c in args.concurrency.split(",") if c.strip())
+    except ValueError:
+        print(f"--concurrency must be comma-separated integers, got {args.concurrency!r}", file=sys.stderr)
+        return 2
+    spec = WorkloadSpec(
+        kind="jsonl" if args.dataset else "synthetic",
+        input_len=args.input_len,
+        output_len=args.output_len,
+        range_ratio=args.range_ratio,
+        path=args.dataset,
+        seed=args.seed,
+        vocab_size=args.vocab_size,
+    )
+    plan = BenchPlan(
+        workload=spec,
+        concurrencies=concurrencies,
+        requests_per_level=args.requests,
+        warmup_requests=args.warmup,
+        min_duration_s=args.min_duration,
+        request_timeout_s=args.timeout,
+    )
+    results: list[BenchResult] = []
+    try:
+        for i in range(max(1, args.repeats)):
+            results.append(run_plan(args.url, plan))
+            if not args.json:
+                print(f"== run {i + 1}/{max(1, args.repeats)} ==\n{format_table(results[-1])}", flush=True)
+    except BenchError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=1))
+    elif len(results) > 1:
+        print(format_spread(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

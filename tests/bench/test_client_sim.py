@@ -1,0 +1,120 @@
+"""The client against the simulated SGLang server, started as a real process on a free port."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from autotune.bench.client import run_plan
+from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.errors import BenchError
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("autotune.sim.server") is None,
+    reason="autotune.sim.server (the simulated engine) is missing",
+)
+
+TIME_SCALE = 10.0
+READY_DEADLINE_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(*flags: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    argv = [sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--model-path", "x"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--sim-time-scale", str(TIME_SCALE), *flags]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + READY_DEADLINE_S
+    with httpx.Client(trust_env=False, timeout=2.0) as c:
+        while True:
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"sim server exited with {proc.returncode} before ready:\n{out[-2000:]}")
+            try:
+                if c.get(url + "/health").status_code == 200:
+                    return proc, url
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                _stop(proc)
+                raise RuntimeError(f"sim server not ready within {READY_DEADLINE_S} s")
+            time.sleep(0.1)  # polling interval of a readiness loop, not synchronisation
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    if proc.stdout:
+        proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    proc, url = _start()
+    try:
+        yield url
+    finally:
+        _stop(proc)
+
+
+def test_plan_on_the_sim_server(sim_url: str) -> None:
+    spec = WorkloadSpec(input_len=64, output_len=32, vocab_size=32000)
+    plan = BenchPlan(workload=spec, concurrencies=(1, 8), requests_per_level=8, warmup_requests=2)
+    result = run_plan(sim_url, plan)
+    assert result.time_scale == TIME_SCALE
+    assert [lv.concurrency for lv in result.levels] == [1, 8]
+    for lv in result.levels:
+        assert (lv.requests, lv.failed) == (8, 0), lv.errors
+        assert lv.input_tok_per_s == pytest.approx(lv.output_tok_per_s * 64 / 32)  # exact lengths, no EOS
+        assert lv.ttft_ms is not None and lv.itl_ms is not None and lv.tpot_ms is not None and lv.e2e_ms is not None
+        assert 0 < lv.ttft_ms.median < lv.e2e_ms.median
+        assert lv.itl_ms.count <= 8 * 31
+        # e2e = ttft + (tokens - 1) x tpot for every request, hence for the means too
+        assert lv.e2e_ms.mean == pytest.approx(lv.ttft_ms.mean + 31 * lv.tpot_ms.mean, rel=1e-6)
+        assert lv.accept_length is None
+    assert result.level(8).output_tok_per_s > 2 * result.level(1).output_tok_per_s  # batching pays off
+
+
+def test_speculative_accept_length_on_the_sim_server() -> None:
+    flags = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "3"]
+    flags += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    proc, url = _start(*flags, env={"SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    try:
+        spec = WorkloadSpec(input_len=32, output_len=64, vocab_size=32000)
+        result = run_plan(url, BenchPlan(workload=spec, concurrencies=(4,), requests_per_level=8, warmup_requests=1))
+    finally:
+        _stop(proc)
+    lv = result.level(4)
+    assert lv.failed == 0 and lv.accept_length is not None and result.server_accept_length is not None
+    assert 2.0 < lv.accept_length < 4.0
+    assert 2.0 < result.server_accept_length < 4.0
+
+
+def test_killed_server_is_a_bench_error() -> None:
+    proc, url = _start()
+    _stop(proc)
+    plan = BenchPlan(workload=WorkloadSpec(input_len=8, output_len=8), concurrencies=(1,), warmup_requests=1)
+    with pytest.raises(BenchError, match="server is not running / crashed"):
+        run_plan(url, plan)
