@@ -162,7 +162,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     finally:
         t_down = time.monotonic()
         try:
-            teardown = handle.shutdown.remote().result(timeout_s=180)
+            teardown = handle.stop_server.remote().result(timeout_s=180)
         except Exception as exc:  # noqa: BLE001
             teardown = {"error": f"{type(exc).__name__}: {exc}"}
         try:

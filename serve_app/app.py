@@ -166,7 +166,7 @@ class EngineServer:
     def log_tail(self) -> str:
         return self.server.log_tail() if self.server is not None else ""
 
-    def shutdown(self) -> dict[str, Any]:
+    def stop_server(self) -> dict[str, Any]:
         """Stop the engine's whole process group and check that its GPUs are free again."""
         if self.server is None:
             return {"teardown_s": 0.0, "gpu_free_s": None}
