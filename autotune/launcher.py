@@ -24,7 +24,7 @@ from autotune.errors import LaunchError
 from autotune.records import FailureKind
 from autotune.trial import LaunchSpec
 
-POLL_S = 0.25
+POLL_S = 0.1
 
 
 def read_tail(path: Path, max_bytes: int = 12_000, max_lines: int = 60) -> str:
@@ -121,7 +121,7 @@ class ServerProcess:
             return 0.0
         t0 = time.monotonic()
         pgid = self.proc.pid  # start_new_session: the leader's pid is the group id
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and grace_s > 0:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):

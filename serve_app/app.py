@@ -61,7 +61,14 @@ def _with_port(argv: list[str], flag: str, port: int) -> list[str]:
     return out
 
 
-@serve.deployment(name="EngineServer", max_ongoing_requests=4096, health_check_period_s=10, health_check_timeout_s=60)
+@serve.deployment(
+    name="EngineServer",
+    max_ongoing_requests=4096,
+    health_check_period_s=10,
+    health_check_timeout_s=60,
+    graceful_shutdown_wait_loop_s=0.1,  # the engine is stopped explicitly first; nothing is left to drain
+    graceful_shutdown_timeout_s=15,
+)
 class EngineServer:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = EngineArgs.model_validate(args)
@@ -166,12 +173,16 @@ class EngineServer:
     def log_tail(self) -> str:
         return self.server.log_tail() if self.server is not None else ""
 
-    def stop_server(self) -> dict[str, Any]:
-        """Stop the engine's whole process group and check that its GPUs are free again."""
+    def stop_server(self, grace_s: float = 0.0) -> dict[str, Any]:
+        """Stop the engine's whole process group and check that its GPUs are free again.
+
+        A trial's server is disposable: SIGKILL to the group frees the GPU in 1-2 s, SIGTERM's drain takes 7 s
+        (measured on the H200). Production deployments pass a grace period.
+        """
         if self.server is None:
             return {"teardown_s": 0.0, "gpu_free_s": None}
         t0 = time.monotonic()
-        self.server.stop()
+        self.server.stop(grace_s=grace_s)
         gpu_free_s: float | None = None
         error = ""
         try:
