@@ -40,7 +40,8 @@ def flags_to_argv(flags: Mapping[str, FlagValue | None]) -> list[str]:
 _LOG_PATTERNS: dict[str, re.Pattern[str]] = {
     "weights": re.compile(r"Load weight end\. elapsed=\s*([0-9.]+)\s*s"),
     "kv_tokens": re.compile(r"KV Cache is allocated\..*#tokens:\s*(\d+)"),
-    "graph": re.compile(r"Capture (?:cuda|CUDA) graph end\. Time elapsed:\s*([0-9.]+)\s*s"),
+    # 0.5.17: "Capture target decode CUDA graph end. elapsed=2.34 s"; older: "Capture cuda graph end. Time elapsed: 3.2 s"
+    "graph": re.compile(r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\.\s*(?:Time )?elapsed[:=]\s*([0-9.]+)\s*s"),
     "max_total": re.compile(r"max_total_num_tokens=(\d+)"),
     "max_running": re.compile(r"max_running_requests=(\d+)"),
 }

@@ -82,6 +82,7 @@ LOG = """[2026-11-30 15:21:00] Load weight begin. avail mem=139.1 GB
 [2026-11-30 15:21:05] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3569454, K size: 54.47 GB, V size: 54.47 GB
 [2026-11-30 15:21:06] Capture cuda graph begin. This can take up to several minutes. avail mem=20.1 GB
 [2026-11-30 15:21:09] Capture cuda graph end. Time elapsed: 3.21 s. mem usage=0.4 GB. avail mem=19.6 GB.
+[2026-11-30 15:21:09] Capture target decode CUDA graph end. elapsed=2.34 s, mem usage=0.41 GB, avail mem=19.2 GB.
 [2026-11-30 15:21:10] max_total_num_tokens=3569454, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=131072
 [2026-11-30 15:22:16] The server is fired up and ready to roll!
 """
@@ -91,7 +92,7 @@ def test_parse_log_phases() -> None:
     ph = parse_log_phases(LOG)
     assert ph.weights_loaded_s == pytest.approx(0.73)  # target + draft
     assert ph.kv_cache_tokens == 3569454
-    assert ph.graph_capture_s == pytest.approx(3.21)
+    assert ph.graph_capture_s == pytest.approx(3.21 + 2.34)  # old and 0.5.17 formats
     assert ph.max_total_num_tokens == 3569454 and ph.max_running_requests == 48
 
 

@@ -1,0 +1,496 @@
+"""Benchmark fidelity: autotune's client against SGLang's own ``bench_serving`` on ONE server and workload.
+
+    python tools/device/fidelity.py --model-dir /tmp/models/llama-1b [--concurrency 32] [--num-prompts 640] \
+        [--repeats 3] [--out DIR] [--server-flags "..."] [--engine sglang|sim]
+
+Starts the server (``autotune.launcher.launched`` with the sglang engine's LaunchSpec, flags checked against the
+installed ``--help`` first), then runs, on that one warm server, R repeats of each client, alternating and swapping the
+order every repeat (A B, B A, A B, ...) so drift does not favour one client:
+
+- autotune: ``autotune.bench.client.run_plan`` with one level (concurrency C, N requests, random ids, fixed lengths);
+- SGLang: ``python -m sglang.bench_serving --backend sglang`` (native ``/generate``, streamed) with ``--dataset-name
+  random-ids --random-range-ratio 1.0`` (fixed lengths), the same C and N, ``--seed`` seed + repeat, results read from
+  its ``--output-file`` JSONL (``output_throughput``, ``median_ttft_ms``, ``median_itl_ms``, ``median_tpot_ms``, ...).
+
+Each repeat uses another seed, so no repeat re-sends a prompt the radix cache already holds. Writes ``fidelity.json`` and
+``fidelity.md`` (every run, the means, autotune vs SGLang as a relative difference, and each client's spread
+(max - min) / mean over its repeats) plus ``server.log`` and the bench_serving outputs to ``--out``.
+
+``--engine sim`` starts the simulated server (``autotune.sim.server``) instead, to rehearse on a CPU machine; where
+SGLang is not installed, ``bench_serving`` is skipped and the report says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make the repo root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from autotune.bench.client import run_plan  # noqa: E402
+from autotune.bench.types import BenchPlan, WorkloadSpec  # noqa: E402
+from autotune.errors import AutotuneError, BenchError, LaunchError  # noqa: E402
+from autotune.trial import FlagValue, TrialConfig  # noqa: E402
+
+METRICS = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms", "median_tpot_ms")
+GATED = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms")  # the issue's 3% criterion
+# bench_serving's JSONL field for each metric
+SGLANG_FIELDS = {
+    "output_tok_per_s": "output_throughput",
+    "median_ttft_ms": "median_ttft_ms",
+    "median_itl_ms": "median_itl_ms",
+    "median_tpot_ms": "median_tpot_ms",
+}
+DEFAULT_SERVER_FLAGS = (
+    "--load-format dummy --attention-backend triton --sampling-backend pytorch "
+    "--mem-fraction-static 0.8 --cuda-graph-max-bs-decode 64"
+)
+OWNED_FLAGS = frozenset({"model-path", "tp-size", "tp", "host", "port", "nccl-port"})
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@dataclass(frozen=True)
+class FidelitySetup:
+    model_dir: str
+    engine: str
+    concurrency: int
+    num_prompts: int
+    input_len: int
+    output_len: int
+    repeats: int
+    seed: int
+    vocab_size: int
+    tolerance: float = 0.03
+
+
+@dataclass(frozen=True)
+class Run:
+    """One benchmark run of one client; latencies in ms."""
+
+    client: str  # "autotune" | "sglang"
+    repeat: int
+    output_tok_per_s: float
+    median_ttft_ms: float | None
+    median_itl_ms: float | None
+    median_tpot_ms: float | None
+    completed: int
+    failed: int
+    duration_s: float
+    accept_length: float | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    autotune_mean: float | None
+    sglang_mean: float | None
+    rel_diff: float | None  # (autotune - sglang) / sglang
+    autotune_spread: float | None  # (max - min) / mean over autotune's repeats
+    sglang_spread: float | None
+    within_tolerance: bool | None  # None: not gated, or no SGLang figure
+
+
+@dataclass(frozen=True)
+class FidelityReport:
+    setup: FidelitySetup
+    runs: tuple[Run, ...]
+    comparisons: tuple[Comparison, ...]
+    server_argv: tuple[str, ...] = ()
+    release: str = ""
+    gpu: str = ""
+    launch_to_ready_s: float | None = None
+    date: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------------- pure helpers
+
+
+def parse_flag_string(text: str) -> dict[str, FlagValue]:
+    """``"--a 1 --b --c x"`` -> ``{"a": "1", "b": True, "c": "x"}``; flags autotune sets itself are refused."""
+    tokens = shlex.split(text)
+    flags: dict[str, FlagValue] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--") or len(tok) < 3:
+            raise AutotuneError(f'--server-flags: expected a --flag, got {tok!r} (write e.g. "--page-size 16")')
+        name, _, inline = tok[2:].partition("=")
+        if name in OWNED_FLAGS:
+            raise AutotuneError(f"--server-flags must not set --{name}: fidelity sets it (use --model-dir / --tp)")
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if inline:
+            flags[name], i = inline, i + 1
+        elif nxt is not None and not nxt.startswith("--"):
+            if i + 2 < len(tokens) and not tokens[i + 2].startswith("--"):
+                raise AutotuneError(f"--server-flags: --{name} has several values; only one-value flags are supported")
+            flags[name], i = nxt, i + 2
+        else:
+            flags[name], i = True, i + 1
+    return flags
+
+
+def parse_env(items: Sequence[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise AutotuneError(f"--env expects NAME=VALUE, got {item!r}")
+        env[key] = value
+    return env
+
+
+def bench_serving_argv(
+    setup: FidelitySetup, base_url: str, output_file: Path, repeat: int, *, python: str, module: str
+) -> list[str]:
+    return [
+        python, "-m", module, "--backend", "sglang", "--base-url", base_url,
+        "--dataset-name", "random-ids", "--tokenizer", setup.model_dir, "--model", setup.model_dir,
+        "--random-input-len", str(setup.input_len), "--random-output-len", str(setup.output_len),
+        "--random-range-ratio", "1.0", "--num-prompts", str(setup.num_prompts),
+        "--max-concurrency", str(setup.concurrency), "--request-rate", "inf",
+        "--output-file", str(output_file), "--seed", str(setup.seed + repeat),
+        "--warmup-requests", "1", "--ready-check-timeout-sec", "0", "--disable-tqdm",
+    ]  # fmt: skip
+
+
+def parse_bench_serving(jsonl_text: str, repeat: int, num_prompts: int) -> Run:
+    """The last record of bench_serving's ``--output-file`` (it appends one JSON object per run)."""
+    lines = [ln for ln in jsonl_text.splitlines() if ln.strip()]
+    if not lines:
+        raise BenchError("bench_serving wrote no result line (did every request fail? see its log)")
+    rec = json.loads(lines[-1])
+    missing = [f for f in (*SGLANG_FIELDS.values(), "completed", "duration") if f not in rec]
+    if missing:
+        raise BenchError(f"bench_serving result lacks {missing}: is this SGLang's bench_serving 0.5.x output?")
+
+    def opt(key: str) -> float | None:
+        value = rec.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    completed = int(rec["completed"])
+    return Run(
+        client="sglang",
+        repeat=repeat,
+        output_tok_per_s=float(rec["output_throughput"]),
+        median_ttft_ms=opt("median_ttft_ms"),
+        median_itl_ms=opt("median_itl_ms"),
+        median_tpot_ms=opt("median_tpot_ms"),
+        completed=completed,
+        failed=max(0, num_prompts - completed),
+        duration_s=float(rec["duration"]),
+        accept_length=opt("accept_length"),
+    )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _spread(values: Sequence[float]) -> float | None:
+    mean = _mean(values)
+    if mean is None or len(values) < 2 or mean == 0:
+        return None
+    return (max(values) - min(values)) / mean
+
+
+def compare(runs: Sequence[Run], tolerance: float) -> tuple[Comparison, ...]:
+    out = []
+    for metric in METRICS:
+        vals = {
+            c: [v for r in runs if r.client == c and (v := getattr(r, metric)) is not None]
+            for c in ("autotune", "sglang")
+        }
+        a, s = _mean(vals["autotune"]), _mean(vals["sglang"])
+        rel = (a - s) / s if a is not None and s not in (None, 0) else None
+        gated = metric in GATED and rel is not None
+        out.append(
+            Comparison(
+                metric=metric,
+                autotune_mean=a,
+                sglang_mean=s,
+                rel_diff=rel,
+                autotune_spread=_spread(vals["autotune"]),
+                sglang_spread=_spread(vals["sglang"]),
+                within_tolerance=(abs(rel) <= tolerance) if gated and rel is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
+def format_markdown(report: FidelityReport) -> str:
+    s = report.setup
+    lines = [
+        f"## Benchmark fidelity: autotune vs SGLang bench_serving ({report.release or s.engine})",
+        "",
+        f"Server: `{s.model_dir}` on {report.gpu or 'unknown GPU'}, engine {s.engine}; ready after "
+        f"{_f(report.launch_to_ready_s, 1)} s. Workload: random ids, input {s.input_len}, output {s.output_len} "
+        f"(fixed), concurrency {s.concurrency}, {s.num_prompts} prompts per run, {s.repeats} repeats per client, "
+        f"alternating. Date {report.date}.",
+        "",
+        "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | completed | failed | duration (s) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for i, r in enumerate(report.runs, 1):
+        lines.append(
+            f"| {i} | {r.client} (repeat {r.repeat + 1}) | {_f(r.output_tok_per_s, 1)} | {_f(r.median_ttft_ms)} | "
+            f"{_f(r.median_itl_ms, 3)} | {_f(r.median_tpot_ms, 3)} | {r.completed} | {r.failed} | {_f(r.duration_s)} |"
+        )
+    lines += [
+        "",
+        f"| metric | autotune mean | SGLang mean | autotune vs SGLang | autotune spread | SGLang spread | within {100 * s.tolerance:g}% |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for c in report.comparisons:
+        verdict = {True: "yes", False: "**no**", None: "-"}[c.within_tolerance]
+        lines.append(
+            f"| {c.metric} | {_f(c.autotune_mean, 3)} | {_f(c.sglang_mean, 3)} | {_pct(c.rel_diff)} | "
+            f"{_pct(c.autotune_spread).lstrip('+')} | {_pct(c.sglang_spread).lstrip('+')} | {verdict} |"
+        )
+    lines += ["", "Spread = (max - min) / mean over a client's repeats."]
+    lines += [f"- note: {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------------ running
+
+
+def autotune_run(base_url: str, setup: FidelitySetup, repeat: int) -> Run:
+    workload = WorkloadSpec(
+        input_len=setup.input_len,
+        output_len=setup.output_len,
+        range_ratio=0.0,
+        seed=setup.seed + repeat,
+        vocab_size=setup.vocab_size,
+    )
+    plan = BenchPlan(
+        workload=workload, concurrencies=(setup.concurrency,), requests_per_level=setup.num_prompts, warmup_requests=1
+    )
+    lv = run_plan(base_url, plan).level(setup.concurrency)
+    return Run(
+        client="autotune",
+        repeat=repeat,
+        output_tok_per_s=lv.output_tok_per_s,
+        median_ttft_ms=lv.ttft_ms.median if lv.ttft_ms else None,
+        median_itl_ms=lv.itl_ms.median if lv.itl_ms else None,
+        median_tpot_ms=lv.tpot_ms.median if lv.tpot_ms else None,
+        completed=lv.requests - lv.failed,
+        failed=lv.failed,
+        duration_s=lv.duration_s,
+        accept_length=lv.accept_length,
+    )
+
+
+def sglang_run(base_url: str, setup: FidelitySetup, repeat: int, out: Path, *, python: str, module: str) -> Run:
+    result = out / f"bench_serving-{repeat + 1}.jsonl"
+    result.unlink(missing_ok=True)
+    argv = bench_serving_argv(setup, base_url, result, repeat, python=python, module=module)
+    log = out / f"bench_serving-{repeat + 1}.log"
+    env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
+    with log.open("w") as fh:
+        fh.write(shlex.join(argv) + "\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=1200, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise BenchError(f"bench_serving did not finish in 1200 s; see {log}") from exc
+    if proc.returncode != 0 or not result.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise BenchError(f"bench_serving failed (exit {proc.returncode}); last lines of {log}:\n{tail}")
+    return parse_bench_serving(result.read_text(), repeat, setup.num_prompts)
+
+
+def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool, python: str, module: str) -> list[Run]:
+    runs: list[Run] = []
+    for r in range(setup.repeats):
+        order = ("autotune", "sglang") if r % 2 == 0 else ("sglang", "autotune")
+        for client in order:
+            if client == "sglang" and not run_sglang:
+                continue
+            t0 = time.monotonic()
+            if client == "autotune":
+                run = autotune_run(base_url, setup, r)
+            else:
+                run = sglang_run(base_url, setup, r, out, python=python, module=module)
+            runs.append(run)
+            print(
+                f"[fidelity] repeat {r + 1}/{setup.repeats} {client:8s} {run.output_tok_per_s:10.1f} tok/s  "
+                f"ttft {_f(run.median_ttft_ms)} ms  itl {_f(run.median_itl_ms, 3)} ms  tpot "
+                f"{_f(run.median_tpot_ms, 3)} ms  ({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
+    return runs
+
+
+def model_vocab(model_dir: Path) -> int | None:
+    try:
+        return int(json.loads((model_dir / "config.json").read_text())["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def gpu_name() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    names = [n.strip() for n in out if n.strip()]
+    return f"{len(names)}x {names[0]}" if names else ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python tools/device/fidelity.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model-dir", type=Path, required=True, help="model directory (python -m autotune.models.dummy)")
+    p.add_argument("--engine", choices=("sglang", "sim"), default="sglang")
+    p.add_argument("--sim-profile", default="h200-llama-1b", help="profile of the simulated server (--engine sim)")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--num-prompts", type=int, default=640, help="requests per run (default 20 x concurrency 32)")
+    p.add_argument("--input-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3, help="runs per client")
+    p.add_argument("--seed", type=int, default=1, help="repeat r uses seed + r (both clients)")
+    p.add_argument(
+        "--server-flags", default=DEFAULT_SERVER_FLAGS, help=f"server flags (default: {DEFAULT_SERVER_FLAGS})"
+    )
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="server environment (repeatable)")
+    p.add_argument("--tolerance", type=float, default=0.03, help="agreement asked of throughput, TTFT and ITL")
+    p.add_argument("--out", type=Path, default=Path("fidelity-out"), help="output directory")
+    p.add_argument("--bench-module", default="sglang.bench_serving", help="SGLang's benchmark module")
+    p.add_argument("--skip-sglang-bench", action="store_true", help="measure autotune's client only")
+    p.add_argument("--ready-timeout", type=float, default=900.0, help="seconds for the server to become ready")
+    return p
+
+
+def _setup(args: argparse.Namespace, notes: list[str]) -> FidelitySetup:
+    for name in ("concurrency", "num_prompts", "input_len", "output_len", "repeats", "tp"):
+        if getattr(args, name) < 1:
+            raise AutotuneError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.model_dir.is_dir():
+        raise AutotuneError(
+            f"--model-dir {args.model_dir} is not a directory: write one with "
+            f"`python -m autotune.models.dummy llama-1b {args.model_dir}`"
+        )
+    vocab = model_vocab(args.model_dir)
+    if vocab is None:
+        notes.append("no vocab_size in the model's config.json: autotune's ids are drawn below 32000")
+    return FidelitySetup(
+        model_dir=str(args.model_dir.resolve()),
+        engine=args.engine,
+        concurrency=args.concurrency,
+        num_prompts=args.num_prompts,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        repeats=args.repeats,
+        seed=args.seed,
+        vocab_size=vocab or 32000,
+        tolerance=args.tolerance,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from autotune.engines import get_engine
+    from autotune.engines.preflight import preflight
+    from autotune.launcher import launched
+
+    os.environ.update(OFFLINE_ENV)
+    notes: list[str] = []
+    try:
+        setup = _setup(args, notes)
+        flags = parse_flag_string(args.server_flags)
+        env = parse_env(args.env)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run_sglang = not args.skip_sglang_bench
+    if run_sglang and importlib.util.find_spec("sglang") is None:
+        run_sglang = False
+        notes.append("SGLang is not installed here: bench_serving was skipped, only autotune's client was measured")
+        print(f"[fidelity] {notes[-1]}", flush=True)
+    if args.engine == "sim":
+        notes.append("engine sim: SIMULATED server, not a measurement of real hardware")
+        engine = get_engine("sim", profile=args.sim_profile, time_scale=1.0)
+    else:
+        engine = get_engine("sglang")
+    args.out.mkdir(parents=True, exist_ok=True)
+    cfg = TrialConfig(model_path=setup.model_dir, tp_size=args.tp, flags=flags, env=env)
+    release = engine.release()
+    try:
+        spec = engine.launch_spec(cfg, port=free_port(), nccl_port=free_port(), ready_timeout_s=args.ready_timeout)
+        spec = preflight(engine, spec, release=release)
+        print(f"[fidelity] launching {shlex.join(spec.argv)}", flush=True)
+        with launched(spec, args.out / "server.log") as server:
+            ready_s = (server.ready_at or server.started_at) - server.started_at
+            print(f"[fidelity] ready after {ready_s:.1f} s at {server.base_url}", flush=True)
+            runs = measure(
+                server.base_url, setup, args.out, run_sglang=run_sglang, python=sys.executable, module=args.bench_module
+            )
+    except LaunchError as exc:
+        print(f"error: the server did not start ({exc.kind.value}): {exc}\n{exc.log_tail}", file=sys.stderr)
+        return 1
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = FidelityReport(
+        setup=setup,
+        runs=tuple(runs),
+        comparisons=compare(runs, setup.tolerance),
+        server_argv=tuple(spec.argv),
+        release=release,
+        gpu=gpu_name() or ("simulated" if args.engine == "sim" else ""),
+        launch_to_ready_s=ready_s,
+        date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        notes=tuple(notes),
+    )
+    (args.out / "fidelity.json").write_text(json.dumps(report.to_json(), indent=2))
+    md = format_markdown(report)
+    (args.out / "fidelity.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
