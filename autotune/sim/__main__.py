@@ -1,0 +1,3 @@
+from autotune.sim.server import main
+
+raise SystemExit(main())

@@ -1,0 +1,302 @@
+"""``python -m autotune.sim.server --sim-profile NAME [--sim-*] <sglang.launch_server flags>``: a simulated SGLang server.
+
+A real HTTP server process (aiohttp) with SGLang's endpoints and log lines; timings come from the performance model of
+the profile (``autotune/sim/model.py``), in simulated time (``--sim-time-scale`` simulated seconds per wall second,
+declared in ``/server_info``). Exit codes as SGLang: 2 for a bad flag (argparse), 1 for a failed launch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from autotune import __version__
+from autotune.sim.args import ServerArgs, build_parser, parse_args
+from autotune.sim.config import ArgsFailure, SimConfig, resolve
+from autotune.sim.engine import Engine
+from autotune.sim.launch_log import Logger, print_failure, run_launch, speedup_for
+from autotune.sim.metrics import render_metrics
+from autotune.sim.openai_api import chat_completions, completions, list_models
+from autotune.sim.profile import ProfileError, load_profile
+from autotune.sim.streaming import generate_chunk, prompt_tokens_of, sse, token_updates
+
+ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
+
+
+class State:
+    """Everything the handlers share: config, engine (once ready), launch time."""
+
+    def __init__(self, cfg: SimConfig, log: Logger) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.engine: Engine | None = None
+        self.ready = False
+        self.launch_time_s = cfg.launch.total_s
+
+    @property
+    def args(self) -> ServerArgs:
+        return self.cfg.args
+
+    def model_name(self) -> str:
+        return self.args.served_model_name or self.args.model_path
+
+
+def _state(request: web.Request) -> State:
+    return request.app[ENGINE_KEY]  # type: ignore[no-any-return]
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "code": status}, "object": "error"}, status=status)
+
+
+# ---- health and info -------------------------------------------------------------------------------------------
+async def health(request: web.Request) -> web.Response:
+    st = _state(request)
+    return web.Response(status=200 if st.ready else 503)
+
+
+def server_info(st: State) -> dict[str, Any]:
+    cfg, hw = st.cfg, st.cfg.profile.hardware
+    eng = st.engine
+    info: dict[str, Any] = dict(st.args.public_dict())
+    info.update(
+        {
+            "mem_fraction_static": cfg.mem_fraction_static,
+            "max_running_requests": cfg.max_running_requests * cfg.dp,
+            "chunked_prefill_size": cfg.chunked_prefill_size,
+            "cuda_graph_max_bs": cfg.knobs.graph_max_bs,
+            "speculative_algorithm": cfg.spec.algorithm if cfg.spec else None,
+            "speculative_num_steps": cfg.spec.num_steps if cfg.spec else None,
+            "speculative_eagle_topk": cfg.spec.topk if cfg.spec else None,
+            "speculative_num_draft_tokens": cfg.spec.num_draft_tokens if cfg.spec else None,
+            "max_total_num_tokens": cfg.kv_tokens,
+            "version": cfg.profile.defaults.version,
+            "internal_states": [
+                {
+                    "avg_spec_accept_length": eng.avg_accept_length if eng else None,
+                    "effective_max_running_requests_per_dp": cfg.max_running_requests,
+                    "last_gen_throughput": eng.counters.last_gen_throughput if eng else 0.0,
+                    "memory_usage": {"weight": round(cfg.weights_gb, 2), "kvcache": round(cfg.kv_gb, 2)},
+                }
+                for _ in range(cfg.dp)
+            ],
+            "sim": {
+                "simulated": True,
+                "profile": cfg.profile.name,
+                "time_scale": st.args.sim_time_scale,
+                "hardware": f"{hw.gpu_count}x {hw.gpu_name}",
+                "gpu_name": hw.gpu_name,
+                "gpu_count": cfg.knobs.tp * cfg.dp,
+                "launch_time_s": round(st.launch_time_s, 3),
+                "seed": st.args.sim_seed,
+                "noise": st.args.sim_noise,
+                "autotune_version": __version__,
+                "accept_length_expected": cfg.spec.expected_accept_length if cfg.spec else None,
+            },
+        }
+    )
+    return info
+
+
+async def get_server_info(request: web.Request) -> web.Response:
+    return web.json_response(server_info(_state(request)), dumps=lambda o: json.dumps(o, default=str))
+
+
+async def model_info(request: web.Request) -> web.Response:
+    st = _state(request)
+    return web.json_response(
+        {
+            "model_path": st.args.model_path,
+            "tokenizer_path": st.args.tokenizer_path or st.args.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "model_type": st.cfg.profile.model.architecture,
+            "architectures": [st.cfg.profile.model.name],
+        }
+    )
+
+
+async def metrics(request: web.Request) -> web.Response:
+    st = _state(request)
+    return web.Response(text=render_metrics(st.cfg, st.engine, st.model_name()), content_type="text/plain")
+
+
+async def flush_cache(request: web.Request) -> web.Response:
+    st = _state(request)
+    if st.engine is None or not st.engine.flush():
+        return web.Response(status=400, text="Cache not flushed because there are pending requests.")
+    return web.Response(text="Cache flushed.\nPlease check backend logs for more details.")
+
+
+# ---- generation --------------------------------------------------------------------------------------------------
+def parse_generate(body: dict[str, Any], context_len: int) -> tuple[int, int, bool] | str:
+    """(prompt tokens, max new tokens, stream) from a /generate body, or an error message."""
+    if "input_ids" in body and body["input_ids"] is not None:
+        ids = body["input_ids"]
+        if not isinstance(ids, list) or (ids and isinstance(ids[0], list)):
+            return "input_ids must be one list of token ids (batched requests are not supported by the simulator)"
+        n_prompt = max(1, len(ids))
+    elif isinstance(body.get("text"), str):
+        n_prompt = prompt_tokens_of(body["text"])
+    else:
+        return "Either text or input_ids should be provided (one prompt per request)."
+    sp = body.get("sampling_params") or {}
+    max_new = sp.get("max_new_tokens", 128)
+    if not isinstance(max_new, int) or max_new < 0:
+        return f"max_new_tokens must be a non-negative integer, got {max_new!r}"
+    if n_prompt + max_new > context_len:
+        return (
+            f"Requested token count exceeds the model's maximum context length of {context_len} tokens. You requested "
+            f"a total of {n_prompt + max_new} tokens: {n_prompt} tokens from the input messages and {max_new} tokens "
+            f"for the completion. Please reduce the number of tokens in the input messages or the completion to fit "
+            f"within the limit."
+        )
+    return n_prompt, max(max_new, 1), bool(body.get("stream", False))
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    st = _state(request)
+    if not st.ready or st.engine is None:
+        return _error(503, "The server is not ready yet.")
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        return _error(400, "request body is not valid JSON")
+    parsed = parse_generate(body if isinstance(body, dict) else {}, st.cfg.context_len)
+    if isinstance(parsed, str):
+        return _error(400, parsed)
+    n_prompt, max_new, stream = parsed
+    if n_prompt >= st.cfg.kv_tokens:
+        return _error(400, f"The input ({n_prompt} tokens) is longer than the KV cache ({st.cfg.kv_tokens} tokens).")
+    return await run_request(request, st, n_prompt, max_new, stream, generate_chunk)
+
+
+async def run_request(request: web.Request, st: State, n_prompt: int, max_new: int, stream: bool, build: Any) -> Any:
+    """Submit to the engine; answer with one JSON object or an SSE stream of chunks built by ``build``."""
+    engine = st.engine
+    assert engine is not None  # callers check readiness
+    vocab = st.cfg.profile.model.vocab_size
+    h = engine.submit(n_prompt, max_new)
+    interval = st.args.sim_stream_interval_ms / 1000.0
+    try:
+        if not stream:
+            h.notify_after = float("inf")  # wake only when finished
+            async for final in token_updates(h, 3600.0, max_new):
+                if final:
+                    break
+            body = build(engine, h, True, vocab)
+            text = body if isinstance(body, str) else json.dumps(body)
+            return web.Response(text=text, content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        async for final in token_updates(h, interval, max(1, st.args.stream_interval)):
+            await resp.write(sse(build(engine, h, final, vocab)))
+            if final:
+                break
+        await resp.write(sse("[DONE]"))
+        await resp.write_eof()
+        return resp
+    except (asyncio.CancelledError, ConnectionResetError):
+        engine.abort(h)
+        raise
+
+
+async def health_generate(request: web.Request) -> web.Response:
+    st = _state(request)
+    if not st.ready or st.engine is None:
+        return web.Response(status=503)
+    h = st.engine.submit(1, 1)
+    async for final in token_updates(h, 0.0, 1):
+        if final:
+            break
+    return web.Response(status=200)
+
+
+def build_app(st: State) -> web.Application:
+    app = web.Application(client_max_size=64 * 2**20)
+    app[ENGINE_KEY] = st
+    app.router.add_get("/health", health)
+    app.router.add_get("/health_generate", health_generate)
+    app.router.add_get("/server_info", get_server_info)
+    app.router.add_get("/get_server_info", get_server_info)
+    app.router.add_get("/model_info", model_info)
+    app.router.add_get("/get_model_info", model_info)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_route("*", "/flush_cache", flush_cache)
+    app.router.add_post("/generate", generate)
+    app.router.add_post("/v1/completions", lambda r: completions(r, _state(r), run_request))
+    app.router.add_post("/v1/chat/completions", lambda r: chat_completions(r, _state(r), run_request))
+    app.router.add_get("/v1/models", lambda r: list_models(r, _state(r)))
+    return app
+
+
+# ---- process ---------------------------------------------------------------------------------------------------
+async def serve(cfg: SimConfig, log: Logger) -> int:
+    args = cfg.args
+    st = State(cfg, log)
+    runner = web.AppRunner(build_app(st), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port, backlog=1024, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        log(
+            f"OSError: [Errno {exc.errno}] error while attempting to bind on address ({args.host!r}, {args.port}): {exc.strerror}"
+        )
+        await runner.cleanup()
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    failure = await run_launch(cfg, log, speedup_for(cfg, args.sim_launch_speedup))
+    if failure is not None:
+        print_failure(log, failure)
+        await runner.cleanup()
+        return 1
+    st.engine = Engine(cfg, time_scale=args.sim_time_scale, seed=args.sim_seed, noise=args.sim_noise, log=log)
+    st.engine.start()
+    log.start_serving(args.sim_time_scale)
+    st.ready = True
+    log("The server is fired up and ready to roll!")
+    await stop.wait()
+    log("Received SIGTERM; shutting down.")
+    await st.engine.stop()
+    await runner.cleanup()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)  # exits 2 on an unknown flag, like SGLang
+    if args.sim_time_scale <= 0:
+        build_parser().error(f"argument --sim-time-scale: must be positive, got {args.sim_time_scale}")
+    try:
+        profile = load_profile(args.sim_profile)
+    except ProfileError as exc:
+        build_parser().error(f"argument --sim-profile: {exc}")
+    log = Logger()
+    try:
+        cfg = resolve(args, profile, dict(os.environ))
+    except ArgsFailure as exc:
+        log("Traceback (most recent call last):")
+        sys.stdout.write('  File "sglang/srt/server_args.py", line 1, in __post_init__\n')
+        for line in exc.lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        return 1
+    try:
+        return asyncio.run(serve(cfg, log))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
