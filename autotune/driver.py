@@ -95,7 +95,7 @@ class StudyDriver:
             kwargs: dict[str, Any] = {}
             gpus = self.num_gpus
             if gpus is None and self.spec.engine == "sim":
-                detected = _detected_gpus()
+                detected = gpus.count()
                 if detected == 0:
                     gpus = max(sim_profile_gpus(self.spec.sim.profile) or 0, self.spec.gpus_per_trial)  # type: ignore[union-attr]
                     print(f"no GPU here: the local Ray node declares {gpus} simulated GPU(s) for the simulator")
@@ -189,17 +189,3 @@ class StudyDriver:
         print(f"  command: {' '.join(best.argv)}")
         print(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
         return 0
-
-
-def _detected_gpus() -> int:
-    import shutil
-    import subprocess
-
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return 0
-    return len([ln for ln in out.splitlines() if ln.startswith("GPU ")])
-

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from autotune import gpus
 from autotune.engines.base import classify_failure
 from autotune.errors import LaunchError
 from autotune.records import FailureKind
@@ -149,38 +149,11 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
     return False
 
 
-def visible_gpu_ids() -> list[str]:
-    ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return [i.strip() for i in ids.split(",") if i.strip()]
-
-
-def gpu_memory_used_mib(ids: list[str] | None = None) -> dict[str, int] | None:
-    """MiB in use per GPU (by index or UUID), or None where nvidia-smi is absent."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return None
-    used: dict[str, int] = {}
-    for line in out.strip().splitlines():
-        index, uuid, mib = (p.strip() for p in line.split(","))
-        if not ids or index in ids or uuid in ids:
-            used[index] = int(float(mib))
-    return used
-
-
 def wait_gpus_free(ids: list[str] | None = None, *, threshold_mib: int = 1024, timeout_s: float = 60.0) -> float | None:
     """Seconds until the GPUs hold less than ``threshold_mib`` each; None without nvidia-smi. Raises on timeout."""
     t0 = time.monotonic()
     while True:
-        used = gpu_memory_used_mib(ids)
+        used = gpus.memory_used_mib(ids)
         if used is None:
             return None
         if all(v < threshold_mib for v in used.values()):

@@ -21,10 +21,11 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from autotune import gpus
 from autotune.engines import get_engine
 from autotune.engines.preflight import preflight
 from autotune.errors import AutotuneError, LaunchError
-from autotune.launcher import ServerProcess, gpu_memory_used_mib, visible_gpu_ids, wait_gpus_free
+from autotune.launcher import ServerProcess, wait_gpus_free
 from autotune.records import FailureKind
 from autotune.trial import LaunchSpec
 
@@ -73,7 +74,7 @@ class EngineServer:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = EngineArgs.model_validate(args)
         self.node = socket.gethostname()
-        self.gpu_ids = visible_gpu_ids()
+        self.gpu_ids = gpus.visible_ids()
         self.failure: dict[str, Any] | None = None
         self.server: ServerProcess | None = None
         self.ready_s: float | None = None
@@ -162,7 +163,7 @@ class EngineServer:
             "unset_env": list(self.spec.unset_env),
             "node": self.node,
             "gpu_ids": self.gpu_ids,
-            "gpu_names": _gpu_names(),
+            "gpu_names": gpus.names(self.gpu_ids or None),
             "release": self.release,
             "server_info": server_info,
             "log_text": log_text[-200_000:],
@@ -192,7 +193,7 @@ class EngineServer:
         self.teardown_s = time.monotonic() - t0
         self.server = None
         return {"teardown_s": self.teardown_s, "gpu_free_s": gpu_free_s, "error": error,
-                "gpu_mem_mib": gpu_memory_used_mib(self.gpu_ids or None)}
+                "gpu_mem_mib": gpus.memory_used_mib(self.gpu_ids or None)}
 
     def check_health(self) -> None:
         """Serve calls this periodically: a server that died after becoming ready makes the replica unhealthy."""
@@ -240,24 +241,6 @@ def _wants_stream(body: bytes) -> bool:
         return bool(json.loads(body or b"{}").get("stream"))
     except (ValueError, AttributeError):
         return False
-
-
-def _gpu_names() -> list[str]:
-    import shutil
-    import subprocess
-
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    ids = visible_gpu_ids()
-    names = [n.strip() for n in out.splitlines() if n.strip()]
-    if ids and all(i.isdigit() for i in ids):
-        return [names[int(i)] for i in ids if int(i) < len(names)]
-    return names
 
 
 def build_app(args: dict[str, Any]) -> serve.Application:

@@ -25,6 +25,13 @@ SAFE_ENV: Mapping[str, str] = {
 RAY_INJECTED_ENV: tuple[str, ...] = ("OMP_NUM_THREADS",)
 
 
+def server_env(cfg_env: Mapping[str, str]) -> dict[str, str]:
+    """The variables autotune sets for a server: the safe defaults, then the trial's own."""
+    env = dict(SAFE_ENV)
+    env.update(cfg_env)
+    return env
+
+
 def flags_to_argv(flags: Mapping[str, FlagValue | None]) -> list[str]:
     """``{"tp-size": 2, "disable-custom-all-reduce": True, "x": None}`` -> ``["--tp-size", "2", "--disable-custom-all-reduce"]``."""
     argv: list[str] = []
@@ -110,10 +117,28 @@ class Engine(abc.ABC):
     cache_help: bool = True  # SGLang's --help costs 20-40 s; the simulator's is cheap and changes with the code
 
     @abc.abstractmethod
+    def command(self) -> tuple[str, ...]:
+        """What runs a server, before its flags: ``(python, "-m", "sglang.launch_server")``."""
+
     def launch_spec(
         self, cfg: TrialConfig, *, port: int, nccl_port: int | None = None, ready_timeout_s: float = 900.0
     ) -> LaunchSpec:
-        """The exact argv and environment for one server. Pure."""
+        """The exact argv and environment for one server. Pure: the same for both engines but for ``command``."""
+        flags: dict[str, FlagValue | None] = {"model-path": cfg.model_path, "tp-size": cfg.tp_size}
+        flags.update(cfg.flags)
+        flags.update({"host": cfg.host, "port": port})
+        if nccl_port is not None:
+            flags["nccl-port"] = nccl_port
+        return LaunchSpec(
+            engine=self.name,
+            argv=(*self.command(), *flags_to_argv(flags)),
+            env=server_env(cfg.env),
+            host=cfg.host,
+            port=port,
+            gpus=cfg.gpus,
+            unset_env=tuple(v for v in RAY_INJECTED_ENV if v not in cfg.env),
+            ready_timeout_s=ready_timeout_s,
+        )
 
     @abc.abstractmethod
     def help_text(self, python: str) -> str:

@@ -6,12 +6,10 @@ SGLang is never imported here: the driver may be a CPU-only head node. The relea
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from importlib import metadata
 
-from autotune.engines.base import RAY_INJECTED_ENV, SAFE_ENV, Engine, flags_to_argv
+from autotune.engines.base import Engine
 from autotune.engines.preflight import run_help
-from autotune.trial import LaunchSpec, TrialConfig
 
 
 def installed_sglang_version() -> str:
@@ -19,13 +17,6 @@ def installed_sglang_version() -> str:
         return metadata.version("sglang")
     except metadata.PackageNotFoundError:
         return "not installed"
-
-
-def server_env(cfg_env: Mapping[str, str]) -> dict[str, str]:
-    """The variables autotune sets for a server: the safe defaults, then the trial's own."""
-    env = dict(SAFE_ENV)
-    env.update(cfg_env)
-    return env
 
 
 class SGLangEngine(Engine):
@@ -41,25 +32,8 @@ class SGLangEngine(Engine):
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
 
-    def launch_spec(
-        self, cfg: TrialConfig, *, port: int, nccl_port: int | None = None, ready_timeout_s: float = 900.0
-    ) -> LaunchSpec:
-        flags: dict[str, object] = {"model-path": cfg.model_path, "tp-size": cfg.tp_size}
-        flags.update(cfg.flags)
-        flags.update({"host": cfg.host, "port": port})
-        if nccl_port is not None:
-            flags["nccl-port"] = nccl_port
-        argv = (self.python, "-m", "sglang.launch_server", *flags_to_argv(flags))  # type: ignore[arg-type]
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
-            env=server_env(cfg.env),
-            host=cfg.host,
-            port=port,
-            gpus=cfg.gpus,
-            unset_env=tuple(v for v in RAY_INJECTED_ENV if v not in cfg.env),
-            ready_timeout_s=ready_timeout_s,
-        )
+    def command(self) -> tuple[str, ...]:
+        return (self.python, "-m", "sglang.launch_server")
 
     def help_text(self, python: str) -> str:
         return run_help([python, "-m", "sglang.launch_server"])

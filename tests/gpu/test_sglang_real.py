@@ -29,7 +29,8 @@ from autotune.engines.base import parse_log_phases
 from autotune.engines.preflight import preflight
 from autotune.engines.sglang import installed_sglang_version
 from autotune.errors import LaunchError, UnknownFlagError
-from autotune.launcher import ServerProcess, gpu_memory_used_mib, launched, wait_gpus_free
+from autotune.gpus import memory_used_mib
+from autotune.launcher import ServerProcess, launched, wait_gpus_free
 from autotune.records import FailureKind
 from autotune.trial import FlagValue, LaunchSpec, TrialConfig
 
@@ -71,7 +72,7 @@ def plan(concurrencies: tuple[int, ...], output_len: int, requests: int) -> Benc
 def assert_gpus_free() -> None:
     waited = wait_gpus_free(timeout_s=60)
     assert waited is not None, "nvidia-smi answered before the tests but not now"
-    used = gpu_memory_used_mib() or {}
+    used = memory_used_mib() or {}
     assert all(mib < 1024 for mib in used.values()), f"GPU memory still in use after teardown: {used} MiB"
 
 

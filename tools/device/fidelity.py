@@ -39,6 +39,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from autotune import gpus
 from autotune.bench.client import run_plan  # noqa: E402
 from autotune.bench.types import BenchPlan, WorkloadSpec  # noqa: E402
 from autotune.errors import AutotuneError, BenchError, LaunchError  # noqa: E402
@@ -353,17 +354,7 @@ def model_vocab(model_dir: Path) -> int | None:
 
 
 def gpu_name() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout.split("\n")
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    names = [n.strip() for n in out if n.strip()]
+    names = gpus.names()
     return f"{len(names)}x {names[0]}" if names else ""
 
 
