@@ -23,6 +23,11 @@ from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
 
 LAUNCH_CONSTRAINT = "trial_failed"
+MAX_DUPLICATE_ASKS = 25
+
+
+def params_key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def constraint_values(spec: StudySpec, record: TrialRecord) -> dict[str, float]:
@@ -110,15 +115,42 @@ class OptunaStudySearcher(Searcher):
         self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
         # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
+        # Every launch costs minutes: a point already measured is answered from its result, not launched again.
+        self._finished: dict[str, optuna.trial.FrozenTrial] = {
+            params_key(t.params): t
+            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if "duplicate_of" not in t.user_attrs
+        }
+        self.duplicates_skipped = 0
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if self.suggested >= self.budget or (self.deadline is not None and time.monotonic() > self.deadline):
             return Searcher.FINISHED  # type: ignore[return-value]
-        trial = self.study.ask()
-        params = suggest(self.spec, trial)
+        running = {params_key(p) for _, p in self._live.values()}
+        for attempt in range(MAX_DUPLICATE_ASKS + 1):
+            trial = self.study.ask()
+            params = suggest(self.spec, trial)
+            key = params_key(params)
+            if attempt == MAX_DUPLICATE_ASKS:  # the space is (nearly) exhausted: measure a repeat
+                break
+            if key in self._finished:
+                self._tell_copy(trial, self._finished[key])
+            elif key in running:
+                trial.set_user_attr("duplicate_of", "a running trial")
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                break
+            self.duplicates_skipped += 1
         self._live[trial_id] = (trial, params)
         self.suggested += 1
         return {"params": params, "number": trial.number}
+
+    def _tell_copy(self, trial: optuna.Trial, done: optuna.trial.FrozenTrial) -> None:
+        """Tell the sampler the known result of an identical point (no launch, no record)."""
+        for key, value in done.constraints.items():
+            trial.set_constraint(key, value)
+        trial.set_user_attr("duplicate_of", done.number)
+        self.study.tell(trial, done.values)
 
     # The study's state lives in its Optuna storage; Tune's searcher checkpoints have nothing to add.
     def save(self, checkpoint_path: str) -> None:
@@ -146,3 +178,4 @@ class OptunaStudySearcher(Searcher):
             trial.set_user_attr("failure", record.failure.value)
         trial.set_user_attr("trial_id", record.trial_id)
         self.study.tell(trial, objective_values(self.spec, record))
+        self._finished[params_key(params)] = self.study.trials[trial.number]

@@ -85,3 +85,39 @@ def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: i
     assert states[t0.number] == optuna.trial.TrialState.COMPLETE
     assert states[t1.number] == optuna.trial.TrialState.FAIL
     assert study.trials[t0.number].values == [1000.0 + t0.number]
+
+
+TINY = """
+study: {name: tiny, engine: sim, trials: 3, sampler: random, seed: 3}
+sim: {profile: h200-llama-1b}
+load_levels: [1]
+params:
+  mem: {flag: mem-fraction-static, type: categorical, choices: [0.7, 0.8]}
+"""
+
+
+def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    spec = load_study(tmp_path / "tiny.yaml")
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=3, on_record=lambda r, log: store.append(r, log),
+                            make_missing_record=lambda *a: pytest.fail("no missing record expected"))
+    seen = []
+    for tid in ("a", "b"):
+        cfg = s.suggest(tid)
+        seen.append(cfg["params"]["mem"])
+        s.on_trial_complete(tid, {"record_json": json.dumps(record_for(spec, cfg["number"], tid, cfg["params"],
+                                                                        True).to_json())})
+    assert sorted(seen) == [0.7, 0.8], "the second trial must not repeat the first (it was answered from it)"
+    before = s.duplicates_skipped
+    third = s.suggest("c")  # both points measured: 25 copies are told, then a repeat is measured
+    assert third["params"]["mem"] in (0.7, 0.8)
+    assert s.duplicates_skipped - before == 25
+    copies = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
+    assert len(copies) == s.duplicates_skipped
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in copies)
+    first = {t.number: t for t in study.get_trials()}
+    for t in copies:
+        assert t.values == first[t.user_attrs["duplicate_of"]].values
