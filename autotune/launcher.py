@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from autotune import gpus
-from autotune.engines.base import classify_failure
+from autotune.engines.base import classify_failure, key_error_line
 from autotune.errors import LaunchError
 from autotune.records import FailureKind
 from autotune.trial import LaunchSpec
@@ -97,7 +97,10 @@ class ServerProcess:
                 if code is not None:
                     tail = self.log_tail()
                     kind = classify_failure(tail, ready=False)
-                    raise LaunchError(kind, f"server exited with code {code} before it was ready ({kind.value})", tail)
+                    why = key_error_line(tail)
+                    raise LaunchError(
+                        kind, f"server exited with code {code} before it was ready ({kind.value}): {why}", tail
+                    )
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         self.ready_at = time.monotonic()

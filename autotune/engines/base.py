@@ -89,6 +89,18 @@ _FAILURE_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
 )
 
 
+_ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b: |NCCL WARN|error: ")
+
+
+def key_error_line(log_tail: str, max_chars: int = 300) -> str:
+    """The line of a dead server's log that says why: its last ``XxxError: ...`` line, else its last non-empty line."""
+    lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line):
+            return line[:max_chars]
+    return lines[-1][:max_chars] if lines else ""
+
+
 def classify_failure(log_tail: str, *, ready: bool) -> FailureKind:
     """Map a dead server's log tail to a failure kind. ``ready`` says whether it had become ready before dying."""
     for kind, pattern in _FAILURE_PATTERNS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autotune.engines.base import key_error_line
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
@@ -41,10 +42,8 @@ def _spec_label(rec: TrialRecord) -> str:
 
 
 def _last_log_line(rec: TrialRecord) -> str:
-    lines = [ln.strip() for ln in rec.log_tail.splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    line = lines[-1].replace("`", "'")
+    """The log line that says why the trial failed (its last error line), for the failures section."""
+    line = key_error_line(rec.log_tail, max_chars=10_000).replace("`", "'")
     return line if len(line) <= 200 else line[:197] + "..."
 
 

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from autotune.engines import get_engine
-from autotune.engines.base import classify_failure, flags_in_help, flags_to_argv, parse_log_phases
+from autotune.engines.base import classify_failure, flags_in_help, flags_to_argv, key_error_line, parse_log_phases
 from autotune.engines.preflight import check_argv
 from autotune.errors import UnknownFlagError
 from autotune.records import FailureKind
@@ -116,6 +116,17 @@ def test_parse_log_phases_empty() -> None:
 )
 def test_classify_failure(tail: str, ready: bool, kind: FailureKind) -> None:
     assert classify_failure(tail, ready=ready) is kind
+
+
+def test_key_error_line_picks_the_reason_not_the_last_line() -> None:
+    tail = """    raise ValueError(
+ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.01.
+
+[2026-11-30 17:07:12] Received sigquit from a child process. It usually means the child failed.
+[2026-11-30 17:07:12] kill_process_tree called: parent_pid=6449, include_parent=True, pid=6449"""
+    assert key_error_line(tail).startswith("ValueError: Loaded weights leave no GPU memory")
+    assert key_error_line("just one line") == "just one line"
+    assert key_error_line("") == ""
 
 
 def test_python_defaults_to_current_interpreter() -> None:
