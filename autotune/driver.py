@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from autotune import gpus, registry
 from autotune.errors import AutotuneError
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, tune_trainable
@@ -59,6 +60,10 @@ class StudyDriver:
         self.fresh = fresh
         self.stop_after_s = stop_after_s
 
+    @property
+    def owner(self) -> str:
+        return str(self.store.root.resolve())
+
     # ------------------------------------------------------------------------------------------------------
     def _check_same_study(self) -> None:
         path = self.store.root / "study.json"
@@ -93,14 +98,12 @@ class StudyDriver:
             started = False
         else:
             kwargs: dict[str, Any] = {}
-            gpus = self.num_gpus
-            if gpus is None and self.spec.engine == "sim":
-                detected = gpus.count()
-                if detected == 0:
-                    gpus = max(sim_profile_gpus(self.spec.sim.profile) or 0, self.spec.gpus_per_trial)  # type: ignore[union-attr]
-                    print(f"no GPU here: the local Ray node declares {gpus} simulated GPU(s) for the simulator")
-            if gpus is not None:
-                kwargs["num_gpus"] = gpus
+            num_gpus = self.num_gpus
+            if num_gpus is None and self.spec.engine == "sim" and gpus.count() == 0:
+                num_gpus = max(sim_profile_gpus(self.spec.sim.profile) or 0, self.spec.gpus_per_trial)  # type: ignore[union-attr]
+                print(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the simulator")
+            if num_gpus is not None:
+                kwargs["num_gpus"] = num_gpus
             ctx = ray.init(num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True, dashboard_host="127.0.0.1",
                            dashboard_port=self.dashboard_port, log_to_driver=False, **kwargs)
             started = True
@@ -116,6 +119,9 @@ class StudyDriver:
             if moved:
                 print(f"moved the old study directory to {moved}")
         self._check_same_study()
+        killed = registry.sweep(self.owner)
+        if killed:
+            print(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver was killed)")
         self.store.ensure()
         self.store.write_json("study.json", _spec_json(spec))
         records = self.store.load()
@@ -151,7 +157,7 @@ class StudyDriver:
             searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
                                            make_missing_record=self._missing_record, stop_after_s=self.stop_after_s)
             tuner = tune.Tuner(
-                tune.with_resources(tune_trainable(spec), {"cpu": 0.5}),
+                tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
                 tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc),
                 run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                           storage_path=str((self.store.root / "tune").resolve()), verbose=0),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from autotune import gpus
+from autotune import gpus, registry
 from autotune.engines.base import classify_failure, key_error_line
 from autotune.errors import LaunchError
 from autotune.records import FailureKind
@@ -57,6 +57,7 @@ class ServerProcess:
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     ready_at: float | None = None
+    owner: str | None = None  # the study that owns the server, for the orphan sweep (autotune.registry)
 
     @property
     def base_url(self) -> str:
@@ -79,6 +80,8 @@ class ServerProcess:
             raise LaunchError(FailureKind.CRASHED_AT_LAUNCH, f"could not start {self.spec.argv[0]}: {exc}") from exc
         finally:
             log.close()
+        if self.owner:
+            registry.register(self.proc.pid, self.owner, list(self.spec.argv))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -134,6 +137,7 @@ class ServerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         _wait_group_gone(pgid, timeout_s=30)
+        registry.unregister(pgid)
         return time.monotonic() - t0
 
 

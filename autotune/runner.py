@@ -103,7 +103,8 @@ def engine_info(spec: StudySpec, engine: Engine, info: Mapping[str, Any] | None,
     )
 
 
-def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int) -> tuple[TrialRecord, str]:
+def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int,
+              owner: str | None = None) -> tuple[TrialRecord, str]:
     """Run one trial; returns its record and the server log text. Never raises for trial-level failures."""
     from ray import serve
 
@@ -124,7 +125,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     name = app_name(number, trial_id)
     args = EngineArgs(name=name, engine=engine.name, argv=list(lspec.argv), env=dict(lspec.env),
                       unset_env=list(lspec.unset_env), host=lspec.host, port=0, gpus=lspec.gpus,
-                      ready_timeout_s=lspec.ready_timeout_s)
+                      ready_timeout_s=lspec.ready_timeout_s, owner=owner)
     # The simulator's options are part of its argv; preflight only needs the engine name.
     t_deploy = time.monotonic()
     try:
@@ -196,14 +197,15 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     return record, log_text
 
 
-def tune_trainable(spec: StudySpec):  # type: ignore[no-untyped-def]
-    """The Ray Tune function trainable for a study."""
+def tune_trainable(spec: StudySpec, owner: str | None = None):  # type: ignore[no-untyped-def]
+    """The Ray Tune function trainable for a study. ``owner`` tags its servers for the orphan sweep."""
 
     def trainable(config: dict[str, Any]) -> None:
         from ray import tune
 
         ctx = tune.get_context()
-        record, log_text = run_trial(spec, config["params"], trial_id=ctx.get_trial_id(), number=int(config["number"]))
+        record, log_text = run_trial(spec, config["params"], trial_id=ctx.get_trial_id(), number=int(config["number"]),
+                                     owner=owner)
         first = spec.objectives[0]
         value = record.objectives.get(f"{first.metric}@{first.level}", 0.0)
         tune.report({"objective0": value, "feasible": record.feasible, "outcome": record.outcome.value,

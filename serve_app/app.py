@@ -47,6 +47,7 @@ class EngineArgs(BaseModel):
     log_dir: str | None = None
     wait_ready_in_constructor: bool = False
     check_flags: bool = True
+    owner: str | None = Field(default=None, description="study that owns the server (orphan sweep after a killed driver)")
 
 
 def _free_port(host: str) -> int:
@@ -100,7 +101,7 @@ class EngineServer:
         try:
             if self.args.check_flags:
                 spec = preflight(engine, spec, release=self.release)
-            self.server = ServerProcess(spec, self.log_path)
+            self.server = ServerProcess(spec, self.log_path, owner=self.args.owner)
             self.server.start()
         except LaunchError as exc:
             self.failure = {"kind": exc.kind.value, "message": str(exc), "log_tail": exc.log_tail}
