@@ -16,21 +16,20 @@ server, or a level where every request failed, raises ``BenchError``. Definition
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
-import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from autotune.bench.metrics import summarize_level
-from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, RequestSample, WorkloadSpec
+from autotune.bench.transport import _default_transport
+from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample, WorkloadSpec
 from autotune.bench.workload import BenchRequest, build_requests
 from autotune.errors import BenchError
 
@@ -257,79 +256,6 @@ async def _run_level(
     return _LevelRun(tuple(samples), clock() - start, state.gone, bool(pending))
 
 
-class _AiohttpStream(httpx.AsyncByteStream):
-    def __init__(self, resp: Any) -> None:
-        self._resp = resp
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _map_aiohttp_errors():
-            while data := await self._resp.content.readany():
-                yield data
-
-    async def aclose(self) -> None:
-        if self._resp.content.at_eof():
-            self._resp.release()  # back to the pool
-        else:
-            self._resp.close()  # unread data: drop the connection
-
-
-@contextlib.contextmanager
-def _map_aiohttp_errors() -> Iterator[None]:
-    """aiohttp's exceptions -> httpx's, so callers handle one exception tree."""
-    import aiohttp
-
-    try:
-        yield
-    except getattr(aiohttp, "ConnectionTimeoutError", ()) as exc:
-        raise httpx.ConnectTimeout(str(exc)) from exc
-    except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one
-        raise httpx.ReadTimeout(str(exc) or "read timed out") from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise httpx.ConnectError(str(exc)) from exc
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-        raise httpx.RemoteProtocolError(str(exc)) from exc
-    except aiohttp.ClientError as exc:
-        raise httpx.ReadError(f"{type(exc).__name__}: {exc}") from exc
-
-
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """An httpx transport on aiohttp's C-accelerated HTTP/1.1 stack: about 3x less CPU per streamed chunk than
-    httpx's own pool at 128 streams (whose per-request bookkeeping grows with the pool), so the client is not the
-    bottleneck at high chunk rates. No proxy from the environment, no automatic decompression (httpx decodes)."""
-
-    _SKIP = frozenset({"host", "content-length", "connection", "transfer-encoding"})
-
-    def __init__(self, max_connections: int) -> None:
-        import aiohttp
-
-        self._aiohttp = aiohttp
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=max_connections), auto_decompress=False, trust_env=False
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        t = request.extensions.get("timeout", {})
-        timeout = self._aiohttp.ClientTimeout(total=None, sock_connect=t.get("connect"), sock_read=t.get("read"))
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in self._SKIP}
-        body = await request.aread()
-        with _map_aiohttp_errors():
-            resp = await self._session.request(
-                request.method, str(request.url), data=body, headers=headers, timeout=timeout, allow_redirects=False
-            )
-        return httpx.Response(resp.status, headers=list(resp.raw_headers), stream=_AiohttpStream(resp))
-
-    async def aclose(self) -> None:
-        await self._session.close()
-
-
-def _default_transport(max_connections: int) -> httpx.AsyncBaseTransport | None:
-    try:
-        import aiohttp  # noqa: F401  (installed with ray[default]; httpx's own pool otherwise)
-    except ImportError:
-        return None
-    return AiohttpTransport(max_connections)
-
-
 def requests_for_level(plan: BenchPlan, concurrency: int) -> int:
     return plan.requests_per_level or max(plan.min_requests, concurrency * plan.rounds)
 
@@ -414,101 +340,7 @@ def run_plan(base_url: str, plan: BenchPlan, **kw: Any) -> BenchResult:
 # ----------------------------------------------------------------------------------------------------------- CLI
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m autotune.bench.client",
-        description="Benchmark a running SGLang (or simulated) server at several concurrencies, on one warm server.",
-    )
-    p.add_argument("--url", default="http://127.0.0.1:30000", help="server base URL")
-    p.add_argument("--concurrency", default="1,8,32", help="comma-separated load levels, e.g. 1,8,32")
-    p.add_argument("--input-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=256)
-    p.add_argument("--range-ratio", type=float, default=0.0, help="lengths uniform in [len*(1-r), len]; 0 = fixed")
-    p.add_argument("--dataset", help="JSONL file of prompts instead of synthetic input ids")
-    p.add_argument("--vocab-size", type=int, default=32000, help="synthetic ids are drawn from [10, vocab-size)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--requests", type=int, default=None, help="requests per level (default max(8, 2 x concurrency))")
-    p.add_argument("--min-duration", type=float, default=0.0, help="keep each level going this long (engine s)")
-    p.add_argument("--warmup", type=int, default=2, help="warmup requests (not measured)")
-    p.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, wall seconds")
-    p.add_argument("--repeats", type=int, default=1, help="run the whole plan N times and report the spread")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
-    return p
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _stat(d: Dist | None, name: str, digits: int = 1) -> str:
-    return _fmt(None if d is None else getattr(d, name), digits)
-
-
-def format_table(result: BenchResult) -> str:
-    head = f"{'conc':>5} {'reqs':>5} {'fail':>4} {'dur_s':>7} {'out_tok/s':>10} {'req/s':>7} {'ttft_med':>9} "
-    head += f"{'ttft_p99':>9} {'itl_med':>8} {'itl_p99':>8} {'tpot_med':>9} {'e2e_med':>9} {'accept':>6}"
-    lines = [head]
-    for lv in result.levels:
-        lines.append(
-            f"{lv.concurrency:>5} {lv.requests:>5} {lv.failed:>4} {lv.duration_s:>7.2f} {lv.output_tok_per_s:>10.1f} "
-            f"{lv.request_per_s:>7.2f} {_stat(lv.ttft_ms, 'median'):>9} {_stat(lv.ttft_ms, 'p99'):>9} "
-            f"{_stat(lv.itl_ms, 'median', 2):>8} {_stat(lv.itl_ms, 'p99', 2):>8} {_stat(lv.tpot_ms, 'median', 2):>9} "
-            f"{_stat(lv.e2e_ms, 'median'):>9} {_fmt(lv.accept_length, 2):>6}"
-        )
-    lines.append(f"time_scale={result.time_scale:g} server_accept_length={_fmt(result.server_accept_length, 2)}")
-    lines.extend(f"note: {n}" for n in result.notes)
-    return "\n".join(lines)
-
-
-def format_spread(results: list[BenchResult]) -> str:
-    lines = ["output tok/s over repeats: level mean min max spread%(max-min)/mean"]
-    for lv in results[0].levels:
-        vals = [r.level(lv.concurrency).output_tok_per_s for r in results]
-        mean = sum(vals) / len(vals)
-        spread = 100.0 * (max(vals) - min(vals)) / mean if mean else 0.0
-        lines.append(f"{lv.concurrency:>5} {mean:>10.1f} {min(vals):>10.1f} {max(vals):>10.1f} {spread:>6.1f}")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        concurrencies = tuple(int(c) for c in args.concurrency.split(",") if c.strip())
-    except ValueError:
-        print(f"--concurrency must be comma-separated integers, got {args.concurrency!r}", file=sys.stderr)
-        return 2
-    spec = WorkloadSpec(
-        kind="jsonl" if args.dataset else "synthetic",
-        input_len=args.input_len,
-        output_len=args.output_len,
-        range_ratio=args.range_ratio,
-        path=args.dataset,
-        seed=args.seed,
-        vocab_size=args.vocab_size,
-    )
-    plan = BenchPlan(
-        workload=spec,
-        concurrencies=concurrencies,
-        requests_per_level=args.requests,
-        warmup_requests=args.warmup,
-        min_duration_s=args.min_duration,
-        request_timeout_s=args.timeout,
-    )
-    results: list[BenchResult] = []
-    try:
-        for i in range(max(1, args.repeats)):
-            results.append(run_plan(args.url, plan))
-            if not args.json:
-                print(f"== run {i + 1}/{max(1, args.repeats)} ==\n{format_table(results[-1])}", flush=True)
-    except BenchError as exc:
-        print(f"benchmark failed: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps([r.to_json() for r in results], indent=1))
-    elif len(results) > 1:
-        print(format_spread(results))
-    return 0
-
-
 if __name__ == "__main__":
+    from autotune.bench.cli import main
+
     sys.exit(main())

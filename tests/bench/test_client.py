@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from autotune.bench.client import arun_plan, main, run_plan
+from autotune.bench.cli import main
+from autotune.bench.client import arun_plan, run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.errors import BenchError
 
@@ -318,7 +319,7 @@ def test_arun_plan_rejects_bad_plans() -> None:
 
 
 def test_cli_prints_a_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import autotune.bench.client as client
+    import autotune.bench.cli as client
 
     transport = server(good_stream())
     monkeypatch.setattr(client, "run_plan", lambda url, p: run(transport, p))
