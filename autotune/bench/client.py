@@ -100,6 +100,23 @@ def _failed(error: str) -> RequestSample:
     return RequestSample(ok=False, error=error[:300])
 
 
+_CT_KEY = '"completion_tokens":'
+
+
+def _completion_tokens(payload: str) -> int | None:
+    """``meta_info.completion_tokens`` of one SSE chunk, read without parsing the (cumulative) JSON."""
+    i = payload.rfind(_CT_KEY)
+    if i < 0:
+        return None
+    j = i + len(_CT_KEY)
+    while j < len(payload) and payload[j] == " ":
+        j += 1
+    k = j
+    while k < len(payload) and payload[k].isdigit():
+        k += 1
+    return int(payload[j:k]) if k > j else None
+
+
 async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, clock: Clock) -> RequestSample:
     """Send one streamed /generate request and time its chunks (wall x ``scale``)."""
     t0 = clock()
@@ -108,7 +125,7 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
     ttft: float | None = None
     last_ct = 0
     itl: list[float] = []
-    meta: dict[str, Any] = {}
+    last_payload = ""
     done = False
     async with client.stream("POST", "/generate", content=body, headers=_HEADERS) as resp:
         if resp.status_code != 200:
@@ -122,12 +139,13 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
             if payload == "[DONE]":
                 done, end_t = True, now
                 continue  # read to the end so the connection can be reused
-            chunk = json.loads(payload)
-            if chunk.get("error") is not None:
-                err = chunk["error"]
-                return _failed(f"server error: {err.get('message', err) if isinstance(err, dict) else err}")
-            meta = chunk.get("meta_info") or meta
-            ct = meta.get("completion_tokens")
+            if '"error"' in payload:  # rare: parse only then (text is JSON-escaped, so it cannot fake this key)
+                err = json.loads(payload).get("error")
+                if err is not None:
+                    return _failed(f"server error: {err.get('message', err) if isinstance(err, dict) else err}")
+            # SGLang's chunks carry the cumulative text and ids, so parsing each one costs O(tokens so far); only the
+            # token count is needed per chunk, and the whole meta_info of the last chunk at the end.
+            ct = _completion_tokens(payload)
             ct = last_ct + 1 if ct is None else ct  # no meta_info: count one token per chunk
             new = ct - last_ct
             if new > 0:
@@ -137,6 +155,8 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
                     itl.extend([(now - last_t) * scale / new] * new)
                 last_t, last_ct = now, ct
             end_t = now
+            last_payload = payload
+    meta: dict[str, Any] = (json.loads(last_payload).get("meta_info") or {}) if last_payload else {}
     finish = meta.get("finish_reason")
     if isinstance(finish, dict) and finish.get("type") == "abort":
         return _failed(f"aborted by the server: {finish.get('message', '')}")
