@@ -40,6 +40,9 @@ class PhaseTimings:
     max_total_num_tokens: int | None = None
     max_running_requests: int | None = None
     deploy_to_ready_s: float | None = None  # serve.run -> ready (includes Ray/Serve)
+    serve_run_s: float | None = None  # the serve.run call: replica placed, its process started, constructor run
+    replica_start_s: float | None = None  # serve.run called -> replica constructor entered (Ray/Serve + imports)
+    preflight_s: float | None = None  # flag check against the installed release's --help (cached per node)
     bench_s: float | None = None
     teardown_s: float | None = None
     trial_wall_s: float | None = None

@@ -127,9 +127,10 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
                       unset_env=list(lspec.unset_env), host=lspec.host, port=0, gpus=lspec.gpus,
                       ready_timeout_s=lspec.ready_timeout_s, owner=owner)
     # The simulator's options are part of its argv; preflight only needs the engine name.
-    t_deploy = time.monotonic()
+    t_deploy, t_deploy_epoch = time.monotonic(), time.time()
     try:
         handle = serve.run(build_app(args.model_dump()), name=name, route_prefix=f"/{name}")
+        serve_run_s = time.monotonic() - t_deploy
     except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean the same here
         return failed_record(record, spec, FailureKind.DEPLOY_ERROR, f"Ray Serve could not deploy {name}: {exc}"), ""
 
@@ -174,7 +175,10 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
 
     log_text = (info or {}).get("log_text", "")
     parsed = parse_log_phases(log_text) if log_text else PhaseTimings()
+    init_epoch = (info or {}).get("init_epoch")
     phases = replace(parsed, launch_to_ready_s=ready_s, deploy_to_ready_s=deploy_to_ready, bench_s=bench_s,
+                     serve_run_s=serve_run_s, preflight_s=(info or {}).get("preflight_s"),
+                     replica_start_s=(init_epoch - t_deploy_epoch) if init_epoch else None,
                      teardown_s=teardown_total, trial_wall_s=time.monotonic() - t_trial)
     einfo = engine_info(spec, engine, info, lspec.gpus)
     record = replace(record, engine=einfo, phases=phases, bench=bench,

@@ -73,6 +73,7 @@ def _with_port(argv: list[str], flag: str, port: int) -> list[str]:
 )
 class EngineServer:
     def __init__(self, args: dict[str, Any]) -> None:
+        self.init_epoch = time.time()
         self.args = EngineArgs.model_validate(args)
         self.node = socket.gethostname()
         self.gpu_ids = gpus.visible_ids()
@@ -98,9 +99,12 @@ class EngineServer:
         self.log_path = log_dir / f"{self.args.name}.log"
         engine = get_engine(self.args.engine)
         self.release = engine.release()
+        self.preflight_s: float | None = None
         try:
             if self.args.check_flags:
+                t0 = time.monotonic()
                 spec = preflight(engine, spec, release=self.release)
+                self.preflight_s = time.monotonic() - t0
             self.server = ServerProcess(spec, self.log_path, owner=self.args.owner)
             self.server.start()
         except LaunchError as exc:
@@ -170,6 +174,8 @@ class EngineServer:
             "log_text": log_text[-200_000:],
             "omp_num_threads_in_replica": os.environ.get("OMP_NUM_THREADS"),
             "ready_s": self.ready_s,
+            "init_epoch": self.init_epoch,
+            "preflight_s": self.preflight_s,
         }
 
     def log_tail(self) -> str:
