@@ -155,7 +155,8 @@ class StudyDriver:
                   f"{conc} at a time; results in {self.store.root}", flush=True)
             serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
             searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
-                                           make_missing_record=self._missing_record, stop_after_s=self.stop_after_s)
+                                           make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
+                                           on_raw_result=self.store.save_raw)
             tuner = tune.Tuner(
                 tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
                 tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc),

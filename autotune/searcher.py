@@ -103,6 +103,7 @@ class OptunaStudySearcher(Searcher):
         on_record: Callable[[TrialRecord, str], None],
         make_missing_record: Callable[[int, str, dict[str, Any], str], TrialRecord],
         stop_after_s: float | None = None,
+        on_raw_result: Callable[[int, str, str], str] | None = None,
     ) -> None:
         first = spec.objectives[0]
         super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
@@ -112,6 +113,7 @@ class OptunaStudySearcher(Searcher):
         self.suggested = 0
         self.on_record = on_record
         self.make_missing_record = make_missing_record
+        self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "the Ray Tune results")
         self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
         # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
@@ -166,8 +168,16 @@ class OptunaStudySearcher(Searcher):
         trial, params = live
         log_text = ""
         if result and "record_json" in result:
-            record = TrialRecord.from_json(json.loads(result["record_json"]))
-            log_text = str(result.get("log_text", ""))
+            try:
+                record = TrialRecord.from_json(json.loads(result["record_json"]))
+                log_text = str(result.get("log_text", ""))
+            except (ValueError, TypeError, KeyError) as exc:  # e.g. workers running another autotune version
+                kept = self.on_raw_result(trial.number, trial_id, str(result["record_json"]))
+                record = self.make_missing_record(
+                    trial.number, trial_id, params,
+                    f"the trial's record could not be read ({type(exc).__name__}: {exc}); the raw record is kept in "
+                    f"{kept}. Do the driver and the workers run the same autotune version?",
+                )
         else:
             reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
             record = self.make_missing_record(trial.number, trial_id, params, reason)

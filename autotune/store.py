@@ -54,6 +54,12 @@ class StudyStore:
         if log_text:
             atomic_write_text(self.root / "logs" / f"{stem}.log", log_text)
 
+    def save_raw(self, number: int, trial_id: str, text: str) -> str:
+        """Keep a trial result that could not be read as a record; returns where it went."""
+        path = self.root / "trials" / f"{number:04d}-{trial_id}.raw.json"
+        atomic_write_text(path, text)
+        return str(path)
+
     def load(self) -> list[TrialRecord]:
         """All records, the last one per Optuna trial number winning; a torn last line (killed mid-write) is skipped."""
         if not self.records_path.exists():

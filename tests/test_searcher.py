@@ -121,3 +121,21 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
     first = {t.number: t for t in study.get_trials()}
     for t in copies:
         assert t.values == first[t.user_attrs["duplicate_of"]].values
+
+
+def test_an_unreadable_record_is_kept_raw_and_told_as_failed(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=1, on_record=lambda r, log: store.append(r, log),
+                            make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False),
+                                                                               message=why),
+                            on_raw_result=store.save_raw)
+    cfg = s.suggest("a")
+    bad = {**record_for(spec, cfg["number"], "a", cfg["params"], True).to_json(), "phases": {"from_the_future": 1}}
+    s.on_trial_complete("a", {"record_json": json.dumps(bad)})
+    rec = store.load()[0]
+    assert rec.outcome is TrialOutcome.FAILED and "could not be read" in rec.message
+    raw = tmp_path / "s" / "trials" / f"{cfg['number']:04d}-a.raw.json"
+    assert json.loads(raw.read_text())["phases"] == {"from_the_future": 1}
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
