@@ -257,7 +257,15 @@ def _failure(
             ),
         )
     if tokens <= 0:
-        return LaunchFailure("kv", ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",))
+        # SGLang 0.5.17's text (kv_cache_configurator.py), seen on the H200; older releases say "Not enough memory".
+        minimum = weights / (hw.gpu_mem_gb - hw.cuda_context_gb)  # SGLang: 1 - available / pre-load memory
+        return LaunchFailure(
+            "kv",
+            (
+                f"ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                f"--mem-fraction-static={args.mem_fraction_static}. Raise --mem-fraction-static above {minimum:.3f}.",
+            ),
+        )
     nccl_broken = tp > 1 and (nccl_error is not None or nccl.global_algo_breaks_allgather)
     if nccl_broken:
         algo = nccl.algo_env or "?"

@@ -103,7 +103,7 @@ def test_launch_failure_exits_one_with_sglang_message() -> None:
     res = _run_to_exit("--sim-profile", "kimi-k2.5-int4-8x-rtxpro6000", "--tp", "8", "--mem-fraction-static", "0.7")
     assert res.returncode == 1
     assert "Load weight end. elapsed=313.00 s" in res.stdout
-    assert "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." in res.stdout
+    assert "ValueError: Loaded weights leave no GPU memory for the KV cache" in res.stdout
 
 
 def test_global_nccl_tree_fails_graph_capture() -> None:
