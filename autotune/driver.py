@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -59,6 +60,7 @@ class StudyDriver:
         self.serve_port = serve_port
         self.fresh = fresh
         self.stop_after_s = stop_after_s
+        self.stop_reason = ""
 
     @property
     def owner(self) -> str:
@@ -132,7 +134,11 @@ class StudyDriver:
             print(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
         if remaining > 0:
             self._run_tune(study, remaining)
-        return self._export()
+        code = self._export()
+        if self.stop_reason:
+            print(f"\nerror: {self.stop_reason}", file=sys.stderr)
+            return 2
+        return code
 
     def _run_tune(self, study: Any, remaining: int) -> None:
         import ray
@@ -164,6 +170,7 @@ class StudyDriver:
                                           storage_path=str((self.store.root / "tune").resolve()), verbose=0),
             )
             tuner.fit()
+            self.stop_reason = searcher.stop_reason
         finally:
             try:
                 serve.shutdown()

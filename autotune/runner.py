@@ -83,7 +83,7 @@ def engine_info(spec: StudySpec, engine: Engine, info: Mapping[str, Any] | None,
         sim = sim or {}
         return EngineInfo(
             engine="sim",
-            version=str(server_info.get("version") or info.get("release") or engine.release()),
+            version=str(info.get("release") or engine.release()).split()[-1],  # autotune's release, not SGLang's it mimics
             simulated=True,
             gpu_name=f"SIMULATED {sim.get('gpu_name', '?')}",
             gpu_count=int(sim.get("gpu_count", gpus)),

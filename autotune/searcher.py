@@ -10,6 +10,7 @@ sampler learns the region instead of ignoring it.
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.records import FailureKind, TrialOutcome, TrialRecord
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
 
@@ -124,8 +125,17 @@ class OptunaStudySearcher(Searcher):
             if "duplicate_of" not in t.user_attrs
         }
         self.duplicates_skipped = 0
+        self.stop_reason = ""  # set when every further trial would fail the same way
+
+    def always_passed_flags(self) -> set[str]:
+        """Flags every trial passes: fixed ``server.flags`` and parameters without a condition."""
+        flags = set(self.spec.server.flags)
+        flags.update(p.flag for p in self.spec.params if p.flag and not p.when)
+        return flags
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        if self.stop_reason:
+            return Searcher.FINISHED  # type: ignore[return-value]
         if self.suggested >= self.budget or (self.deadline is not None and time.monotonic() > self.deadline):
             return Searcher.FINISHED  # type: ignore[return-value]
         running = {params_key(p) for _, p in self._live.values()}
@@ -182,6 +192,13 @@ class OptunaStudySearcher(Searcher):
             reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
             record = self.make_missing_record(trial.number, trial_id, params, reason)
         self.on_record(record, log_text)  # durable first
+        if record.failure is FailureKind.UNKNOWN_FLAG:
+            named = sorted(f for f in self.always_passed_flags() if re.search(rf"--{re.escape(f)}(?![\w-])", record.message))
+            if named:
+                self.stop_reason = (
+                    f"stopping the study: the installed engine rejects --{', --'.join(named)}, which every trial "
+                    f"passes, so every trial would fail the same way. {record.message}"
+                )
         set_constraints(trial, self.spec, record)
         trial.set_user_attr("outcome", record.outcome.value)
         if record.failure is not None:

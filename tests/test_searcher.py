@@ -139,3 +139,33 @@ def test_an_unreadable_record_is_kept_raw_and_told_as_failed(spec, tmp_path: Pat
     raw = tmp_path / "s" / "trials" / f"{cfg['number']:04d}-a.raw.json"
     assert json.loads(raw.read_text())["phases"] == {"from_the_future": 1}
     assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    assert "attention-backend" in s.always_passed_flags()  # fixed in smoke.yaml's server.flags
+    assert "cuda-graph-max-bs-decode" not in s.always_passed_flags()  # conditional
+    cfg = s.suggest("a")
+    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  message="the installed engine (sglang 0.5.9) does not know --attention-backend (did you mean "
+                          "--attention-backend-x?). Remove the flag from the study file or install a release that has it")
+    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    assert "every trial would fail the same way" in s.stop_reason
+    assert s.suggest("b") == Searcher.FINISHED
+
+
+def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    cfg = s.suggest("a")
+    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...")
+    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    assert s.stop_reason == ""
