@@ -106,6 +106,12 @@ class StudyDriver:
                 print(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the simulator")
             if num_gpus is not None:
                 kwargs["num_gpus"] = num_gpus
+            if _port_busy(self.dashboard_port):
+                raise AutotuneError(
+                    f"port {self.dashboard_port} on 127.0.0.1 is in use (another Ray dashboard?), so this study's "
+                    f"dashboard cannot start there; pass --dashboard-port with a free port, or join that cluster with "
+                    f"--address auto."
+                )
             ctx = ray.init(num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True, dashboard_host="127.0.0.1",
                            dashboard_port=self.dashboard_port, log_to_driver=False, **kwargs)
             started = True
@@ -159,6 +165,11 @@ class StudyDriver:
                     conc = min(conc, cap)
             print(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per trial, "
                   f"{conc} at a time; results in {self.store.root}", flush=True)
+            if _port_busy(self.serve_port):
+                raise AutotuneError(
+                    f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
+                    f"pass --serve-port with a free port (or stop what holds it)."
+                )
             serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
             searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
                                            make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
@@ -203,3 +214,14 @@ class StudyDriver:
         print(f"  command: {' '.join(best.argv)}")
         print(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
         return 0
+
+
+def _port_busy(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False

@@ -1,0 +1,37 @@
+"""The CLI's edges that need no Ray: bad files, validation only, a busy port."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from autotune.search import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_validate_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--space", str(ROOT / "search_spaces" / "smoke.yaml"), "--validate-only"]) == 0
+    assert "valid study 'smoke'" in capsys.readouterr().out
+
+
+def test_bad_file_fails_before_ray_with_file_and_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("study: {name: x, engine: sim, trails: 3}\nsim: {profile: h200-llama-1b}\nload_levels: [1]\n"
+                   "params: {m: {flag: mem-fraction-static, type: float, low: 0.9, high: 0.5}}\n")
+    assert main(["--space", str(bad), "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "study.trails" in err and "did you mean `trials`" in err
+    assert not (tmp_path / "r").exists(), "nothing may be written for an invalid study"
+
+
+def test_busy_dashboard_port_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        code = main(["--results-dir", str(tmp_path), "--dashboard-port", str(port)])
+    assert code == 2
+    assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
