@@ -10,23 +10,21 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from autotune import gpus, registry
 from autotune.errors import AutotuneError
 from autotune.records import FailureKind, TrialRecord
-from autotune.runner import base_record, failed_record, tune_trainable
+from autotune.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.searcher import OptunaStudySearcher, open_study, reconcile
 from autotune.space import StudySpec
 from autotune.store import StudyStore
 
 
 def _spec_json(spec: StudySpec) -> dict[str, Any]:
-    d = asdict(spec)
-    d["source"] = str(spec.source)
-    return json.loads(json.dumps(d, default=str))
+    """The spec as it reads back from ``study.json`` (tuples as lists), so a resume can compare the two."""
+    return json.loads(json.dumps(spec.to_json(), default=str))
 
 
 def sim_profile_gpus(name: str) -> int | None:
@@ -83,7 +81,7 @@ class StudyDriver:
 
     def _missing_record(self, number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params,
-                          started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                          started_at=now_iso())
         return failed_record(rec, self.spec, FailureKind.UNKNOWN, reason)
 
     def _on_record(self, record: TrialRecord, log_text: str) -> None:

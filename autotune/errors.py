@@ -3,8 +3,7 @@
     AutotuneError
     ├── SpaceError            a search-space / study YAML is invalid (names file, key and fix)
     ├── EngineError
-    │   ├── UnknownFlagError  a flag the installed engine release does not know
-    │   └── InvalidConfigError a point that the engine would reject (validity rules)
+    │   └── UnknownFlagError  a flag the installed engine release does not know
     ├── LaunchError           the server did not become ready (carries a FailureKind and log tail)
     └── BenchError            the benchmark could not run against a ready server
 
@@ -30,10 +29,6 @@ class EngineError(AutotuneError):
 
 class UnknownFlagError(EngineError):
     """A server flag that the installed engine release does not accept."""
-
-
-class InvalidConfigError(EngineError):
-    """A configuration the engine would reject or that would waste a launch."""
 
 
 class LaunchError(AutotuneError):

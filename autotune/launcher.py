@@ -144,12 +144,8 @@ class ServerProcess:
 def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not registry.group_alive(pgid):
             return True
-        except PermissionError:
-            return False
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
         time.sleep(0.1)

@@ -28,7 +28,8 @@ def unregister(pgid: int, directory: Path = DEFAULT_DIR) -> None:
         (directory / f"{pgid}.json").unlink()
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (a group we may not signal counts as running)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -51,7 +52,7 @@ def sweep(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, object]]:
         if entry.get("owner") != owner:
             continue
         pgid = int(entry["pgid"])
-        if _group_alive(pgid):
+        if group_alive(pgid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
             killed.append(entry)

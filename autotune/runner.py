@@ -26,7 +26,7 @@ from autotune.space import StudySpec, to_trial_config
 from autotune.trial import TrialConfig
 
 
-def _now() -> str:
+def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -72,7 +72,7 @@ def failed_record(record: TrialRecord, spec: StudySpec, kind: FailureKind, messa
                   outcome: TrialOutcome = TrialOutcome.FAILED) -> TrialRecord:
     s = failed_score(spec.objectives, spec.constraints)
     return replace(record, outcome=outcome, failure=kind, message=message, log_tail=log_tail,
-                   objectives=s.objectives, constraints=s.constraints, feasible=False, finished_at=_now())
+                   objectives=s.objectives, constraints=s.constraints, feasible=False, finished_at=now_iso())
 
 
 def engine_info(spec: StudySpec, engine: Engine, info: Mapping[str, Any] | None, gpus: int) -> EngineInfo:
@@ -111,7 +111,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     from serve_app.app import EngineArgs, build_app
 
     t_trial = time.monotonic()
-    started = _now()
+    started = now_iso()
     cfg = to_trial_config(spec, params)
     record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=started)
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
@@ -196,7 +196,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     assert bench is not None
     s = score(bench, spec.objectives, spec.constraints)
     record = replace(record, outcome=TrialOutcome.COMPLETE, objectives=s.objectives, constraints=s.constraints,
-                     feasible=s.feasible, message="; ".join(notes), finished_at=_now(),
+                     feasible=s.feasible, message="; ".join(notes), finished_at=now_iso(),
                      log_tail="\n".join(log_text.splitlines()[-20:]))
     return record, log_text
 

@@ -14,6 +14,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -25,6 +26,15 @@ from autotune.space import StudySpec, suggest
 
 LAUNCH_CONSTRAINT = "trial_failed"
 MAX_DUPLICATE_ASKS = 25
+
+
+@dataclass(frozen=True)
+class _Result:
+    """What the sampler was told for a measured point, to answer a repeat of it without a launch."""
+
+    number: int
+    values: list[float]
+    constraints: dict[str, float]
 
 
 def params_key(params: dict[str, Any]) -> str:
@@ -119,8 +129,8 @@ class OptunaStudySearcher(Searcher):
         # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
         # Every launch costs minutes: a point already measured is answered from its result, not launched again.
-        self._finished: dict[str, optuna.trial.FrozenTrial] = {
-            params_key(t.params): t
+        self._finished: dict[str, _Result] = {
+            params_key(t.params): _Result(t.number, list(t.values), dict(t.constraints))
             for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if "duplicate_of" not in t.user_attrs
         }
@@ -157,7 +167,7 @@ class OptunaStudySearcher(Searcher):
         self.suggested += 1
         return {"params": params, "number": trial.number}
 
-    def _tell_copy(self, trial: optuna.Trial, done: optuna.trial.FrozenTrial) -> None:
+    def _tell_copy(self, trial: optuna.Trial, done: _Result) -> None:
         """Tell the sampler the known result of an identical point (no launch, no record)."""
         for key, value in done.constraints.items():
             trial.set_constraint(key, value)
@@ -204,5 +214,6 @@ class OptunaStudySearcher(Searcher):
         if record.failure is not None:
             trial.set_user_attr("failure", record.failure.value)
         trial.set_user_attr("trial_id", record.trial_id)
-        self.study.tell(trial, objective_values(self.spec, record))
-        self._finished[params_key(params)] = self.study.trials[trial.number]
+        values = objective_values(self.spec, record)
+        self.study.tell(trial, values)
+        self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))
