@@ -174,7 +174,8 @@ class StudyDriver:
                                            on_raw_result=self.store.save_raw)
             tuner = tune.Tuner(
                 tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
-                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc),
+                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc,
+                                             reuse_actors=True),  # no new trainable process per trial
                 run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                           storage_path=str((self.store.root / "tune").resolve()), verbose=0),
             )

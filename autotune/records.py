@@ -43,6 +43,7 @@ class PhaseTimings:
     serve_run_s: float | None = None  # the serve.run call: replica placed, its process started, constructor run
     replica_start_s: float | None = None  # serve.run called -> replica constructor entered (Ray/Serve + imports)
     preflight_s: float | None = None  # flag check against the installed release's --help (cached per node)
+    gpu_wait_s: float | None = None  # before the launch: until the GPUs' memory read free (a previous server exiting)
     bench_s: float | None = None
     teardown_s: float | None = None
     trial_wall_s: float | None = None

@@ -164,11 +164,13 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     finally:
         t_down = time.monotonic()
         try:
-            teardown = handle.stop_server.remote().result(timeout_s=180)
+            # SIGKILL and return: the server's exit overlaps the next trial's start, whose replica waits for the
+            # GPUs to read free before it launches (phases.gpu_wait_s of that trial).
+            teardown = handle.stop_server.remote(defer=True).result(timeout_s=180)
         except Exception as exc:  # noqa: BLE001
             teardown = {"error": f"{type(exc).__name__}: {exc}"}
         try:
-            serve.delete(name)
+            serve.delete(name, _blocking=False)
         except Exception as exc:  # noqa: BLE001
             teardown["error"] = f"{teardown.get('error', '')} serve.delete failed: {exc}".strip()
         teardown_total = time.monotonic() - t_down
@@ -178,6 +180,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     init_epoch = (info or {}).get("init_epoch")
     phases = replace(parsed, launch_to_ready_s=ready_s, deploy_to_ready_s=deploy_to_ready, bench_s=bench_s,
                      serve_run_s=serve_run_s, preflight_s=(info or {}).get("preflight_s"),
+                     gpu_wait_s=(info or {}).get("gpu_wait_s"),
                      replica_start_s=(init_epoch - t_deploy_epoch) if init_epoch else None,
                      teardown_s=teardown_total, trial_wall_s=time.monotonic() - t_trial)
     einfo = engine_info(spec, engine, info, lspec.gpus)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,24 @@ def _with_port(argv: list[str], flag: str, port: int) -> list[str]:
     return out
 
 
+GPU_WAIT_TIMEOUT_S = 60.0
+
+
+def _wait_gpus_before_launch(gpu_ids: list[str]) -> float | None:
+    """Seconds until this replica's GPUs read free (None without GPUs or nvidia-smi); a clear error if they stay busy."""
+    if not gpu_ids:
+        return None
+    try:
+        return wait_gpus_free(gpu_ids, timeout_s=GPU_WAIT_TIMEOUT_S)
+    except LaunchError as exc:
+        raise LaunchError(
+            FailureKind.DEPLOY_ERROR,
+            f"GPU(s) {','.join(gpu_ids)} still in use {GPU_WAIT_TIMEOUT_S:.0f} s before the launch "
+            f"({exc}). Another process holds them: a previous server that did not exit, or a process outside "
+            "autotune; check `nvidia-smi` and free them, then rerun the same command (finished trials are kept).",
+        ) from exc
+
+
 @serve.deployment(
     name="EngineServer",
     max_ongoing_requests=4096,
@@ -100,11 +119,13 @@ class EngineServer:
         engine = get_engine(self.args.engine)
         self.release = engine.release()
         self.preflight_s: float | None = None
+        self.gpu_wait_s: float | None = None
         try:
             if self.args.check_flags:
                 t0 = time.monotonic()
                 spec = preflight(engine, spec, release=self.release)
                 self.preflight_s = time.monotonic() - t0
+            self.gpu_wait_s = _wait_gpus_before_launch(self.gpu_ids)
             self.server = ServerProcess(spec, self.log_path, owner=self.args.owner)
             self.server.start()
         except LaunchError as exc:
@@ -176,20 +197,31 @@ class EngineServer:
             "ready_s": self.ready_s,
             "init_epoch": self.init_epoch,
             "preflight_s": self.preflight_s,
+            "gpu_wait_s": self.gpu_wait_s,
         }
 
     def log_tail(self) -> str:
         return self.server.log_tail() if self.server is not None else ""
 
-    def stop_server(self, grace_s: float = 0.0) -> dict[str, Any]:
+    def stop_server(self, grace_s: float = 0.0, defer: bool = False) -> dict[str, Any]:
         """Stop the engine's whole process group and check that its GPUs are free again.
 
         A trial's server is disposable: SIGKILL to the group frees the GPU in 1-2 s, SIGTERM's drain takes 7 s
         (measured on the H200). Production deployments pass a grace period.
+
+        ``defer=True`` (the trial runner): SIGKILL the group and return at once; a thread reaps it. The GPU-free check
+        then happens where it matters, before the next launch on these GPUs (``gpu_wait_s``), so the exit overlaps
+        Ray Tune starting the next trial and Serve placing its replica.
         """
         if self.server is None:
             return {"teardown_s": 0.0, "gpu_free_s": None}
         t0 = time.monotonic()
+        if defer:
+            server, self.server = self.server, None
+            server.kill()
+            threading.Thread(target=server.stop, kwargs={"grace_s": 0.0}, name="reap-engine", daemon=True).start()
+            self.teardown_s = time.monotonic() - t0
+            return {"teardown_s": self.teardown_s, "gpu_free_s": None, "error": "", "deferred": True}
         self.server.stop(grace_s=grace_s)
         gpu_free_s: float | None = None
         error = ""

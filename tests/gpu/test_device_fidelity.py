@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,9 @@ for f in ("--backend", "--base-url", "--dataset-name", "--tokenizer", "--model",
           "--output-file", "--seed", "--warmup-requests", "--ready-check-timeout-sec"):
     p.add_argument(f)
 p.add_argument("--disable-tqdm", action="store_true")
+p.add_argument("--tokenize-prompt", action="store_true")
 a = p.parse_args()
+assert a.tokenize_prompt, "autotune sends ids; bench_serving must too"
 seed = int(a.seed)
 rec = {"backend": a.backend, "completed": int(a.num_prompts) - 1, "duration": 2.0, "output_throughput": 1000.0 + seed,
        "median_ttft_ms": 20.0, "median_itl_ms": 1.5, "median_tpot_ms": 1.6, "accept_length": None, "seed": seed}
@@ -125,7 +128,8 @@ def test_bench_serving_argv_uses_the_0517_flags(tmp_path: Path) -> None:
         "--tokenizer /m",
         "--random-input-len 16",
         "--random-output-len 12",
-        "--random-range-ratio 1.0",
+        "--random-range-ratio 1",
+        "--tokenize-prompt",
         "--num-prompts 8",
         "--max-concurrency 4",
         "--seed 7",
@@ -133,6 +137,9 @@ def test_bench_serving_argv_uses_the_0517_flags(tmp_path: Path) -> None:
         "--base-url http://h:1",
     ):
         assert part in text, part
+    varied = bench_serving_argv(replace(SETUP, range_ratio=0.5), "http://h:1", tmp_path / "o.jsonl", 0,
+                                python="py", module="m")
+    assert varied[varied.index("--random-range-ratio") + 1] == "0.5"  # SGLang's ratio is the lower bound: 1 - r
 
 
 def test_parse_bench_serving_result() -> None:

@@ -7,10 +7,16 @@ Starts the server (``autotune.launcher.launched`` with the sglang engine's Launc
 installed ``--help`` first), then runs, on that one warm server, R repeats of each client, alternating and swapping the
 order every repeat (A B, B A, A B, ...) so drift does not favour one client:
 
-- autotune: ``autotune.bench.client.run_plan`` with one level (concurrency C, N requests, random ids, fixed lengths);
+- autotune: ``autotune.bench.client.run_plan`` with one level (concurrency C, N requests, random ids, lengths uniform
+  in ``[len * (1 - r), len]`` for ``--range-ratio r``);
 - SGLang: ``python -m sglang.bench_serving --backend sglang`` (native ``/generate``, streamed) with ``--dataset-name
-  random-ids --random-range-ratio 1.0`` (fixed lengths), the same C and N, ``--seed`` seed + repeat, results read from
-  its ``--output-file`` JSONL (``output_throughput``, ``median_ttft_ms``, ``median_itl_ms``, ``median_tpot_ms``, ...).
+  random-ids --random-range-ratio (1 - r) --tokenize-prompt`` (the same length distribution; ids sent as ids, as autotune
+  does, not detokenized to text that the server must tokenize again), the same C and N, ``--seed`` seed + repeat,
+  results read from its ``--output-file`` JSONL (``output_throughput``, ``median_ttft_ms``, ``median_itl_ms``, ...).
+
+Why varied lengths by default (``--range-ratio 0.5``): with fixed lengths a closed loop stays in lock step (C requests
+start together, end together, and start again together), so TTFT measures how fast a client re-fires a wave of C
+requests rather than the server; varied lengths spread the arrivals as a real workload does.
 
 Each repeat uses another seed, so no repeat re-sends a prompt the radix cache already holds. Writes ``fidelity.json`` and
 ``fidelity.md`` (every run, the means, autotune vs SGLang as a relative difference, and each client's spread
@@ -74,6 +80,7 @@ class FidelitySetup:
     seed: int
     vocab_size: int
     tolerance: float = 0.03
+    range_ratio: float = 0.0  # autotune's: lengths uniform in [len * (1 - r), len]; bench_serving's is 1 - r
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class Run:
     failed: int
     duration_s: float
     accept_length: float | None = None
+    client_cpu_share: float | None = None  # CPU seconds of the client's process / wall seconds (1.0: one core busy)
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,8 @@ def bench_serving_argv(
         python, "-m", module, "--backend", "sglang", "--base-url", base_url,
         "--dataset-name", "random-ids", "--tokenizer", setup.model_dir, "--model", setup.model_dir,
         "--random-input-len", str(setup.input_len), "--random-output-len", str(setup.output_len),
-        "--random-range-ratio", "1.0", "--num-prompts", str(setup.num_prompts),
+        "--random-range-ratio", f"{1.0 - setup.range_ratio:g}", "--tokenize-prompt",
+        "--num-prompts", str(setup.num_prompts),
         "--max-concurrency", str(setup.concurrency), "--request-rate", "inf",
         "--output-file", str(output_file), "--seed", str(setup.seed + repeat),
         "--warmup-requests", "1", "--ready-check-timeout-sec", "0", "--disable-tqdm",
@@ -238,6 +247,12 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _lengths(range_ratio: float) -> str:
+    if range_ratio == 0:
+        return "fixed lengths"
+    return f"lengths uniform in [{1 - range_ratio:g} x, 1 x]"
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:+.1f}%"
 
@@ -249,16 +264,17 @@ def format_markdown(report: FidelityReport) -> str:
         "",
         f"Server: `{s.model_dir}` on {report.gpu or 'unknown GPU'}, engine {s.engine}; ready after "
         f"{_f(report.launch_to_ready_s, 1)} s. Workload: random ids, input {s.input_len}, output {s.output_len} "
-        f"(fixed), concurrency {s.concurrency}, {s.num_prompts} prompts per run, {s.repeats} repeats per client, "
+        f"({_lengths(s.range_ratio)}), concurrency {s.concurrency}, {s.num_prompts} prompts per run, {s.repeats} repeats per client, "
         f"alternating. Date {report.date}.",
         "",
-        "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | completed | failed | duration (s) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | completed | failed | duration (s) | client CPU |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for i, r in enumerate(report.runs, 1):
         lines.append(
             f"| {i} | {r.client} (repeat {r.repeat + 1}) | {_f(r.output_tok_per_s, 1)} | {_f(r.median_ttft_ms)} | "
-            f"{_f(r.median_itl_ms, 3)} | {_f(r.median_tpot_ms, 3)} | {r.completed} | {r.failed} | {_f(r.duration_s)} |"
+            f"{_f(r.median_itl_ms, 3)} | {_f(r.median_tpot_ms, 3)} | {r.completed} | {r.failed} | {_f(r.duration_s)} | "
+            f"{_pct(r.client_cpu_share).lstrip('+') if r.client_cpu_share is not None else '-'} |"
         )
     lines += [
         "",
@@ -271,7 +287,11 @@ def format_markdown(report: FidelityReport) -> str:
             f"| {c.metric} | {_f(c.autotune_mean, 3)} | {_f(c.sglang_mean, 3)} | {_pct(c.rel_diff)} | "
             f"{_pct(c.autotune_spread).lstrip('+')} | {_pct(c.sglang_spread).lstrip('+')} | {verdict} |"
         )
-    lines += ["", "Spread = (max - min) / mean over a client's repeats."]
+    lines += [
+        "",
+        "Spread = (max - min) / mean over a client's repeats. Client CPU = the autotune client's CPU seconds / wall "
+        "seconds (near 100%: its one event loop is saturated and reads chunks late).",
+    ]
     lines += [f"- note: {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
 
@@ -283,14 +303,16 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int) -> Run:
     workload = WorkloadSpec(
         input_len=setup.input_len,
         output_len=setup.output_len,
-        range_ratio=0.0,
+        range_ratio=setup.range_ratio,
         seed=setup.seed + repeat,
         vocab_size=setup.vocab_size,
     )
     plan = BenchPlan(
         workload=workload, concurrencies=(setup.concurrency,), requests_per_level=setup.num_prompts, warmup_requests=1
     )
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     lv = run_plan(base_url, plan).level(setup.concurrency)
+    cpu_share = (time.process_time() - cpu0) / max(time.perf_counter() - wall0, 1e-9)
     return Run(
         client="autotune",
         repeat=repeat,
@@ -302,6 +324,7 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int) -> Run:
         failed=lv.failed,
         duration_s=lv.duration_s,
         accept_length=lv.accept_length,
+        client_cpu_share=cpu_share,
     )
 
 
@@ -381,6 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-prompts", type=int, default=640, help="requests per run (default 20 x concurrency 32)")
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=256)
+    p.add_argument(
+        "--range-ratio", type=float, default=0.5,
+        help="lengths uniform in [len x (1 - r), len] (0: fixed lengths, which keep a closed loop in lock step)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="runs per client")
     p.add_argument("--seed", type=int, default=1, help="repeat r uses seed + r (both clients)")
     p.add_argument(
@@ -404,6 +431,8 @@ def _setup(args: argparse.Namespace, notes: list[str]) -> FidelitySetup:
             f"--model-dir {args.model_dir} is not a directory: write one with "
             f"`python -m autotune.models.dummy llama-1b {args.model_dir}`"
         )
+    if not 0.0 <= args.range_ratio < 1.0:
+        raise AutotuneError(f"--range-ratio must be in [0, 1), got {args.range_ratio}")
     vocab = model_vocab(args.model_dir)
     if vocab is None:
         notes.append("no vocab_size in the model's config.json: autotune's ids are drawn below 32000")
@@ -418,6 +447,7 @@ def _setup(args: argparse.Namespace, notes: list[str]) -> FidelitySetup:
         seed=args.seed,
         vocab_size=vocab or 32000,
         tolerance=args.tolerance,
+        range_ratio=args.range_ratio,
     )
 
 

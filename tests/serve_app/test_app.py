@@ -1,0 +1,80 @@
+"""The Serve deployment's class, constructed directly (no Ray): deferred teardown and the GPU wait before a launch."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.errors import LaunchError
+from autotune.records import FailureKind
+from serve_app import app as app_mod
+
+SERVER = r"""
+import http.server, sys, subprocess
+port = int(sys.argv[1])
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a child in the same session
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+EngineServer = app_mod.EngineServer.func_or_class  # the plain class behind @serve.deployment
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def make_server(tmp_path: Path) -> object:
+    args = app_mod.EngineArgs(
+        name="t", engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"], log_dir=str(tmp_path),
+        check_flags=False, ready_timeout_s=20,
+    )
+    # the script reads its port as argv[1]: put the picked port there
+    server = EngineServer(args.model_dump())
+    return server
+
+
+def test_deferred_stop_returns_at_once_and_the_group_dies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    server = make_server(tmp_path)
+    assert server.wait_ready()["ok"]
+    pgid = server.server.proc.pid
+    t0 = time.monotonic()
+    out = server.stop_server(defer=True)
+    assert out["deferred"] is True and out["error"] == ""
+    assert time.monotonic() - t0 < 0.5, "a deferred stop only sends SIGKILL"
+    assert server.server is None and server.stop_server(defer=True)["teardown_s"] == 0.0
+    deadline = time.monotonic() + 10
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(pgid), "the SIGKILL reaches the server's child too, and the reaper collects the group"
+
+
+def test_gpu_wait_before_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert app_mod._wait_gpus_before_launch([]) is None  # no GPU: nothing to wait for
+    readings = iter([{"0": 60_000}, {"0": 60_000}, {"0": 3}])
+    monkeypatch.setattr("autotune.gpus.memory_used_mib", lambda ids: next(readings))
+    monkeypatch.setattr("autotune.launcher.time.sleep", lambda s: None)
+    waited = app_mod._wait_gpus_before_launch(["0"])
+    assert waited is not None and waited >= 0
+
+
+def test_gpu_still_busy_is_a_deploy_error_that_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("autotune.gpus.memory_used_mib", lambda ids: {"3": 70_000})
+    monkeypatch.setattr(app_mod, "GPU_WAIT_TIMEOUT_S", 0.0)
+    with pytest.raises(LaunchError) as info:
+        app_mod._wait_gpus_before_launch(["3"])
+    assert info.value.kind is FailureKind.DEPLOY_ERROR
+    msg = str(info.value)
+    assert "GPU(s) 3 still in use" in msg and "nvidia-smi" in msg and "rerun the same command" in msg
