@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import gpus, registry
+from autotune import gpus, registry, slots
 from autotune.errors import AutotuneError
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
@@ -58,6 +58,7 @@ class StudyDriver:
         self.serve_port = serve_port
         self.fresh = fresh
         self.stop_after_s = stop_after_s
+        self._slot_pool: Any = None  # the study's GPU slot pool (autotune.slots), alive while Tune runs
         self.stop_reason = ""
 
     @property
@@ -169,6 +170,8 @@ class StudyDriver:
                     f"pass --serve-port with a free port (or stop what holds it)."
                 )
             serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
+            # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
+            self._slot_pool = slots.create(self.owner, conc)
             searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
                                            make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
                                            on_raw_result=self.store.save_raw)
@@ -183,8 +186,10 @@ class StudyDriver:
             self.stop_reason = searcher.stop_reason
         finally:
             try:
-                serve.shutdown()
+                serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
             finally:
+                self._slot_pool = None
+                registry.sweep(self.owner)  # a server whose reaper died with its replica is killed and forgotten
                 if started:
                     ray.shutdown()
 

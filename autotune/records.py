@@ -61,6 +61,8 @@ class EngineInfo:
     profile: str | None = None  # sim profile name
     time_scale: float | None = None  # sim: simulated seconds per wall second
     node: str | None = None  # hostname / Ray node the server ran on
+    serve_app: str | None = None  # the Ray Serve application whose replica ran the server (a study's GPU slot)
+    replica_launches: int | None = None  # engines that replica had started, this one included (> 1: a reused slot)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import platform
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autotune import __version__
+from autotune import __version__, slots
 from autotune.bench.plan_codec import plan_to_json
 from autotune.bench.types import BenchResult
 from autotune.engines import get_engine
@@ -23,7 +23,10 @@ from autotune.engines.sglang_rules import violations
 from autotune.records import EngineInfo, FailureKind, PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import failed_score, score
 from autotune.space import StudySpec, to_trial_config
-from autotune.trial import TrialConfig
+from autotune.trial import LaunchSpec, TrialConfig
+
+if TYPE_CHECKING:
+    from serve_app.app import EngineArgs
 
 
 def now_iso() -> str:
@@ -106,9 +109,7 @@ def engine_info(spec: StudySpec, engine: Engine, info: Mapping[str, Any] | None,
 def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int,
               owner: str | None = None) -> tuple[TrialRecord, str]:
     """Run one trial; returns its record and the server log text. Never raises for trial-level failures."""
-    from ray import serve
-
-    from serve_app.app import EngineArgs, build_app
+    from serve_app.app import EngineArgs
 
     t_trial = time.monotonic()
     started = now_iso()
@@ -126,13 +127,32 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     args = EngineArgs(name=name, engine=engine.name, argv=list(lspec.argv), env=dict(lspec.env),
                       unset_env=list(lspec.unset_env), host=lspec.host, port=0, gpus=lspec.gpus,
                       ready_timeout_s=lspec.ready_timeout_s, owner=owner)
-    # The simulator's options are part of its argv; preflight only needs the engine name.
+    pool = slots.find(owner)
+    slot = slots.acquire(pool) if pool is not None else None
+    try:
+        return _deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial)
+    finally:
+        if slot is not None:
+            pool.release.remote(slot)
+
+
+def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, record: TrialRecord, args: EngineArgs,
+                        slot: int | None, t_trial: float) -> tuple[TrialRecord, str]:
+    from ray import serve
+
+    from serve_app.app import build_app, build_slot_app
+
+    name = args.name
+    # On a GPU slot the app keeps the slot's name and the trial's config is its user_config; without a slot pool
+    # (a trial run outside the driver) the trial gets an application of its own.
+    app_name_ = slots.slot_app_name(spec.name, slot) if slot is not None else name
+    app = build_slot_app(args.model_dump()) if slot is not None else build_app(args.model_dump())
     t_deploy, t_deploy_epoch = time.monotonic(), time.time()
     try:
-        handle = serve.run(build_app(args.model_dump()), name=name, route_prefix=f"/{name}")
+        handle = serve.run(app, name=app_name_, route_prefix=f"/{app_name_}")
         serve_run_s = time.monotonic() - t_deploy
     except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean the same here
-        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, f"Ray Serve could not deploy {name}: {exc}"), ""
+        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, f"Ray Serve could not deploy {app_name_}: {exc}"), ""
 
     info: dict[str, Any] | None = None
     bench: BenchResult | None = None
@@ -142,7 +162,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     deploy_to_ready: float | None = None
     teardown: dict[str, Any] = {}
     try:
-        ready = handle.wait_ready.remote().result(timeout_s=spec.ready_timeout_s + 300)
+        ready = handle.wait_ready.remote(name).result(timeout_s=spec.ready_timeout_s + 300)
         deploy_to_ready = time.monotonic() - t_deploy
         if not ready["ok"]:
             failure = (FailureKind(ready["kind"]), ready["message"], ready.get("log_tail", ""))
@@ -169,10 +189,11 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
             teardown = handle.stop_server.remote(defer=True).result(timeout_s=180)
         except Exception as exc:  # noqa: BLE001
             teardown = {"error": f"{type(exc).__name__}: {exc}"}
-        try:
-            serve.delete(name, _blocking=False)
-        except Exception as exc:  # noqa: BLE001
-            teardown["error"] = f"{teardown.get('error', '')} serve.delete failed: {exc}".strip()
+        if slot is None:
+            try:
+                serve.delete(app_name_, _blocking=False)
+            except Exception as exc:  # noqa: BLE001
+                teardown["error"] = f"{teardown.get('error', '')} serve.delete failed: {exc}".strip()
         teardown_total = time.monotonic() - t_down
 
     log_text = (info or {}).get("log_text", "")
@@ -183,7 +204,8 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
                      gpu_wait_s=(info or {}).get("gpu_wait_s"),
                      replica_start_s=(init_epoch - t_deploy_epoch) if init_epoch else None,
                      teardown_s=teardown_total, trial_wall_s=time.monotonic() - t_trial)
-    einfo = engine_info(spec, engine, info, lspec.gpus)
+    einfo = replace(engine_info(spec, engine, info, lspec.gpus), serve_app=app_name_,
+                    replica_launches=(info or {}).get("launches"))
     record = replace(record, engine=einfo, phases=phases, bench=bench,
                      argv=list((info or {}).get("argv") or record.argv))
     notes = []

@@ -1,7 +1,9 @@
 """``EngineServer``: a Ray Serve deployment whose replica starts the engine process, owns its lifetime, and proxies to it.
 
-In a study, the trial runner deploys one application per trial (``trial-<n>-<id>``, visible in the Ray dashboard), asks
-the replica to wait for readiness, to benchmark its server on the same node, and to shut it down. In production the
+In a study, each trial deploys its engine with ``serve.run`` onto one of the study's GPU slot applications
+(``<study>-slot-<k>``, one per trial that can run at once, visible in the Ray dashboard with the trial's config as the
+deployment's ``user_config``), then asks the replica to wait for readiness, to benchmark its server on the same node, and
+to shut it down. In production the
 exported ``serve_config.yaml`` deploys the same class with ``wait_ready_in_constructor: true``: the replica becomes
 healthy only when the engine answers, and HTTP requests to its route are proxied to the engine on loopback.
 """
@@ -91,56 +93,101 @@ def _wait_gpus_before_launch(gpu_ids: list[str]) -> float | None:
     graceful_shutdown_timeout_s=15,
 )
 class EngineServer:
-    def __init__(self, args: dict[str, Any]) -> None:
-        self.init_epoch = time.time()
-        self.args = EngineArgs.model_validate(args)
+    """One engine server per replica at a time.
+
+    Built with ``args`` (production, or one application per trial), the constructor launches the engine. A study's GPU
+    slot application is built without ``args`` and gets each trial's engine through ``user_config``: Serve calls
+    :meth:`reconfigure` on the live replica, so a trial does not pay for a new Ray worker process (5-6 s per trial on
+    the lent H200 machine, 2026-11-30).
+    """
+
+    def __init__(self, args: dict[str, Any] | None = None) -> None:
         self.node = socket.gethostname()
         self.gpu_ids = gpus.visible_ids()
-        self.failure: dict[str, Any] | None = None
+        self.pid = os.getpid()
+        self.launches = 0  # engines this replica has started (more than 1: a GPU slot reused across trials)
         self.server: ServerProcess | None = None
+        self.args: EngineArgs | None = None
+        self.spec: LaunchSpec | None = None
+        self._reset_trial_state()
+        if args is not None:
+            self._launch(EngineArgs.model_validate(args))
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve's in-place update (``user_config``): stop the current engine, if any, and launch the new one.
+
+        Never raises: a launch failure is kept for ``wait_ready`` to report, and the replica stays healthy for the next
+        trial."""
+        args = EngineArgs.model_validate(config)
+        if self.args is not None and args.name == self.args.name:
+            return  # the same trial's config again (Serve re-sends it after a replica restart): already launched
+        if self.server is not None:
+            self.stop_server(defer=True)
+        self._reset_trial_state()
+        self._launch(args)
+
+    def _reset_trial_state(self) -> None:
+        self.init_epoch = time.time()
+        self.failure: dict[str, Any] | None = None
         self.ready_s: float | None = None
         self.teardown_s: float | None = None
-        port = self.args.port or _free_port(self.args.host)
-        argv = _with_port(self.args.argv, "--port", port)
-        if "--nccl-port" in argv and argv[argv.index("--nccl-port") + 1] == "0":
-            argv = _with_port(argv, "--nccl-port", _free_port(self.args.host))
-        spec = LaunchSpec(
-            engine=self.args.engine,
-            argv=tuple(argv),
-            env=self.args.env,
-            host=self.args.host,
-            port=port,
-            gpus=self.args.gpus,
-            unset_env=tuple(self.args.unset_env),
-            ready_timeout_s=self.args.ready_timeout_s,
-        )
-        log_dir = Path(self.args.log_dir or os.environ.get("AUTOTUNE_LOG_DIR", "/tmp/autotune-logs"))
-        self.log_path = log_dir / f"{self.args.name}.log"
-        engine = get_engine(self.args.engine)
-        self.release = engine.release()
         self.preflight_s: float | None = None
         self.gpu_wait_s: float | None = None
+
+    def _launch(self, args: EngineArgs) -> None:
+        self.init_epoch = time.time()
+        self.args = args
+        port = args.port or _free_port(args.host)
+        argv = _with_port(args.argv, "--port", port)
+        if "--nccl-port" in argv and argv[argv.index("--nccl-port") + 1] == "0":
+            argv = _with_port(argv, "--nccl-port", _free_port(args.host))
+        spec = LaunchSpec(
+            engine=args.engine,
+            argv=tuple(argv),
+            env=args.env,
+            host=args.host,
+            port=port,
+            gpus=args.gpus,
+            unset_env=tuple(args.unset_env),
+            ready_timeout_s=args.ready_timeout_s,
+        )
+        log_dir = Path(args.log_dir or os.environ.get("AUTOTUNE_LOG_DIR", "/tmp/autotune-logs"))
+        self.log_path = log_dir / f"{args.name}.log"
+        engine = get_engine(args.engine)
+        self.release = engine.release()
         try:
-            if self.args.check_flags:
+            if args.check_flags:
                 t0 = time.monotonic()
                 spec = preflight(engine, spec, release=self.release)
                 self.preflight_s = time.monotonic() - t0
             self.gpu_wait_s = _wait_gpus_before_launch(self.gpu_ids)
-            self.server = ServerProcess(spec, self.log_path, owner=self.args.owner)
+            self.server = ServerProcess(spec, self.log_path, owner=args.owner)
             self.server.start()
+            self.launches += 1
         except LaunchError as exc:
             self.failure = {"kind": exc.kind.value, "message": str(exc), "log_tail": exc.log_tail}
         except AutotuneError as exc:
             self.failure = {"kind": FailureKind.UNKNOWN_FLAG.value, "message": str(exc), "log_tail": ""}
         self.spec = spec
-        if self.args.wait_ready_in_constructor:
+        if args.wait_ready_in_constructor:
             result = self.wait_ready()
             if not result["ok"]:
                 raise RuntimeError(f"{result['kind']}: {result['message']}\n{result['log_tail']}")
 
     # --- used by the trial runner through the deployment handle -------------------------------------------
-    def wait_ready(self) -> dict[str, Any]:
-        """Block until the engine is ready. Returns {"ok": True, "ready_s"} or the failure (kind, message, log tail)."""
+    def wait_ready(self, expected: str | None = None, settle_s: float = 30.0) -> dict[str, Any]:
+        """Block until the engine is ready. Returns {"ok": True, "ready_s"} or the failure (kind, message, log tail).
+
+        ``expected``: the trial whose engine the caller deployed; on a GPU slot, wait up to ``settle_s`` for Serve to
+        deliver that trial's ``user_config`` before answering for it."""
+        deadline = time.monotonic() + settle_s
+        while expected is not None and (self.args is None or self.args.name != expected):
+            if time.monotonic() > deadline:
+                current = self.args.name if self.args else None
+                return {"ok": False, "kind": FailureKind.DEPLOY_ERROR.value, "log_tail": "",
+                        "message": f"Ray Serve did not deliver {expected}'s config to its GPU slot in {settle_s:g} s "
+                                   f"(the replica runs {current})"}
+            time.sleep(0.05)
         if self.failure is not None:
             return {"ok": False, **self.failure}
         if self.server is None:
@@ -172,6 +219,10 @@ class EngineServer:
     def info(self) -> dict[str, Any]:
         """Everything the record needs about this server: argv, env, node, GPUs, versions, server_info, log phases."""
         server_info: dict[str, Any] | None = None
+        if self.spec is None:
+            return {"argv": [], "env": {}, "unset_env": [], "node": self.node, "gpu_ids": self.gpu_ids,
+                    "gpu_names": gpus.names(self.gpu_ids or None), "release": None, "server_info": None, "log_text": "",
+                    "replica_pid": self.pid, "launches": self.launches, "init_epoch": None}
         if self.server is not None and self.server.alive():
             try:
                 with httpx.Client(timeout=10, trust_env=False) as c:
@@ -198,6 +249,8 @@ class EngineServer:
             "init_epoch": self.init_epoch,
             "preflight_s": self.preflight_s,
             "gpu_wait_s": self.gpu_wait_s,
+            "replica_pid": self.pid,
+            "launches": self.launches,
         }
 
     def log_tail(self) -> str:
@@ -249,7 +302,11 @@ class EngineServer:
         route = request.scope.get("root_path", "")
         path = request.url.path[len(route):] or "/"
         if path == "/autotune/status":
-            return JSONResponse({"ready": self.ready_s is not None, "failure": self.failure, "argv": list(self.spec.argv)})
+            return JSONResponse({"ready": self.ready_s is not None, "failure": self.failure,
+                                 "trial": self.args.name if self.args else None,
+                                 "argv": list(self.spec.argv) if self.spec else []})
+        if self.spec is None:
+            return JSONResponse({"error": "no engine on this replica yet"}, status_code=503)
         body = await request.body()
         client = httpx.AsyncClient(timeout=None, trust_env=False)
         upstream = client.build_request(
@@ -286,3 +343,22 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     """Application builder for ``serve deploy`` / ``serve run serve_app.app:build_app``."""
     parsed = EngineArgs.model_validate(args)
     return EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1}).bind(parsed.model_dump())
+
+
+SLOT_VERSION = "autotune-gpu-slot"
+
+
+def build_slot_app(args: dict[str, Any]) -> serve.Application:
+    """A study's GPU slot: the same deployment, the trial's engine passed as ``user_config``.
+
+    Redeploying it with another trial's config under the same name is an in-place update: Serve keeps the replica and
+    calls ``reconfigure``, as long as the code version stays the same. Ray 2.60 draws a random version for every
+    ``serve.run`` of an application object unless the deployment carries one (``Deployment._version``; the public
+    ``options(version=)`` was removed), so it is pinned here; where a Ray release lacks that attribute, every trial
+    gets a new replica, which is slower but just as correct."""
+    parsed = EngineArgs.model_validate(args)
+    dep = EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},
+                               user_config=parsed.model_dump())
+    if hasattr(dep, "_version"):
+        dep._version = SLOT_VERSION
+    return dep.bind()

@@ -1,6 +1,7 @@
 """One real study end to end: `python -m autotune.search` -> Ray Tune + Optuna -> Ray Serve apps -> simulated servers.
 
-While it runs, the Ray dashboard's Serve API must list the running trial applications. Then the results directory must
+While it runs, the Ray dashboard's Serve API must list the study's GPU slot applications with the trials they run. Then the
+results directory must
 hold the Optuna database, one record per trial and the exported best config; a second run resumes without re-running.
 """
 
@@ -53,7 +54,12 @@ def _watch_serve_apps(port: int, seen: set[str], stop: threading.Event) -> None:
             try:
                 r = client.get(url, headers=_token_headers())
                 if r.status_code == 200:
-                    seen.update(k for k in (r.json().get("applications") or {}) if k.startswith("trial-"))
+                    # each GPU slot app carries the trial it runs as its deployment's user_config
+                    for app, detail in (r.json().get("applications") or {}).items():
+                        for dep in ((detail or {}).get("deployments") or {}).values():
+                            user = ((dep or {}).get("deployment_config") or {}).get("user_config") or {}
+                            if app.startswith("e2e-slot-") and str(user.get("name", "")).startswith("trial-"):
+                                seen.add(f"{app}:{user['name']}")
             except (httpx.HTTPError, ValueError):
                 pass
             stop.wait(0.3)
@@ -87,7 +93,8 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "Ray dashboard: http://127.0.0.1:" in out
-    assert proc.seen_apps, f"the dashboard's Serve API never listed a trial application\n{out[-3000:]}"  # type: ignore[attr-defined]
+    seen = proc.seen_apps  # type: ignore[attr-defined]
+    assert seen, f"the dashboard's Serve API never listed a trial on a GPU slot application\n{out[-3000:]}"
 
     root = results / "e2e"
     lines = (root / "trials.jsonl").read_text().splitlines()
@@ -104,6 +111,11 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
             assert r["engine"]["simulated"] is True and r["engine"]["engine"] == "sim"
             assert [lv["concurrency"] for lv in r["bench"]["levels"]] == [1, 4]
             assert "--mem-fraction-static" in r["argv"]
+
+    # every trial ran on one of the study's slot apps, and a slot's replica was reused for a later trial
+    assert all(r["engine"]["serve_app"].startswith("e2e-slot-") for r in records), [r["engine"] for r in records]
+    assert max(r["engine"]["replica_launches"] or 0 for r in records) > 1, [r["engine"] for r in records]
+    assert len({name.split(":")[1] for name in seen}) >= 2, seen  # the dashboard showed the slot change trials
 
     study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{root / 'study.db'}")
     measured = [t for t in study.trials if "duplicate_of" not in t.user_attrs]  # copies answer repeated points

@@ -100,6 +100,7 @@ def violations(flags: Mapping[str, Any], env: Mapping[str, str], *, tp_size: int
     """Every reason SGLang would reject this point or fail on it; empty when the point is worth a launch."""
     f = normalize(flags)
     out = _speculative(f)
+    out += _simulated_accept(f, env)
     out += _nccl(env, tp_size=tp_size)
     out += _nvls(f, env)
     return out
@@ -178,6 +179,27 @@ def _eagle_shape(f: Mapping[str, Any]) -> list[str]:
                 "Fix: use page size 1, topk 1, or one of those backends"
             )
     return out
+
+
+def _simulated_accept(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
+    """SGLANG_SIMULATE_ACC_LEN draws each step's accept length up to steps + 1 (0.5.17, ``spec_utils``), whatever the
+    tree's size: with fewer draft tokens the verify step writes past the tree and the server dies at its warmup
+    ('The expanded size of the tensor (4) must match the existing size (5)', steps 4 x topk 2 x 4 draft tokens on the
+    H200, 2026-11-30)."""
+    try:
+        simulated = float(env.get("SGLANG_SIMULATE_ACC_LEN", "-1")) > 0
+    except ValueError:
+        return []
+    if not simulated or algorithm(f) not in EAGLE_FAMILY:
+        return []
+    steps, draft = _as_int(f.get(STEPS)), _as_int(f.get(DRAFT_TOKENS))
+    if steps is None or draft is None or draft >= steps + 1:
+        return []
+    return [
+        f"--speculative-num-draft-tokens {draft} < steps {steps} + 1 with SGLANG_SIMULATE_ACC_LEN set: SGLang draws "
+        f"the simulated accept length up to steps + 1 = {steps + 1} regardless of the tree's size and crashes at its "
+        f"first verify. Fix: use at least {steps + 1} draft tokens, or fewer steps"
+    ]
 
 
 def _ngram_pages(f: Mapping[str, Any]) -> list[str]:

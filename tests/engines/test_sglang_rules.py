@@ -151,6 +151,18 @@ def test_draft_tokens_above_the_tree_limit_are_a_violation() -> None:
     assert "at most 3" in msg
 
 
+def test_simulated_accept_length_needs_steps_plus_one_draft_tokens() -> None:
+    # the H200 crash of 2026-11-30: steps 4, topk 2, 4 draft tokens, SGLANG_SIMULATE_ACC_LEN=3.0
+    point = spec(speculative_num_steps=4, speculative_eagle_topk=2, speculative_num_draft_tokens=4)
+    msg = only(point, {"SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    assert "at least 5 draft tokens" in msg and "SGLANG_SIMULATE_ACC_LEN" in msg
+    ok(point)  # real acceptance never exceeds the tree
+    ok(point, {"SGLANG_SIMULATE_ACC_LEN": "-1"})  # SGLang's "off"
+    ok(spec(speculative_num_steps=4, speculative_eagle_topk=2, speculative_num_draft_tokens=5),
+       {"SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    ok(spec(speculative_num_steps=3, speculative_eagle_topk=1), {"SGLANG_SIMULATE_ACC_LEN": "3.0"})  # chain: steps + 1
+
+
 def test_tree_without_draft_tokens_is_a_violation() -> None:
     assert "needs --speculative-num-draft-tokens" in only(spec(speculative_num_steps=2, speculative_eagle_topk=4))
 

@@ -78,3 +78,39 @@ def test_gpu_still_busy_is_a_deploy_error_that_says_what_to_do(monkeypatch: pyte
     assert info.value.kind is FailureKind.DEPLOY_ERROR
     msg = str(info.value)
     assert "GPU(s) 3 still in use" in msg and "nvidia-smi" in msg and "rerun the same command" in msg
+
+
+def slot_config(tmp_path: Path, name: str) -> dict[str, object]:
+    return app_mod.EngineArgs(
+        name=name, engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"], log_dir=str(tmp_path),
+        check_flags=False, ready_timeout_s=20,
+    ).model_dump()
+
+
+def test_a_gpu_slot_replica_runs_one_trial_after_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    slot = EngineServer()  # a slot app's replica: no engine until Serve hands it a trial's user_config
+    assert slot.server is None and slot.launches == 0 and slot.info()["argv"] == []
+    slot.reconfigure(slot_config(tmp_path, "trial-000-a"))
+    assert slot.wait_ready("trial-000-a")["ok"]
+    first = slot.server.proc.pid
+    assert (tmp_path / "trial-000-a.log").exists()
+
+    # the next trial's config: the running engine is killed, the new one launched on the same replica
+    slot.reconfigure(slot_config(tmp_path, "trial-001-b"))
+    assert slot.launches == 2 and slot.ready_s is None
+    assert slot.wait_ready("trial-001-b")["ok"]
+    assert slot.server.proc.pid != first
+    deadline = time.monotonic() + 10
+    while group_alive(first) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(first)
+    info = slot.info()
+    assert info["launches"] == 2 and info["replica_pid"] == os.getpid()
+
+    slot.reconfigure(slot_config(tmp_path, "trial-001-b"))  # Serve re-sending the same config: no relaunch
+    assert slot.launches == 2
+
+    late = slot.wait_ready("trial-002-c", settle_s=0.1)  # a config that never arrives: said, not waited on forever
+    assert not late["ok"] and late["kind"] == FailureKind.DEPLOY_ERROR.value and "trial-002-c" in late["message"]
+    slot.stop_server()
