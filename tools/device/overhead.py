@@ -7,6 +7,7 @@ trial with ``trial_wall_s``, ``launch_to_ready_s`` and ``bench_s`` in its phases
 
     outside  = trial_wall - launch_to_ready - bench          (share = outside / trial_wall)
     deploy   = deploy_to_ready - launch_to_ready              (Ray Serve placement, replica start, preflight, polling)
+    replica  = replica_start_s, the part of deploy from serve.run to the replica beginning the launch
     teardown = teardown_s                                     (shutdown of the server, serve.delete, GPU-free check)
     rest     = outside - deploy - teardown                    (validity rules, server info, records)
 
@@ -47,6 +48,7 @@ class TrialOverhead:
     deploy_s: float | None  # None when deploy_to_ready was not recorded
     teardown_s: float | None
     rest_s: float
+    replica_start_s: float | None = None  # part of deploy: serve.run called -> the replica begins the launch
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class OverheadSummary:
     span_s: float | None  # first started_at -> last finished_at, all records
     uncovered_s: float | None  # seconds of the span in no trial's [started_at, finished_at]
     goal: float = GOAL
+    replica_start_s: float = 0.0  # sum over the trials that recorded it
 
     @property
     def meets_goal(self) -> bool | None:
@@ -98,6 +101,7 @@ def trial_overhead(rec: TrialRecord) -> TrialOverhead | str:
         deploy_s=deploy,
         teardown_s=teardown,
         rest_s=outside - (deploy or 0.0) - (teardown or 0.0),
+        replica_start_s=None if ph.replica_start_s is None else float(ph.replica_start_s),
     )
 
 
@@ -157,6 +161,7 @@ def summarize(records: Sequence[TrialRecord], *, study: str = "", goal: float = 
         span_s=span,
         uncovered_s=uncovered,
         goal=goal,
+        replica_start_s=sum(t.replica_start_s or 0.0 for t in trials),
     )
 
 
@@ -171,19 +176,20 @@ def _pct(value: float | None) -> str:
 def format_table(s: OverheadSummary) -> str:
     head = (
         f"{'trial':>5} {'id':10} {'outcome':9} {'wall_s':>8} {'ready_s':>8} {'bench_s':>8} {'outside_s':>9} "
-        f"{'share':>6} {'deploy_s':>8} {'teardown_s':>10} {'rest_s':>7}"
+        f"{'share':>6} {'deploy_s':>8} {'replica_s':>9} {'teardown_s':>10} {'rest_s':>7}"
     )
     lines = [f"study {s.study}: overhead outside SGLang's launch-to-ready and the benchmark", head]
     for t in s.trials:
         lines.append(
             f"{t.number:>5} {t.trial_id[:10]:10} {t.outcome:9} {t.wall_s:>8.1f} {t.launch_to_ready_s:>8.1f} "
-            f"{t.bench_s:>8.1f} {t.outside_s:>9.1f} {_pct(t.share):>6} {_f(t.deploy_s):>8} {_f(t.teardown_s):>10} "
-            f"{t.rest_s:>7.1f}"
+            f"{t.bench_s:>8.1f} {t.outside_s:>9.1f} {_pct(t.share):>6} {_f(t.deploy_s):>8} "
+            f"{_f(t.replica_start_s, 2):>9} {_f(t.teardown_s):>10} {t.rest_s:>7.1f}"
         )
     verdict = {True: "meets", False: "MISSES", None: "cannot check"}[s.meets_goal]
     lines.append(
         f"{'total':>5} {len(s.trials):>3} trials{'':9} {s.wall_s:>8.1f} {s.launch_to_ready_s:>8.1f} {s.bench_s:>8.1f} "
-        f"{s.outside_s:>9.1f} {_pct(s.share):>6} {s.deploy_s:>8.1f} {s.teardown_s:>10.1f} {s.rest_s:>7.1f}"
+        f"{s.outside_s:>9.1f} {_pct(s.share):>6} {s.deploy_s:>8.1f} {s.replica_start_s:>9.2f} {s.teardown_s:>10.1f} "
+        f"{s.rest_s:>7.1f}"
     )
     lines.append(f"overhead share {_pct(s.share)}: {verdict} the goal of at most {_pct(s.goal)}")
     if s.span_s is not None:
