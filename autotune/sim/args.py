@@ -72,6 +72,7 @@ class ServerArgs:
     context_length: int | None
     speculative_algorithm: str | None
     speculative_draft_model_path: str | None
+    speculative_draft_load_format: str | None
     speculative_num_steps: int | None
     speculative_eagle_topk: int | None
     speculative_num_draft_tokens: int | None
