@@ -16,11 +16,48 @@ from pathlib import Path
 DEFAULT_DIR = Path(os.environ.get("AUTOTUNE_SERVER_REGISTRY", "/tmp/autotune-servers"))
 
 
-def register(pgid: int, owner: str, argv: list[str], directory: Path = DEFAULT_DIR) -> Path:
+def register(pgid: int, owner: str, argv: list[str], directory: Path = DEFAULT_DIR, parent: int | None = None) -> Path:
+    """``parent``: the process that started the server (a Serve replica), default this one."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{pgid}.json"
-    path.write_text(json.dumps({"pgid": pgid, "owner": owner, "argv": argv}))
+    path.write_text(json.dumps({"pgid": pgid, "owner": owner, "argv": argv, "parent": parent or os.getpid()}))
     return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, object]]:
+    """Kill ``owner``'s servers whose starting process died (a replica Ray restarted) and forget them.
+
+    Such a server still holds its GPUs, and the replica that replaces the dead one would wait for them in vain. Servers
+    whose replica still runs (another slot's, on this node) are left alone."""
+    killed: list[dict[str, object]] = []
+    if not directory.is_dir():
+        return killed
+    for path in directory.glob("*.json"):
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        parent = entry.get("parent")
+        if entry.get("owner") != owner or not isinstance(parent, int) or _pid_alive(parent):
+            continue
+        pgid = int(entry["pgid"])
+        if group_alive(pgid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            killed.append(entry)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return killed
 
 
 def unregister(pgid: int, directory: Path = DEFAULT_DIR) -> None:

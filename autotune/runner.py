@@ -211,6 +211,8 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
     notes = []
     if teardown.get("error"):
         notes.append(f"teardown: {teardown['error']}")
+    if info and info.get("orphans_killed"):
+        notes.append(f"the slot's replica killed {info['orphans_killed']} server(s) left by a replica Ray restarted")
     if info and info.get("omp_num_threads_in_replica") is not None:
         notes.append(f"replica OMP_NUM_THREADS={info['omp_num_threads_in_replica']} (removed from the server env)")
     if failure is not None:

@@ -24,7 +24,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from autotune import gpus
+from autotune import gpus, registry
 from autotune.engines import get_engine
 from autotune.engines.preflight import preflight
 from autotune.errors import AutotuneError, LaunchError
@@ -133,6 +133,7 @@ class EngineServer:
         self.teardown_s: float | None = None
         self.preflight_s: float | None = None
         self.gpu_wait_s: float | None = None
+        self.orphans_killed = 0  # servers of a dead replica of this study killed before this launch
 
     def _launch(self, args: EngineArgs) -> None:
         self.init_epoch = time.time()
@@ -160,6 +161,8 @@ class EngineServer:
                 t0 = time.monotonic()
                 spec = preflight(engine, spec, release=self.release)
                 self.preflight_s = time.monotonic() - t0
+            if args.owner:
+                self.orphans_killed = len(registry.sweep_orphans(args.owner))  # left by a replica Ray restarted
             self.gpu_wait_s = _wait_gpus_before_launch(self.gpu_ids)
             self.server = ServerProcess(spec, self.log_path, owner=args.owner)
             self.server.start()
@@ -251,6 +254,7 @@ class EngineServer:
             "gpu_wait_s": self.gpu_wait_s,
             "replica_pid": self.pid,
             "launches": self.launches,
+            "orphans_killed": self.orphans_killed,
         }
 
     def log_tail(self) -> str:
