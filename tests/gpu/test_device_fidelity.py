@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.bench.types import WorkloadSpec
+from autotune.bench.workload import build_requests
 from autotune.errors import AutotuneError, BenchError
 from autotune.models.dummy import write_model
 from tools.device.fidelity import (
@@ -29,6 +31,8 @@ from tools.device.fidelity import (
     parse_bench_serving,
     parse_env,
     parse_flag_string,
+    rel_diff_interval,
+    write_requests,
 )
 
 SETUP = FidelitySetup(
@@ -270,3 +274,26 @@ def test_end_to_end_against_the_simulator(tmp_path: Path) -> None:
     assert any("SIMULATED" in n for n in report["notes"])
     assert (out / "fidelity.md").read_text().startswith("## Benchmark fidelity")
     assert (out / "server.log").exists()
+
+
+def test_interval_of_the_relative_difference_and_its_verdict() -> None:
+    # the H200 round-2 throughput runs (llama-8b): +1.0% but an interval far wider than 3%
+    lo, hi = rel_diff_interval([4631.3, 4518.4, 4378.4], [4413.9, 4312.8, 4665.7])  # type: ignore[misc]
+    assert lo < -0.03 and hi > 0.03 and lo < 0.01 < hi
+    assert rel_diff_interval([1.0], [1.0, 2.0]) is None  # one run: no interval
+    same = rel_diff_interval([2.0, 2.0], [2.0, 2.0])
+    assert same == (0.0, 0.0)
+    runs = [Run("autotune", i, 1000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)] + \
+           [Run("sglang", i, 1000.0 + i, 20.0, 1.5 + 0.001 * i, 1.6, 8, 0, 1.0) for i in range(3)]
+    by = {c.metric: c for c in compare(runs, 0.03)}
+    assert by["output_tok_per_s"].decided == "agrees" and by["median_tpot_ms"].decided is None
+    far = [Run("autotune", i, 2000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)] + \
+          [Run("sglang", i, 1000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)]
+    assert {c.metric: c for c in compare(far, 0.03)}["output_tok_per_s"].decided == "differs"
+
+
+def test_bench_serving_requests_become_autotunes_jsonl_workload(tmp_path: Path) -> None:
+    path = write_requests([([5, 6, 7], 12), ([9], 3)], tmp_path / "requests-1.jsonl")
+    spec = WorkloadSpec(kind="jsonl", path=str(path), output_len=99)
+    reqs = build_requests(spec, 3)
+    assert [(r.input_ids, r.max_new_tokens) for r in reqs] == [((5, 6, 7), 12), ((9,), 3), ((5, 6, 7), 12)]

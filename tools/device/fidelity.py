@@ -14,6 +14,11 @@ order every repeat (A B, B A, A B, ...) so drift does not favour one client:
   does, not detokenized to text that the server must tokenize again), the same C and N, ``--seed`` seed + repeat,
   results read from its ``--output-file`` JSONL (``output_throughput``, ``median_ttft_ms``, ``median_itl_ms``, ...).
 
+Where SGLang is importable (the GPU machine), autotune's client sends bench_serving's own request list for each repeat
+(SGLang's random-ids sampler, seeded as bench_serving seeds itself; ``requests-<n>.jsonl``), so both clients measure the
+same requests. Each comparison also gets a 95% interval of the relative difference from the run-to-run variance of both
+clients, and a verdict: the interval inside the tolerance (agrees), outside it (differs), or across a bound (undecided).
+
 Why varied lengths by default (``--range-ratio 0.5``): with fixed lengths a closed loop stays in lock step (C requests
 start together, end together, and start again together), so TTFT measures how fast a client re-fires a wave of C
 requests rather than the server; varied lengths spread the arrivals as a real workload does.
@@ -109,6 +114,11 @@ class Comparison:
     autotune_spread: float | None  # (max - min) / mean over autotune's repeats
     sglang_spread: float | None
     within_tolerance: bool | None  # None: not gated, or no SGLang figure
+    # 95% confidence interval of the relative difference (Welch, run-to-run variance of both clients); None with fewer
+    # than 2 runs a client
+    rel_diff_ci95: tuple[float, float] | None = None
+    # "agrees": the interval lies inside +-tolerance; "differs": it lies outside; "undecided": it straddles a bound
+    decided: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +229,44 @@ def _spread(values: Sequence[float]) -> float | None:
     return (max(values) - min(values)) / mean
 
 
+# t quantile 0.975 by degrees of freedom (Welch's df is rounded down; >= 30 uses 2.042, then the normal 1.96 at 120+)
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 120: 1.96}
+
+
+def _t975(df: float) -> float:
+    keys = [k for k in sorted(_T975) if k <= max(1.0, df)]
+    return _T975[keys[-1]]
+
+
+def rel_diff_interval(a: Sequence[float], s: Sequence[float]) -> tuple[float, float] | None:
+    """95% interval of (mean(a) - mean(s)) / mean(s): Welch's t over the runs, scaled by SGLang's mean."""
+    if len(a) < 2 or len(s) < 2:
+        return None
+    ma, ms = sum(a) / len(a), sum(s) / len(s)
+    if ms == 0:
+        return None
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
+    vs = sum((x - ms) ** 2 for x in s) / (len(s) - 1) / len(s)
+    se = (va + vs) ** 0.5
+    if se == 0:
+        return ((ma - ms) / ms,) * 2  # type: ignore[return-value]
+    df = (va + vs) ** 2 / ((va**2 / (len(a) - 1) if va else 0.0) + (vs**2 / (len(s) - 1) if vs else 0.0))
+    half = _t975(df) * se
+    return ((ma - ms - half) / ms, (ma - ms + half) / ms)
+
+
+def _decided(ci: tuple[float, float] | None, tolerance: float) -> str | None:
+    if ci is None:
+        return None
+    lo, hi = ci
+    if -tolerance <= lo and hi <= tolerance:
+        return "agrees"
+    if hi < -tolerance or lo > tolerance:
+        return "differs"
+    return "undecided"
+
+
 def compare(runs: Sequence[Run], tolerance: float) -> tuple[Comparison, ...]:
     out = []
     for metric in METRICS:
@@ -238,6 +286,8 @@ def compare(runs: Sequence[Run], tolerance: float) -> tuple[Comparison, ...]:
                 autotune_spread=_spread(vals["autotune"]),
                 sglang_spread=_spread(vals["sglang"]),
                 within_tolerance=(abs(rel) <= tolerance) if gated and rel is not None else None,
+                rel_diff_ci95=(ci := rel_diff_interval(vals["autotune"], vals["sglang"])),
+                decided=_decided(ci, tolerance) if metric in GATED else None,
             )
         )
     return tuple(out)
@@ -245,6 +295,10 @@ def compare(runs: Sequence[Run], tolerance: float) -> tuple[Comparison, ...]:
 
 def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"{_pct(ci[0])} .. {_pct(ci[1])}"
 
 
 def _lengths(range_ratio: float) -> str:
@@ -278,19 +332,23 @@ def format_markdown(report: FidelityReport) -> str:
         )
     lines += [
         "",
-        f"| metric | autotune mean | SGLang mean | autotune vs SGLang | autotune spread | SGLang spread | within {100 * s.tolerance:g}% |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| metric | autotune mean | SGLang mean | autotune vs SGLang | 95% interval | autotune spread | SGLang spread "
+        f"| within {100 * s.tolerance:g}% | decided |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for c in report.comparisons:
         verdict = {True: "yes", False: "**no**", None: "-"}[c.within_tolerance]
         lines.append(
             f"| {c.metric} | {_f(c.autotune_mean, 3)} | {_f(c.sglang_mean, 3)} | {_pct(c.rel_diff)} | "
-            f"{_pct(c.autotune_spread).lstrip('+')} | {_pct(c.sglang_spread).lstrip('+')} | {verdict} |"
+            f"{_interval(c.rel_diff_ci95)} | {_pct(c.autotune_spread).lstrip('+')} | {_pct(c.sglang_spread).lstrip('+')} "
+            f"| {verdict} | {c.decided or '-'} |"
         )
     lines += [
         "",
-        "Spread = (max - min) / mean over a client's repeats. Client CPU = the autotune client's CPU seconds / wall "
-        "seconds (near 100%: its one event loop is saturated and reads chunks late).",
+        "Spread = (max - min) / mean over a client's repeats. 95% interval: of the relative difference, from the "
+        "run-to-run variance of both clients (Welch's t); decided = whether that interval lies inside the tolerance "
+        "(agrees), outside it (differs), or straddles a bound (undecided: more or longer runs needed). Client CPU = the "
+        "autotune client's CPU seconds / wall seconds (near 100%: its one event loop is saturated and reads chunks late).",
     ]
     lines += [f"- note: {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
@@ -299,8 +357,45 @@ def format_markdown(report: FidelityReport) -> str:
 # ------------------------------------------------------------------------------------------------------ running
 
 
-def autotune_run(base_url: str, setup: FidelitySetup, repeat: int) -> Run:
+def write_requests(rows: Sequence[tuple[Sequence[int], int]], path: Path) -> Path:
+    """(input ids, output length) rows as autotune's JSONL workload (``input_ids``, ``max_new_tokens``)."""
+    with path.open("w") as fh:
+        for ids, out_len in rows:
+            fh.write(json.dumps({"input_ids": [int(t) for t in ids], "max_new_tokens": int(out_len)}) + "\n")
+    return path
+
+
+def sglang_request_file(setup: FidelitySetup, repeat: int, out: Path) -> Path | None:
+    """bench_serving's own request list for this repeat, as autotune's JSONL workload; None where SGLang is absent.
+
+    bench_serving seeds ``random`` and ``numpy`` with ``--seed`` and then samples its random-ids dataset; doing the same
+    here with SGLang's own sampler gives both clients the same ids and lengths, so the comparison is of the clients and
+    not of two samples of the length distribution (384 samples differ in total output tokens by about 1%)."""
+    try:
+        import random
+
+        import numpy as np
+        from sglang.benchmark.datasets.random import sample_random_requests  # type: ignore[import-not-found]
+        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    seed = setup.seed + repeat
+    random.seed(seed)
+    np.random.seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(setup.model_dir)
+    rows = sample_random_requests(
+        input_len=setup.input_len, output_len=setup.output_len, num_prompts=setup.num_prompts,
+        range_ratio=1.0 - setup.range_ratio, tokenizer=tokenizer, dataset_path="", random_sample=False,
+        return_text=False,
+    )
+    return write_requests([(row.prompt, row.output_len) for row in rows], out / f"requests-{repeat + 1}.jsonl")
+
+
+def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Path | None = None) -> Run:
+    """One run of autotune's client: bench_serving's own requests when ``requests`` is given, else autotune's sampler."""
     workload = WorkloadSpec(
+        kind="jsonl" if requests is not None else "synthetic",
+        path=str(requests) if requests is not None else None,
         input_len=setup.input_len,
         output_len=setup.output_len,
         range_ratio=setup.range_ratio,
@@ -347,16 +442,20 @@ def sglang_run(base_url: str, setup: FidelitySetup, repeat: int, out: Path, *, p
     return parse_bench_serving(result.read_text(), repeat, setup.num_prompts)
 
 
-def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool, python: str, module: str) -> list[Run]:
+def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool, python: str, module: str,
+            notes: list[str] | None = None) -> list[Run]:
     runs: list[Run] = []
+    same: list[bool] = []
     for r in range(setup.repeats):
+        requests = sglang_request_file(setup, r, out) if run_sglang else None
+        same.append(requests is not None)
         order = ("autotune", "sglang") if r % 2 == 0 else ("sglang", "autotune")
         for client in order:
             if client == "sglang" and not run_sglang:
                 continue
             t0 = time.monotonic()
             if client == "autotune":
-                run = autotune_run(base_url, setup, r)
+                run = autotune_run(base_url, setup, r, requests)
             else:
                 run = sglang_run(base_url, setup, r, out, python=python, module=module)
             runs.append(run)
@@ -366,6 +465,12 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
                 f"{_f(run.median_tpot_ms, 3)} ms  ({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
+    if notes is not None and run_sglang:
+        notes.append(
+            "autotune sent bench_serving's own requests (its random-ids sampler and seed, written to requests-<n>.jsonl)"
+            if all(same) else "autotune drew its own requests from the same length distribution (SGLang's sampler was "
+            "not importable): the two clients measured different samples of it"
+        )
     return runs
 
 
@@ -487,7 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ready_s = (server.ready_at or server.started_at) - server.started_at
             print(f"[fidelity] ready after {ready_s:.1f} s at {server.base_url}", flush=True)
             runs = measure(
-                server.base_url, setup, args.out, run_sglang=run_sglang, python=sys.executable, module=args.bench_module
+                server.base_url, setup, args.out, run_sglang=run_sglang, python=sys.executable, module=args.bench_module,
+                notes=notes,
             )
     except LaunchError as exc:
         print(f"error: the server did not start ({exc.kind.value}): {exc}\n{exc.log_tail}", file=sys.stderr)
