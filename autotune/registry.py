@@ -11,7 +11,9 @@ import contextlib
 import json
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DEFAULT_DIR = Path(os.environ.get("AUTOTUNE_SERVER_REGISTRY", "/tmp/autotune-servers"))
 
@@ -24,14 +26,30 @@ def register(pgid: int, owner: str, argv: list[str], directory: Path = DEFAULT_D
     return path
 
 
-def _pid_alive(pid: int) -> bool:
+def unregister(pgid: int, directory: Path = DEFAULT_DIR) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (directory / f"{pgid}.json").unlink()
+
+
+def _alive(signal_zero: Callable[[int, int], None], ident: int) -> bool:
+    """Whether ``signal_zero(ident, 0)`` finds it running (one we may not signal counts as running)."""
     try:
-        os.kill(pid, 0)
+        signal_zero(ident, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (a group we may not signal counts as running)."""
+    return _alive(os.killpg, pgid)
+
+
+def sweep(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, object]]:
+    """SIGKILL the process groups that ``owner`` registered and that still run; forget dead entries. Returns the killed."""
+    return _sweep(owner, directory, lambda entry: True)
 
 
 def sweep_orphans(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, object]]:
@@ -39,45 +57,15 @@ def sweep_orphans(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, o
 
     Such a server still holds its GPUs, and the replica that replaces the dead one would wait for them in vain. Servers
     whose replica still runs (another slot's, on this node) are left alone."""
-    killed: list[dict[str, object]] = []
-    if not directory.is_dir():
-        return killed
-    for path in directory.glob("*.json"):
-        try:
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+
+    def orphaned(entry: dict[str, Any]) -> bool:
         parent = entry.get("parent")
-        if entry.get("owner") != owner or not isinstance(parent, int) or _pid_alive(parent):
-            continue
-        pgid = int(entry["pgid"])
-        if group_alive(pgid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-            killed.append(entry)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-    return killed
+        return isinstance(parent, int) and not _alive(os.kill, parent)
+
+    return _sweep(owner, directory, orphaned)
 
 
-def unregister(pgid: int, directory: Path = DEFAULT_DIR) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (directory / f"{pgid}.json").unlink()
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (a group we may not signal counts as running)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, object]]:
-    """SIGKILL the process groups that ``owner`` registered and that still run; forget dead entries. Returns the killed."""
+def _sweep(owner: str, directory: Path, select: Callable[[dict[str, Any]], bool]) -> list[dict[str, object]]:
     killed: list[dict[str, object]] = []
     if not directory.is_dir():
         return killed
@@ -86,7 +74,7 @@ def sweep(owner: str, directory: Path = DEFAULT_DIR) -> list[dict[str, object]]:
             entry = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if entry.get("owner") != owner:
+        if entry.get("owner") != owner or not select(entry):
             continue
         pgid = int(entry["pgid"])
         if group_alive(pgid):
