@@ -20,6 +20,7 @@ from autotune.bench.types import BenchResult
 from autotune.engines import get_engine
 from autotune.engines.base import Engine, parse_log_phases
 from autotune.engines.sglang_rules import violations
+from autotune.errors import AutotuneError
 from autotune.records import EngineInfo, FailureKind, PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import failed_score, score
 from autotune.space import StudySpec, to_trial_config
@@ -128,7 +129,10 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
                       unset_env=list(lspec.unset_env), host=lspec.host, port=0, gpus=lspec.gpus,
                       ready_timeout_s=lspec.ready_timeout_s, owner=owner)
     pool = slots.find(owner)
-    slot = slots.acquire(pool) if pool is not None else None
+    try:
+        slot = slots.acquire(pool) if pool is not None else None
+    except AutotuneError as exc:
+        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, str(exc)), ""
     try:
         return _deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial)
     finally:
@@ -145,14 +149,14 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
     name = args.name
     # On a GPU slot the app keeps the slot's name and the trial's config is its user_config; without a slot pool
     # (a trial run outside the driver) the trial gets an application of its own.
-    app_name_ = slots.slot_app_name(spec.name, slot) if slot is not None else name
+    serve_app = slots.slot_app_name(spec.name, slot) if slot is not None else name
     app = build_slot_app(args.model_dump()) if slot is not None else build_app(args.model_dump())
     t_deploy, t_deploy_epoch = time.monotonic(), time.time()
     try:
-        handle = serve.run(app, name=app_name_, route_prefix=f"/{app_name_}")
+        handle = serve.run(app, name=serve_app, route_prefix=f"/{serve_app}")
         serve_run_s = time.monotonic() - t_deploy
     except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean the same here
-        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, f"Ray Serve could not deploy {app_name_}: {exc}"), ""
+        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, f"Ray Serve could not deploy {serve_app}: {exc}"), ""
 
     info: dict[str, Any] | None = None
     bench: BenchResult | None = None
@@ -191,7 +195,7 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
             teardown = {"error": f"{type(exc).__name__}: {exc}"}
         if slot is None:
             try:
-                serve.delete(app_name_, _blocking=False)
+                serve.delete(serve_app, _blocking=False)
             except Exception as exc:  # noqa: BLE001
                 teardown["error"] = f"{teardown.get('error', '')} serve.delete failed: {exc}".strip()
         teardown_total = time.monotonic() - t_down
@@ -204,7 +208,7 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
                      gpu_wait_s=(info or {}).get("gpu_wait_s"),
                      replica_start_s=(init_epoch - t_deploy_epoch) if init_epoch else None,
                      teardown_s=teardown_total, trial_wall_s=time.monotonic() - t_trial)
-    einfo = replace(engine_info(spec, engine, info, lspec.gpus), serve_app=app_name_,
+    einfo = replace(engine_info(spec, engine, info, lspec.gpus), serve_app=serve_app,
                     replica_launches=(info or {}).get("launches"))
     record = replace(record, engine=einfo, phases=phases, bench=bench,
                      argv=list((info or {}).get("argv") or record.argv))
