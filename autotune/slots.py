@@ -38,9 +38,6 @@ class SlotPool:
             self.free.append(slot)
             self.free.sort()
 
-    def size(self) -> int:
-        return self.n
-
 
 def create(owner: str, n: int) -> Any:
     """The study's pool of ``n`` slots (named, owned by the driver: it goes away with the driver)."""

@@ -121,13 +121,11 @@ class EngineServer:
         args = EngineArgs.model_validate(config)
         if self.args is not None and args.name == self.args.name:
             return  # the same trial's config again (Serve re-sends it after a replica restart): already launched
-        if self.server is not None:
-            self.stop_server(defer=True)
-        self._reset_trial_state()
+        self.stop_server(defer=True)  # the previous trial's engine, if the runner has not stopped it
         self._launch(args)
 
     def _reset_trial_state(self) -> None:
-        self.init_epoch = time.time()
+        self.init_epoch = time.time()  # when this replica began the launch (phases.replica_start_s)
         self.failure: dict[str, Any] | None = None
         self.ready_s: float | None = None
         self.teardown_s: float | None = None
@@ -136,7 +134,7 @@ class EngineServer:
         self.orphans_killed = 0  # servers of a dead replica of this study killed before this launch
 
     def _launch(self, args: EngineArgs) -> None:
-        self.init_epoch = time.time()
+        self._reset_trial_state()
         self.args = args
         port = args.port or _free_port(args.host)
         argv = _with_port(args.argv, "--port", port)

@@ -11,6 +11,7 @@ import pytest
 
 from autotune.errors import LaunchError
 from autotune.records import FailureKind
+from autotune.registry import group_alive
 from serve_app import app as app_mod
 
 SERVER = r"""
@@ -25,14 +26,6 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
 EngineServer = app_mod.EngineServer.func_or_class  # the plain class behind @serve.deployment
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def make_server(tmp_path: Path) -> object:
