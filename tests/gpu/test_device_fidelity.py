@@ -25,6 +25,7 @@ from tools.device.fidelity import (
     Run,
     bench_serving_argv,
     compare,
+    flush_cache,
     format_markdown,
     main,
     measure,
@@ -58,7 +59,15 @@ class StandIn(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    flushes = 0
+
     def do_POST(self) -> None:  # noqa: N802
+        if self.path == "/flush_cache":
+            type(self).flushes += 1
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"Cache flushed.")
+            return
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         n = req["sampling_params"]["max_new_tokens"]
         self.send_response(200)
@@ -101,7 +110,8 @@ a = p.parse_args()
 assert a.tokenize_prompt, "autotune sends ids; bench_serving must too"
 seed = int(a.seed)
 rec = {"backend": a.backend, "completed": int(a.num_prompts) - 1, "duration": 2.0, "output_throughput": 1000.0 + seed,
-       "median_ttft_ms": 20.0, "median_itl_ms": 1.5, "median_tpot_ms": 1.6, "accept_length": None, "seed": seed}
+       "median_ttft_ms": 20.0, "median_itl_ms": 1.5, "median_tpot_ms": 1.6, "mean_ttft_ms": 25.0, "accept_length": None,
+       "seed": seed}
 with open(a.output_file, "a") as fh:
     fh.write(json.dumps(rec) + "\n")
 """
@@ -154,11 +164,12 @@ def test_parse_bench_serving_result() -> None:
         "median_ttft_ms": 20.0,
         "median_itl_ms": 1.5,
         "median_tpot_ms": 1.6,
+        "mean_ttft_ms": 31.0,
         "accept_length": 2.9,
     }
     run = parse_bench_serving("junk-free first\n".replace("junk-free first", json.dumps({})) + json.dumps(line), 1, 8)
     assert (run.client, run.repeat, run.output_tok_per_s, run.completed, run.failed) == ("sglang", 1, 900.0, 7, 1)
-    assert run.accept_length == 2.9 and run.median_itl_ms == 1.5
+    assert run.accept_length == 2.9 and run.median_itl_ms == 1.5 and run.mean_ttft_ms == 31.0
     with pytest.raises(BenchError, match="no result line"):
         parse_bench_serving("\n", 0, 8)
     with pytest.raises(BenchError, match="output_throughput"):
@@ -200,7 +211,12 @@ def test_measure_alternates_clients_on_one_server(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     out = tmp_path / "out"
     out.mkdir()
-    runs = measure(stand_in, SETUP, out, run_sglang=True, python=sys.executable, module="fakebench")
+    StandIn.flushes = 0
+    notes: list[str] = []
+    runs = measure(stand_in, SETUP, out, run_sglang=True, python=sys.executable, module="fakebench", notes=notes)
+    assert [json.loads(ln)["client"] for ln in (out / "runs.jsonl").read_text().splitlines()] == [r.client for r in runs]
+    assert StandIn.flushes == len(runs) == 6  # the radix cache is emptied before every run of either client
+    assert any("flushed" in n for n in notes)
     assert [(r.client, r.repeat) for r in runs] == [
         ("autotune", 0),
         ("sglang", 0),
@@ -297,3 +313,28 @@ def test_bench_serving_requests_become_autotunes_jsonl_workload(tmp_path: Path) 
     spec = WorkloadSpec(kind="jsonl", path=str(path), output_len=99)
     reqs = build_requests(spec, 3)
     assert [(r.input_ids, r.max_new_tokens) for r in reqs] == [((5, 6, 7), 12), ((9,), 3), ((5, 6, 7), 12)]
+
+
+def test_flush_cache_answers(tmp_path: Path) -> None:
+    codes = iter([400, 400, 200, 404, 400, 400, 400, 400, 400, 400])
+
+    class Busy(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.send_response(next(codes))
+            self.end_headers()
+            self.wfile.write(b"busy")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert flush_cache(url, timeout_s=5) is True  # 400 (requests still running) is retried
+        assert flush_cache(url, timeout_s=5) is False  # no such endpoint: reported, not fatal
+        with pytest.raises(BenchError, match="did not flush its cache"):
+            flush_cache(url, timeout_s=1)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -23,7 +23,8 @@ Why varied lengths by default (``--range-ratio 0.5``): with fixed lengths a clos
 start together, end together, and start again together), so TTFT measures how fast a client re-fires a wave of C
 requests rather than the server; varied lengths spread the arrivals as a real workload does.
 
-Each repeat uses another seed, so no repeat re-sends a prompt the radix cache already holds. Writes ``fidelity.json`` and
+Each repeat uses another seed, and the server's radix cache is flushed (``/flush_cache``) before every run: within a
+repeat both clients send the same prompts, and the second must not find them cached. Writes ``fidelity.json`` and
 ``fidelity.md`` (every run, the means, autotune vs SGLang as a relative difference, and each client's spread
 (max - min) / mean over its repeats) plus ``server.log`` and the bench_serving outputs to ``--out``.
 
@@ -50,13 +51,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import httpx  # noqa: E402
+
 from autotune import gpus
 from autotune.bench.client import run_plan  # noqa: E402
 from autotune.bench.types import BenchPlan, WorkloadSpec  # noqa: E402
 from autotune.errors import AutotuneError, BenchError, LaunchError  # noqa: E402
 from autotune.trial import FlagValue, TrialConfig  # noqa: E402
 
-METRICS = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms", "median_tpot_ms")
+METRICS = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms", "median_tpot_ms", "mean_ttft_ms")
 GATED = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms")  # the issue's 3% criterion
 # bench_serving's JSONL field for each metric
 SGLANG_FIELDS = {
@@ -64,6 +67,7 @@ SGLANG_FIELDS = {
     "median_ttft_ms": "median_ttft_ms",
     "median_itl_ms": "median_itl_ms",
     "median_tpot_ms": "median_tpot_ms",
+    "mean_ttft_ms": "mean_ttft_ms",
 }
 DEFAULT_SERVER_FLAGS = (
     "--load-format dummy --attention-backend triton --sampling-backend pytorch "
@@ -102,6 +106,8 @@ class Run:
     failed: int
     duration_s: float
     accept_length: float | None = None
+    # reported, not gated: the median of a wide TTFT distribution moves between runs far more than its mean
+    mean_ttft_ms: float | None = None
     client_cpu_share: float | None = None  # CPU seconds of the client's process / wall seconds (1.0: one core busy)
 
 
@@ -215,6 +221,7 @@ def parse_bench_serving(jsonl_text: str, repeat: int, num_prompts: int) -> Run:
         failed=max(0, num_prompts - completed),
         duration_s=float(rec["duration"]),
         accept_length=opt("accept_length"),
+        mean_ttft_ms=opt("mean_ttft_ms"),
     )
 
 
@@ -321,13 +328,14 @@ def format_markdown(report: FidelityReport) -> str:
         f"({_lengths(s.range_ratio)}), concurrency {s.concurrency}, {s.num_prompts} prompts per run, {s.repeats} repeats per client, "
         f"alternating. Date {report.date}.",
         "",
-        "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | completed | failed | duration (s) | client CPU |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | mean TTFT (ms) | completed "
+        "| failed | duration (s) | client CPU |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for i, r in enumerate(report.runs, 1):
         lines.append(
             f"| {i} | {r.client} (repeat {r.repeat + 1}) | {_f(r.output_tok_per_s, 1)} | {_f(r.median_ttft_ms)} | "
-            f"{_f(r.median_itl_ms, 3)} | {_f(r.median_tpot_ms, 3)} | {r.completed} | {r.failed} | {_f(r.duration_s)} | "
+            f"{_f(r.median_itl_ms, 3)} | {_f(r.median_tpot_ms, 3)} | {_f(r.mean_ttft_ms)} | {r.completed} | {r.failed} | {_f(r.duration_s)} | "
             f"{_pct(r.client_cpu_share).lstrip('+') if r.client_cpu_share is not None else '-'} |"
         )
     lines += [
@@ -391,6 +399,30 @@ def sglang_request_file(setup: FidelitySetup, repeat: int, out: Path) -> Path | 
     return write_requests([(row.prompt, row.output_len) for row in rows], out / f"requests-{repeat + 1}.jsonl")
 
 
+def flush_cache(base_url: str, *, timeout_s: float = 30.0) -> bool:
+    """Empty the server's radix cache (SGLang's ``/flush_cache``) so no run finds the prompts of the one before cached.
+
+    Both clients send the same requests in a repeat, so without this the second of each pair would skip most of its
+    prefill. SGLang answers 400 while requests are still running; retried until ``timeout_s``. False: the server has
+    no such endpoint (404/405), nothing was flushed."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        try:
+            resp = httpx.post(f"{base_url}/flush_cache", timeout=10.0)
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        else:
+            if resp.status_code == 200:
+                return True
+            if resp.status_code in (404, 405):
+                return False
+            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+        if time.monotonic() >= deadline:
+            raise BenchError(f"the server did not flush its cache within {timeout_s:.0f} s ({last})")
+        time.sleep(0.5)
+
+
 def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Path | None = None) -> Run:
     """One run of autotune's client: bench_serving's own requests when ``requests`` is given, else autotune's sampler."""
     workload = WorkloadSpec(
@@ -419,6 +451,7 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Pat
         failed=lv.failed,
         duration_s=lv.duration_s,
         accept_length=lv.accept_length,
+        mean_ttft_ms=lv.ttft_ms.mean if lv.ttft_ms else None,
         client_cpu_share=cpu_share,
     )
 
@@ -446,6 +479,7 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
             notes: list[str] | None = None) -> list[Run]:
     runs: list[Run] = []
     same: list[bool] = []
+    flushed: list[bool] = []
     for r in range(setup.repeats):
         requests = sglang_request_file(setup, r, out) if run_sglang else None
         same.append(requests is not None)
@@ -453,18 +487,26 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
         for client in order:
             if client == "sglang" and not run_sglang:
                 continue
+            flushed.append(flush_cache(base_url))
             t0 = time.monotonic()
             if client == "autotune":
                 run = autotune_run(base_url, setup, r, requests)
             else:
                 run = sglang_run(base_url, setup, r, out, python=python, module=module)
             runs.append(run)
+            with (out / "runs.jsonl").open("a") as fh:  # each run on disk at once: a cut-off check keeps what it measured
+                fh.write(json.dumps(asdict(run)) + "\n")
             print(
                 f"[fidelity] repeat {r + 1}/{setup.repeats} {client:8s} {run.output_tok_per_s:10.1f} tok/s  "
                 f"ttft {_f(run.median_ttft_ms)} ms  itl {_f(run.median_itl_ms, 3)} ms  tpot "
                 f"{_f(run.median_tpot_ms, 3)} ms  ({time.monotonic() - t0:.1f} s)",
                 flush=True,
             )
+    if notes is not None:
+        notes.append(
+            "the server's radix cache was flushed (/flush_cache) before every run" if all(flushed)
+            else "the server has no /flush_cache: a client that re-sent a prompt found it cached"
+        )
     if notes is not None and run_sglang:
         notes.append(
             "autotune sent bench_serving's own requests (its random-ids sampler and seed, written to requests-<n>.jsonl)"
