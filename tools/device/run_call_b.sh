@@ -124,6 +124,18 @@ print(json.dumps({
 }, indent=1))
 PYEOF
 }
+# study_override DEFAULT: the NAME of a --study NAME (or --study=NAME) in --search-args, else DEFAULT
+study_override() {
+  local prev="" arg
+  # shellcheck disable=SC2086
+  for arg in $SEARCH_ARGS; do
+    case "$arg" in --study=*) printf '%s\n' "${arg#--study=}"; return 0 ;; esac
+    [ "$prev" = "--study" ] && { printf '%s\n' "$arg"; return 0; }
+    prev=$arg
+  done
+  printf '%s\n' "$1"
+}
+
 # pack NAME DIR...: tar the folders into $OUT/NAME.tgz (one file back per step)
 pack() {
   local name=$1; shift
@@ -180,6 +192,7 @@ PYEOF
   for yaml in "${STUDIES[@]}"; do
     name=$(python3 -c "import sys; from autotune.space import load_study; print(load_study(sys.argv[1]).name)" "$yaml") \
       || { log "cannot read the study $yaml"; record "study:$yaml" 2 0 "invalid study file"; continue; }
+    name=$(study_override "$name")  # --search-args "--study NAME" renames the study, and its results folder
     # shellcheck disable=SC2086
     run_step "study-$name" 150 python3 -m autotune.search --space "$yaml" --results-dir "$RESULTS" \
       ${TRIALS:+--trials $TRIALS} $SEARCH_ARGS
@@ -189,7 +202,9 @@ PYEOF
     fi
     gpu_leftovers "study-$name"
     rm -rf "$WORK/study-$name"; mkdir -p "$WORK/study-$name"
-    if [ -f "$RESULTS/$name/trials.jsonl" ]; then
+    if [ ! -f "$RESULTS/$name/trials.jsonl" ]; then
+      log "no trial records in $RESULTS/$name: the study wrote none (see its output above)"
+    else
       python3 tools/device/overhead.py "$RESULTS/$name" | tee "$WORK/study-$name/overhead.txt"
       python3 tools/device/overhead.py "$RESULTS/$name" --json > "$WORK/study-$name/overhead.json" 2>&1
       cp -r "$RESULTS/$name" "$WORK/study-$name/results"
