@@ -41,4 +41,5 @@ def test_a_renamed_study_comes_back_with_its_records(tmp_path: Path) -> None:
         prov = json.load(tar.extractfile("study-renamed-rehearsal/results/provenance.json"))  # type: ignore[arg-type]
     assert "study-renamed-rehearsal/results/trials.jsonl" in names
     assert "study-renamed-rehearsal/overhead.txt" in names
+    assert "study-renamed-rehearsal/serve_timeline.txt" in names
     assert prov["engine"] == "sim" and "--study renamed-rehearsal" in prov["command"]

@@ -637,17 +637,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 server.base_url, setup, args.out, run_sglang=run_sglang, python=sys.executable, module=args.bench_module,
                 notes=notes,
             )
+            # written before the server is stopped: a deadline that falls during the teardown keeps the report
+            write_report(args, setup, runs, spec.argv, release, ready_s, notes)
     except LaunchError as exc:
         print(f"error: the server did not start ({exc.kind.value}): {exc}\n{exc.log_tail}", file=sys.stderr)
         return 1
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def write_report(
+    args: argparse.Namespace,
+    setup: FidelitySetup,
+    runs: Sequence[Run],
+    argv: Sequence[str],
+    release: str,
+    ready_s: float,
+    notes: Sequence[str],
+) -> None:
     report = FidelityReport(
         setup=setup,
         runs=tuple(runs),
         comparisons=compare(runs, setup.tolerance),
-        server_argv=tuple(spec.argv),
+        server_argv=tuple(argv),
         release=release,
         gpu=gpu_name() or ("simulated" if args.engine == "sim" else ""),
         launch_to_ready_s=ready_s,
@@ -657,8 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "fidelity.json").write_text(json.dumps(report.to_json(), indent=2))
     md = format_markdown(report)
     (args.out / "fidelity.md").write_text(md)
-    print(md)
-    return 0
+    print(md, flush=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@
 # Comes back under $OUT (at most 8 files, 16 MiB each, 2 folders deep):
 #   run.log, summary.json (each step's exit code and seconds, GPUs, versions), tests.tgz (junit.xml, pytest.log,
 #   server logs), fidelity.tgz (fidelity.md/json, server and bench_serving logs), study-<name>.tgz
-#   (results/<name>/ + overhead.txt/json + the Ray session logs, trimmed). At most 4 studies per call.
+#   (results/<name>/ + overhead.txt/json + the Ray session logs, trimmed, + serve_timeline.txt from them). At most 4 studies per call.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT" || exit 2
@@ -216,6 +216,8 @@ PYEOF
       for f in /tmp/ray/session_latest/logs/*; do
         [ -f "$f" ] && tail -c 1000000 "$f" > "$WORK/study-$name/raylogs/$(basename "$f")"
       done
+      python3 tools/device/serve_timeline.py "$WORK/study-$name/raylogs" > "$WORK/study-$name/serve_timeline.txt" 2>&1 \
+        || log "serve_timeline.py found no slot trials in the Ray logs"
     fi
     pack "study-$name" -C "$WORK" "study-$name"
     if [ "$(stat -c %s "$OUT/study-$name.tgz")" -gt 15000000 ]; then
