@@ -48,13 +48,20 @@ def _overrides(args: argparse.Namespace) -> Any:
                           time_scale=args.time_scale, model_path=args.model_path, tp_size=args.tp_size, seed=args.seed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from autotune.errors import AutotuneError
+def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
+    """The parsed arguments and the StudySpec they select (file + overrides); the study's folder is
+    ``Path(args.results_dir) / spec.name``. Raises AutotuneError for a bad study file."""
     from autotune.space import load_study
 
+    args = build_parser().parse_args(argv)
+    return args, load_study(args.space, overrides=_overrides(args))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from autotune.errors import AutotuneError
+
     try:
-        spec = load_study(args.space, overrides=_overrides(args))
+        args, spec = resolve(argv)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -124,18 +124,6 @@ print(json.dumps({
 }, indent=1))
 PYEOF
 }
-# study_override DEFAULT: the NAME of a --study NAME (or --study=NAME) in --search-args, else DEFAULT
-study_override() {
-  local prev="" arg
-  # shellcheck disable=SC2086
-  for arg in $SEARCH_ARGS; do
-    case "$arg" in --study=*) printf '%s\n' "${arg#--study=}"; return 0 ;; esac
-    [ "$prev" = "--study" ] && { printf '%s\n' "$arg"; return 0; }
-    prev=$arg
-  done
-  printf '%s\n' "$1"
-}
-
 # pack NAME DIR...: tar the folders into $OUT/NAME.tgz (one file back per step)
 pack() {
   local name=$1; shift
@@ -188,11 +176,14 @@ PYEOF
     pack fidelity -C "$WORK" fidelity
   fi
 
-  local yaml name rc
+  local yaml name dir rc
   for yaml in "${STUDIES[@]}"; do
-    name=$(python3 -c "import sys; from autotune.space import load_study; print(load_study(sys.argv[1]).name)" "$yaml") \
+    # the study's folder as autotune.search resolves it from the very arguments below (--study renames it)
+    # shellcheck disable=SC2086
+    dir=$(python3 -c "import sys; from pathlib import Path; from autotune.search import resolve; a, s = resolve(sys.argv[1:]); \
+print(Path(a.results_dir) / s.name)" --space "$yaml" --results-dir "$RESULTS" ${TRIALS:+--trials $TRIALS} $SEARCH_ARGS) \
       || { log "cannot read the study $yaml"; record "study:$yaml" 2 0 "invalid study file"; continue; }
-    name=$(study_override "$name")  # --search-args "--study NAME" renames the study, and its results folder
+    name=$(basename "$dir")
     # shellcheck disable=SC2086
     run_step "study-$name" 150 python3 -m autotune.search --space "$yaml" --results-dir "$RESULTS" \
       ${TRIALS:+--trials $TRIALS} $SEARCH_ARGS
@@ -202,13 +193,13 @@ PYEOF
     fi
     gpu_leftovers "study-$name"
     rm -rf "$WORK/study-$name"; mkdir -p "$WORK/study-$name"
-    if [ ! -f "$RESULTS/$name/trials.jsonl" ]; then
-      log "no trial records in $RESULTS/$name: the study wrote none (see its output above)"
+    if [ ! -f "$dir/trials.jsonl" ]; then
+      log "no trial records in $dir: the study wrote none (see its output above)"
     else
-      python3 tools/device/overhead.py "$RESULTS/$name" | tee "$WORK/study-$name/overhead.txt"
-      python3 tools/device/overhead.py "$RESULTS/$name" --json > "$WORK/study-$name/overhead.json" 2>&1
-      cp -r "$RESULTS/$name" "$WORK/study-$name/results"
-      provenance "$RESULTS/$name/study.json" "python3 -m autotune.search --space $yaml --results-dir $RESULTS${TRIALS:+ --trials $TRIALS} $SEARCH_ARGS" \
+      python3 tools/device/overhead.py "$dir" | tee "$WORK/study-$name/overhead.txt"
+      python3 tools/device/overhead.py "$dir" --json > "$WORK/study-$name/overhead.json" 2>&1
+      cp -r "$dir" "$WORK/study-$name/results"
+      provenance "$dir/study.json" "python3 -m autotune.search --space $yaml --results-dir $RESULTS${TRIALS:+ --trials $TRIALS} $SEARCH_ARGS" \
         > "$WORK/study-$name/results/provenance.json"
     fi
     if [ -d /tmp/ray/session_latest/logs ]; then  # the newest 1 MB of each Ray log
