@@ -20,6 +20,7 @@ from autotune.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.searcher import OptunaStudySearcher, open_study, reconcile
 from autotune.space import StudySpec
 from autotune.store import StudyStore
+from autotune.studylock import StudyLock
 
 
 def _spec_json(spec: StudySpec) -> dict[str, Any]:
@@ -120,12 +121,24 @@ class StudyDriver:
         return started, total
 
     def run(self) -> int:
+        """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""
+        lock = StudyLock(self.store.root).acquire()
+        try:
+            if self.fresh:
+                moved = self.store.archive()  # the held lock file moves with it
+                if moved:
+                    print(f"moved the old study directory to {moved}")
+                    fresh_lock = StudyLock(self.store.root).acquire()
+                    lock.release()
+                    lock = fresh_lock
+            return self._run_locked()
+        finally:
+            lock.release()
+
+    def _run_locked(self) -> int:
         spec = self.spec
-        if self.fresh:
-            moved = self.store.archive()
-            if moved:
-                print(f"moved the old study directory to {moved}")
         self._check_same_study()
+        self.store.repair()
         killed = registry.sweep(self.owner)
         if killed:
             print(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver was killed)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from autotune.bench.types import BenchResult
@@ -65,8 +65,15 @@ class EngineInfo:
     replica_launches: int | None = None  # engines that replica had started, this one included (> 1: a reused slot)
 
 
+# Version of the record layout written to ``trials.jsonl``; a reader keeps, and reports, fields it does not know.
+SCHEMA_VERSION = 1
+
+
 @dataclass(frozen=True)
 class TrialRecord:
+    """One finished trial. Invariants (checked on construction, so a bad record is never written): a complete trial has
+    no failure kind, a failed one has one, only a complete trial is feasible, the number is >= 0."""
+
     study: str
     trial_id: str
     number: int  # optuna trial number
@@ -88,19 +95,61 @@ class TrialRecord:
     versions: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
     finished_at: str = ""
+    schema_version: int = SCHEMA_VERSION
+    # Fields this version does not know (a record written by a newer autotune), kept so a rewrite does not drop them:
+    # a top-level key as itself, a key of ``engine`` / ``phases`` as ``"engine.key"`` / ``"phases.key"``.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.outcome is TrialOutcome.COMPLETE and self.failure is not None:
+            raise ValueError(f"trial {self.number}: a complete record cannot carry failure kind {self.failure.value}")
+        if self.outcome is TrialOutcome.FAILED and self.failure is None:
+            raise ValueError(f"trial {self.number}: a failed record needs a failure kind (FailureKind.UNKNOWN if none)")
+        if self.feasible and self.outcome is not TrialOutcome.COMPLETE:
+            raise ValueError(f"trial {self.number}: only a complete record can be feasible")
+        if self.number < 0:
+            raise ValueError(f"trial number {self.number} is negative")
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+        out = _jsonable(asdict(self))
+        out.pop("extra")
+        for key, value in self.extra.items():
+            head, _, sub = key.partition(".")
+            if sub and isinstance(out.get(head), dict):
+                out[head].setdefault(sub, value)
+            else:
+                out.setdefault(key, value)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrialRecord:
-        d = dict(data)
+        """Raises ValueError / TypeError / KeyError for a record that cannot be read; unknown fields go to ``extra``."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        d = {k: v for k, v in data.items() if k in known}
+        extra = {k: v for k, v in data.items() if k not in known}
         d["outcome"] = TrialOutcome(d["outcome"])
         d["failure"] = FailureKind(d["failure"]) if d.get("failure") else None
-        d["engine"] = EngineInfo(**d["engine"]) if d.get("engine") else None
+        engine, extra_engine = _split(EngineInfo, d.get("engine"), "engine")
+        d["engine"] = EngineInfo(**engine) if engine else None
         d["bench"] = BenchResult.from_json(d["bench"]) if d.get("bench") else None
-        d["phases"] = PhaseTimings(**(d.get("phases") or {}))
-        return cls(**d)
+        phases, extra_phases = _split(PhaseTimings, d.get("phases"), "phases")
+        d["phases"] = PhaseTimings(**phases)
+        d.setdefault("schema_version", 0)  # written before versions were recorded
+        return cls(**d, extra={**extra, **extra_engine, **extra_phases})
+
+    def unknown_fields(self) -> list[str]:
+        return sorted(self.extra)
+
+
+def _split(kind: type, value: Any, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``value``'s keys that ``kind`` has, and the others as ``{"prefix.key": v}``."""
+    if not value:
+        return {}, {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{prefix} is a {type(value).__name__}, not an object")
+    names = {f.name for f in fields(kind)}
+    return ({k: v for k, v in value.items() if k in names},
+            {f"{prefix}.{k}": v for k, v in value.items() if k not in names})
 
 
 def _jsonable(value: Any) -> Any:

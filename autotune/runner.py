@@ -65,7 +65,9 @@ def base_record(spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, numb
         flags=dict(cfg.flags) if cfg else {},
         env=dict(cfg.env) if cfg else {},
         argv=[],
-        outcome=TrialOutcome.FAILED,
+        outcome=TrialOutcome.FAILED,  # until the trial says otherwise: a record cut short is an unknown failure
+        failure=FailureKind.UNKNOWN,
+        message="the trial did not finish",
         workload_properties=dict(spec.workload_properties),
         versions=versions(),
         started_at=started_at,
@@ -226,7 +228,7 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
         return replace(rec, bench=bench), log_text
     assert bench is not None
     s = score(bench, spec.objectives, spec.constraints)
-    record = replace(record, outcome=TrialOutcome.COMPLETE, objectives=s.objectives, constraints=s.constraints,
+    record = replace(record, outcome=TrialOutcome.COMPLETE, failure=None, objectives=s.objectives, constraints=s.constraints,
                      feasible=s.feasible, message="; ".join(notes), finished_at=now_iso(),
                      log_tail="\n".join(log_text.splitlines()[-20:]))
     return record, log_text

@@ -2,18 +2,60 @@
 
 Every write of a record is append + fsync (``trials.jsonl``) and temp-file + ``os.replace`` (``trials/*.json``), done
 BEFORE the sampler is told, so a killed driver never loses a finished trial.
+
+A write cut short (disk full, a kill mid-write) leaves a last line without its newline. Before the next append that
+fragment is moved to ``trials.jsonl.torn`` (with a warning), so the next record starts on a line of its own instead of
+being glued onto the fragment and lost with it. Reading never drops a line silently: an unreadable line, or a record
+with fields this version does not know, is reported on stderr (the unknown fields are kept, see ``TrialRecord.extra``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.records import TrialRecord
+from autotune.records import SCHEMA_VERSION, TrialRecord
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What ``StudyStore.read`` found: the records (last one per trial number) and every line it could not use."""
+
+    records: list[TrialRecord]
+    unreadable: list[str] = field(default_factory=list)  # "trials.jsonl line N: why"
+    unknown_fields: list[str] = field(default_factory=list)  # "line N (trial T, schema v): a, b"
+    torn_tail: str = ""  # a last line without its newline (a write cut short), not yet repaired
+
+    def problems(self) -> list[str]:
+        out = [f"unreadable record, skipped: {u}" for u in self.unreadable]
+        out += [f"record from a newer autotune (schema > {SCHEMA_VERSION}), unknown fields kept: {u}"
+                for u in self.unknown_fields]
+        if self.torn_tail:
+            out.append(f"the last line of trials.jsonl is incomplete (a write cut short): {self.torn_tail[:80]!r}")
+        return out
+
+
+def _tail_after_last_newline(fh: Any, size: int, block: int = 65536) -> bytes:
+    """The bytes after the last ``\\n`` of an open binary file of ``size`` bytes (the whole file if it has none)."""
+    pos, tail = size, b""
+    while pos > 0:
+        step = min(block, pos)
+        pos -= step
+        fh.seek(pos)
+        tail = fh.read(step) + tail
+        cut = tail.rfind(b"\n")
+        if cut >= 0:
+            return tail[cut + 1:]
+    return tail
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -42,8 +84,38 @@ class StudyStore:
         for sub in ("trials", "logs", "best"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
+    @property
+    def torn_path(self) -> Path:
+        return self.root / "trials.jsonl.torn"
+
+    def repair(self) -> str:
+        """Move a torn last line (no trailing newline) to ``trials.jsonl.torn`` and cut it off; returns the fragment."""
+        path = self.records_path
+        if not path.exists():
+            return ""
+        with path.open("rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return ""
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return ""
+            data = _tail_after_last_newline(fh, size)
+            with self.torn_path.open("ab") as torn:
+                torn.write(data + b"\n")
+                torn.flush()
+                os.fsync(torn.fileno())
+            fh.truncate(size - len(data))
+            fh.flush()
+            os.fsync(fh.fileno())
+        fragment = data.decode("utf-8", "replace")
+        warn(f"{path}: the last line was cut short (a disk-full or a killed driver mid-write); its {len(data)} bytes "
+             f"were moved to {self.torn_path} and the file now ends at the last complete record.")
+        return fragment
+
     def append(self, record: TrialRecord, log_text: str = "") -> None:
         self.ensure()
+        self.repair()
         line = json.dumps(record.to_json(), sort_keys=True)
         with self.records_path.open("a") as fh:
             fh.write(line + "\n")
@@ -60,20 +132,39 @@ class StudyStore:
         atomic_write_text(path, text)
         return str(path)
 
-    def load(self) -> list[TrialRecord]:
-        """All records, the last one per Optuna trial number winning; a torn last line (killed mid-write) is skipped."""
+    def read(self) -> LoadReport:
+        """Every record (the last one per Optuna trial number winning) and what could not be used, unprinted."""
         if not self.records_path.exists():
-            return []
+            return LoadReport([])
+        data = self.records_path.read_bytes()
+        torn = ""
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            torn = data[cut:].decode("utf-8", "replace")
+            data = data[:cut]
         by_number: dict[int, TrialRecord] = {}
-        for raw in self.records_path.read_text().splitlines():
+        unreadable: list[str] = []
+        unknown: list[str] = []
+        for lineno, raw in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
             if not raw.strip():
                 continue
             try:
                 rec = TrialRecord.from_json(json.loads(raw))
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                unreadable.append(f"{self.records_path} line {lineno}: {type(exc).__name__}: {exc} ({raw[:80]!r})")
                 continue
+            if rec.extra:
+                unknown.append(f"{self.records_path} line {lineno} (trial {rec.number}, schema "
+                               f"{rec.schema_version}): {', '.join(rec.unknown_fields())}")
             by_number[rec.number] = rec
-        return [by_number[k] for k in sorted(by_number)]
+        return LoadReport([by_number[k] for k in sorted(by_number)], unreadable, unknown, torn)
+
+    def load(self) -> list[TrialRecord]:
+        """All records, the last one per Optuna trial number winning; every line not used is reported on stderr."""
+        report = self.read()
+        for problem in report.problems():
+            warn(problem)
+        return report.records
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.root / name
