@@ -2,8 +2,10 @@
 
     AutotuneError
     ├── SpaceError            a search-space / study YAML is invalid (names file, key and fix)
-    ├── EngineError
-    │   └── UnknownFlagError  a flag the installed engine release does not know
+    ├── EngineError           carries the FailureKind a trial it stops is recorded with
+    │   ├── UnknownFlagError        a flag the installed engine release does not know
+    │   ├── EngineUnavailableError  the engine is not installed, or its --help fails
+    │   └── HelpTimeoutError        the engine's --help did not finish in time
     ├── LaunchError           the server did not become ready (carries a FailureKind and log tail)
     └── BenchError            the benchmark could not run against a ready server
 
@@ -26,9 +28,25 @@ class SpaceError(AutotuneError):
 class EngineError(AutotuneError):
     """The engine cannot run this configuration."""
 
+    kind = FailureKind.UNKNOWN
+
 
 class UnknownFlagError(EngineError):
     """A server flag that the installed engine release does not accept."""
+
+    kind = FailureKind.UNKNOWN_FLAG
+
+
+class EngineUnavailableError(EngineError):
+    """The engine cannot be started on this worker (not installed, or its ``--help`` exits with an error)."""
+
+    kind = FailureKind.ENGINE_UNAVAILABLE
+
+
+class HelpTimeoutError(EngineError):
+    """The engine's ``--help`` (read to check the flags) did not finish in time."""
+
+    kind = FailureKind.HELP_TIMEOUT
 
 
 class LaunchError(AutotuneError):

@@ -20,6 +20,9 @@ class FailureKind(str, enum.Enum):
     GRAPH_CAPTURE_FAILED = "graph_capture_failed"  # CUDA graph capture failed (often OOM)
     NCCL_ERROR = "nccl_error"
     UNKNOWN_FLAG = "unknown_flag"  # installed release does not know a flag
+    INVALID_VALUE = "invalid_value"  # the release knows the flag but rejects its value (argparse "invalid choice")
+    ENGINE_UNAVAILABLE = "engine_unavailable"  # the engine is not installed / its --help fails on the worker
+    HELP_TIMEOUT = "help_timeout"  # the engine's --help (the flag check) did not finish in time
     INVALID_CONFIG = "invalid_config"  # rejected by validity rules
     HEALTH_TIMEOUT = "health_timeout"  # process alive but never ready
     CRASHED_AT_LAUNCH = "crashed_at_launch"  # exited before ready, other reason

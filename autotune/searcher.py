@@ -143,6 +143,30 @@ class OptunaStudySearcher(Searcher):
         flags.update(p.flag for p in self.spec.params if p.flag and not p.when)
         return flags
 
+    def fixed_flags(self) -> set[str]:
+        """Flags passed with the same value by every trial: the study's fixed ``server.flags``."""
+        return set(self.spec.server.flags)
+
+    def _check_every_trial_fails(self, record: TrialRecord) -> None:
+        """Stop the study when the engine rejected something every trial passes the same way.
+
+        An unknown flag name fails every trial that passes the flag: fixed flags and unconditional parameters. A
+        rejected value fails every trial only when the value is fixed; a sampled value's one bad choice does not."""
+        if record.failure is FailureKind.UNKNOWN_FLAG:
+            candidates, what = self.always_passed_flags(), "which every trial passes"
+        elif record.failure is FailureKind.INVALID_VALUE:
+            candidates, what = self.fixed_flags(), "a value fixed in server.flags that every trial passes"
+        else:
+            return
+        argparse_named = re.findall(r"argument (?:-\w+/)?--([\w-]+)", record.message)
+        named = sorted(f for f in candidates if f in argparse_named
+                       or (not argparse_named and re.search(rf"--{re.escape(f)}(?![\w-])", record.message)))
+        if named:
+            self.stop_reason = (
+                f"stopping the study: the installed engine rejects --{', --'.join(named)}, {what}, so every trial "
+                f"would fail the same way. {record.message}"
+            )
+
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if self.stop_reason:
             return Searcher.FINISHED  # type: ignore[return-value]
@@ -202,13 +226,7 @@ class OptunaStudySearcher(Searcher):
             reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
             record = self.make_missing_record(trial.number, trial_id, params, reason)
         self.on_record(record, log_text)  # durable first
-        if record.failure is FailureKind.UNKNOWN_FLAG:
-            named = sorted(f for f in self.always_passed_flags() if re.search(rf"--{re.escape(f)}(?![\w-])", record.message))
-            if named:
-                self.stop_reason = (
-                    f"stopping the study: the installed engine rejects --{', --'.join(named)}, which every trial "
-                    f"passes, so every trial would fail the same way. {record.message}"
-                )
+        self._check_every_trial_fails(record)
         set_constraints(trial, self.spec, record)
         trial.set_user_attr("outcome", record.outcome.value)
         if record.failure is not None:

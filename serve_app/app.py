@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from autotune import gpus, registry
 from autotune.engines import get_engine
 from autotune.engines.preflight import preflight
-from autotune.errors import AutotuneError, LaunchError
+from autotune.errors import AutotuneError, EngineError, LaunchError
 from autotune.launcher import ServerProcess, wait_gpus_free
 from autotune.records import FailureKind
 from autotune.trial import LaunchSpec
@@ -168,7 +168,8 @@ class EngineServer:
         except LaunchError as exc:
             self.failure = {"kind": exc.kind.value, "message": str(exc), "log_tail": exc.log_tail}
         except AutotuneError as exc:
-            self.failure = {"kind": FailureKind.UNKNOWN_FLAG.value, "message": str(exc), "log_tail": ""}
+            kind = exc.kind if isinstance(exc, EngineError) else FailureKind.UNKNOWN
+            self.failure = {"kind": kind.value, "message": str(exc), "log_tail": ""}
         self.spec = spec
         if args.wait_ready_in_constructor:
             result = self.wait_ready()

@@ -75,7 +75,10 @@ def parse_log_phases(text: str) -> PhaseTimings:
 
 
 _FAILURE_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
-    (FailureKind.UNKNOWN_FLAG, re.compile(r"unrecognized arguments|ambiguous option|invalid choice")),
+    # argparse: a value the release rejects for a flag it knows, then a flag it does not know
+    (FailureKind.INVALID_VALUE, re.compile(r"argument [^\n]*: (invalid choice|invalid \w+ value|expected one argument)")),
+    (FailureKind.UNKNOWN_FLAG, re.compile(r"unrecognized arguments|ambiguous option")),
+    (FailureKind.ENGINE_UNAVAILABLE, re.compile(r"No module named '?sglang|No module named sglang")),
     (FailureKind.NCCL_ERROR, re.compile(r"NCCL error|NCCL WARN Error|ncclInvalidUsage|ncclSystemError")),
     (FailureKind.GRAPH_CAPTURE_FAILED, re.compile(r"Capture cuda graph failed|CUDA graph capture failed", re.I)),
     (

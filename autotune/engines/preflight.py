@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autotune.engines.base import Engine, flags_in_help
-from autotune.errors import UnknownFlagError
+from autotune.errors import EngineUnavailableError, HelpTimeoutError, UnknownFlagError
 from autotune.trial import LaunchSpec
 
 # argv elements that autotune itself adds and that every engine accepts by construction.
@@ -76,7 +76,9 @@ def preflight(engine: Engine, spec: LaunchSpec, *, release: str) -> LaunchSpec:
     python = spec.argv[0]
     known = flags_in_help(cached_help(engine, python, release))
     if not known:
-        raise UnknownFlagError(f"could not read the flags of {engine.name} ({release}): its --help printed no flags")
+        raise EngineUnavailableError(
+            f"could not read the flags of {engine.name} ({release}): its --help printed no flags; check that the "
+            f"engine is installed in {python}")
     start = spec.argv.index(_MODULE_FLAG) + 2 if _MODULE_FLAG in spec.argv else 1
     checked = check_argv(spec.argv[start:], known, engine.FLAG_ALIASES, release=release)
     return replace(spec, argv=tuple(spec.argv[:start]) + tuple(checked))
@@ -87,8 +89,13 @@ def run_help(argv: Sequence[str], *, timeout_s: float = 300.0) -> str:
     try:
         proc = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise UnknownFlagError(f"`{' '.join(argv)} --help` did not finish in {timeout_s:.0f} s") from exc
+        raise HelpTimeoutError(
+            f"`{' '.join(argv)} --help` did not finish in {timeout_s:.0f} s (a slow or hung import on the worker); the "
+            f"flags could not be checked. Check the engine's installation on that node.") from exc
+    except OSError as exc:
+        raise EngineUnavailableError(f"could not run `{' '.join(argv)} --help`: {exc}") from exc
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout)[-2000:]
-        raise UnknownFlagError(f"`{' '.join(argv)} --help` failed (exit {proc.returncode}); is the engine installed?\n{tail}")
+        raise EngineUnavailableError(
+            f"`{' '.join(argv)} --help` failed (exit {proc.returncode}); is the engine installed on this worker?\n{tail}")
     return proc.stdout
