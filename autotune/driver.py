@@ -18,6 +18,7 @@ from autotune.errors import AutotuneError
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.searcher import OptunaStudySearcher, open_study, reconcile
+from autotune.secrets import has_secrets
 from autotune.space import StudySpec
 from autotune.store import StudyStore
 from autotune.studylock import StudyLock
@@ -143,6 +144,8 @@ class StudyDriver:
         if killed:
             print(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver was killed)")
         self.store.ensure()
+        if has_secrets(spec.server.env, spec.server.secret_env):
+            os.chmod(self.store.root, 0o700)  # its records name secret variables (their values are redacted)
         self.store.write_json("study.json", _spec_json(spec))
         records = self.store.load()
         study = open_study(spec, self.store.db_url)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from autotune.engines.sglang_rules import violations
 from autotune.errors import AutotuneError
 from autotune.records import EngineInfo, FailureKind, PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import failed_score, score
+from autotune.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial import LaunchSpec, TrialConfig
 
@@ -111,7 +113,31 @@ def engine_info(spec: StudySpec, engine: Engine, info: Mapping[str, Any] | None,
 
 def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int,
               owner: str | None = None) -> tuple[TrialRecord, str]:
-    """Run one trial; returns its record and the server log text. Never raises for trial-level failures."""
+    """Run one trial; returns its record and the server log text, secrets redacted. Never raises for trial-level
+    failures."""
+    record, log_text, env = _run_trial(spec, params, trial_id=trial_id, number=number, owner=owner)
+    return redact_record(record, log_text, env, spec.server.secret_env)
+
+
+def redact_record(record: TrialRecord, log_text: str, env: Mapping[str, str],
+                  extra: tuple[str, ...] = ()) -> tuple[TrialRecord, str]:
+    """The record and log with every secret redacted: values of variables (``env``, the server's real environment, and
+    this process's) and of flags (``--api-key``) whose names match autotune.secrets' pattern or are listed in ``extra``
+    (the study's server.secret_env)."""
+    flags = {k: str(v) for k, v in record.flags.items() if v is not None}
+    values = secret_values({**os.environ, **record.env, **env, **flags}, extra)
+
+    def text(s: str) -> str:
+        return redact_text(s, values)
+
+    safe = replace(record, env=redact_env(record.env, extra), message=text(record.message),
+                   flags={k: (REDACTED if is_secret(k, extra) else v) for k, v in record.flags.items()},
+                   log_tail=text(record.log_tail), argv=[text(a) for a in record.argv])
+    return safe, text(log_text)
+
+
+def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int,
+               owner: str | None = None) -> tuple[TrialRecord, str, dict[str, str]]:
     from serve_app.app import EngineArgs
 
     t_trial = time.monotonic()
@@ -121,7 +147,7 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
     if problems:
         return failed_record(record, spec, FailureKind.INVALID_CONFIG, "; ".join(problems),
-                             outcome=TrialOutcome.INVALID), ""
+                             outcome=TrialOutcome.INVALID), "", dict(cfg.env)
 
     engine = engine_for(spec)
     lspec = engine.launch_spec(cfg, port=0, nccl_port=0, ready_timeout_s=spec.ready_timeout_s)
@@ -134,9 +160,9 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
     try:
         slot = slots.acquire(pool) if pool is not None else None
     except AutotuneError as exc:
-        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, str(exc)), ""
+        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, str(exc)), "", dict(lspec.env)
     try:
-        return _deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial)
+        return (*_deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial), dict(lspec.env))
     finally:
         if slot is not None:
             pool.release.remote(slot)

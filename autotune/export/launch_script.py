@@ -10,6 +10,7 @@ from autotune.export.banner import engine_banner
 from autotune.export.errors import ExportError
 from autotune.export.metrics import argv_value, fmt, throughput, tpot_median, ttft_p99
 from autotune.records import TrialRecord
+from autotune.secrets import REDACTED, is_secret
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -49,8 +50,8 @@ def render_launch_script(record: TrialRecord, *, study_name: str, load_levels: S
         "  esac",
         "done",
         "",
-        "# Environment autotune set for this trial (exact values).",
-        *(f"export {k}={shlex.quote(v)}" for k, v in record.env.items()),
+        "# Environment autotune set for this trial (exact values; a secret is read from your environment, never stored).",
+        *(_export_line(k, v) for k, v in record.env.items()),
         f"AUTOTUNE_ENV_NAMES=({env_names})",
         "",
         "# The exact server command.",
@@ -114,3 +115,9 @@ def _argv_lines(argv: Sequence[str]) -> list[str]:
             lines.append(shlex.quote(arg))
             i += 1
     return lines
+
+
+def _export_line(name: str, value: str) -> str:
+    if value == REDACTED or is_secret(name):
+        return f'export {name}="${{{name}:?set {name} in your environment: autotune does not store secret values}}"'
+    return f"export {name}={shlex.quote(value)}"

@@ -17,6 +17,7 @@ from autotune.export.banner import engine_banner
 from autotune.export.errors import ExportError
 from autotune.export.metrics import argv_value
 from autotune.records import TrialRecord
+from autotune.secrets import REDACTED, is_secret
 
 IMPORT_PATH = "serve_app.app:build_app"
 DEPLOYMENT_NAME = "EngineServer"
@@ -75,7 +76,7 @@ def serve_app_args(record: TrialRecord, *, study_name: str, unset_env: Sequence[
         name=app_name(study_name),
         engine=engine_kind(record),
         argv=list(record.argv),
-        env=dict(record.env),
+        env={k: v for k, v in record.env.items() if not _secret(k, v)},
         unset_env=list(unset_env),
         host=argv_value(record.argv, "host") or "127.0.0.1",
         port=port,
@@ -156,5 +157,13 @@ def render_serve_config(
         f"# The engine server listens on {args.host}:{args.port} on the replica's node; Serve's own HTTP proxy binds",
         "# 127.0.0.1. Expose either only behind a firewall or an authenticating proxy (SGLang has no authentication).",
     ]
+    secret = [k for k, v in record.env.items() if _secret(k, v)]
+    if secret:
+        header.append(f"# Secret variables not stored here: {', '.join(secret)}. Set them in the replicas' environment "
+                      "(the node's shell or a runtime_env); the engine server inherits them.")
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000)
     return "\n".join(header) + "\n" + body
+
+
+def _secret(name: str, value: str) -> bool:
+    return value == REDACTED or is_secret(name)

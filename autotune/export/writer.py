@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autotune.export.analysis import analyze
@@ -16,6 +16,7 @@ from autotune.export.plots import pareto_svg, throughput_svg
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config
 from autotune.records import TrialRecord
+from autotune.secrets import REDACTED, has_secrets, redact_env
 
 BEST_DIR = "best"
 LAUNCH_SH = "launch.sh"
@@ -61,6 +62,7 @@ def export_study(
     With no feasible trial, best.json says why and launch.sh / serve_config.yaml are not written (stale ones removed).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
+    records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels)
     best = a.best.record
     texts: dict[str, str] = {
@@ -75,8 +77,13 @@ def export_study(
         texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, unset_env=unset_env)
     out = Path(study_dir) / BEST_DIR
     out.mkdir(parents=True, exist_ok=True)
+    # an export that names secret variables is kept from other users (the values themselves are never written)
+    private = any(has_secrets(r.env) or REDACTED in r.env.values() for r in records)
+    if private:
+        os.chmod(out, 0o700)
     for name, text in texts.items():
-        _write_atomic(out / name, text, mode=0o755 if name == LAUNCH_SH else 0o644)
+        mode = 0o755 if name == LAUNCH_SH else 0o644
+        _write_atomic(out / name, text, mode=mode & 0o700 if private else mode)
     if best is None:
         for stale in (LAUNCH_SH, SERVE_CONFIG):
             (out / stale).unlink(missing_ok=True)

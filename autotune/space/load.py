@@ -139,6 +139,7 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         host=m.server.host.strip(),
         flags=dict(m.server.flags),
         env=dict(m.server.env),
+        secret_env=tuple(m.server.secret_env),
     )
     w = m.workload
     wpath = resolve_workload_path(m, source)

@@ -210,6 +210,8 @@ class ServerModel(_Model):
     host: str = "127.0.0.1"
     flags: dict[str, FlagValueT] = Field(default_factory=dict)
     env: dict[str, EnvValueT] = Field(default_factory=dict)
+    # names whose values are redacted in records and exports, beyond the built-in pattern (autotune.secrets)
+    secret_env: list[str] = Field(default_factory=list)
 
 
 class SimModel(_Model):

@@ -65,7 +65,7 @@ def _spec_with_sampled_backend(tmp_path: Path):  # type: ignore[no-untyped-def]
     doc["params"] = {"attention_backend": {"flag": "attention-backend", "type": "categorical",
                                            "choices": ["triton", "bogus"]}}
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return load_study(path)
 
 

@@ -1,0 +1,77 @@
+"""Case 4 of the failure matrix: secret environment values never reach a file autotune writes."""
+
+from __future__ import annotations
+
+import json
+import stat
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune import runner
+from autotune.driver import _spec_json
+from autotune.export import export_study
+from autotune.records import PhaseTimings, TrialOutcome
+from autotune.space import load_study
+from tests.export.conftest import LEVELS, OBJECTIVES, make_record
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
+OPENAI = "sk-proj-0123456789abcdef"
+CUSTOM = "https://user:hunter2@proxy.internal:3128"
+
+
+def secret_spec(tmp_path: Path):  # type: ignore[no-untyped-def]
+    doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
+    doc["server"]["env"] = {"NCCL_NVLS_ENABLE": "0", "HF_TOKEN": TOKEN, "OPENAI_API_KEY": OPENAI,
+                            "HTTPS_PROXY": CUSTOM}
+    doc["server"]["secret_env"] = ["HTTPS_PROXY"]
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load_study(path)
+
+
+def _leaks(text: str) -> list[str]:
+    return [s for s in (TOKEN, OPENAI, CUSTOM) if s in text]
+
+
+def test_study_json_holds_no_secret(tmp_path: Path) -> None:
+    text = json.dumps(_spec_json(secret_spec(tmp_path)))
+    assert _leaks(text) == [] and "HF_TOKEN" in text and "HTTPS_PROXY" in text
+
+
+def test_trial_record_and_log_hold_no_secret_but_the_server_gets_it(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = secret_spec(tmp_path)
+    seen: dict[str, dict[str, str]] = {}
+
+    def fake_deploy(spec, engine, lspec, record, args, slot, t_trial):  # type: ignore[no-untyped-def]
+        seen["env"] = dict(args.env)  # what the replica (and so the server) is given
+        log = f"server started with token {TOKEN}\n"
+        rec = replace(record, outcome=TrialOutcome.COMPLETE, failure=None, message=f"proxy {CUSTOM}",
+                      log_tail=log, phases=PhaseTimings(trial_wall_s=1.0))
+        return rec, log
+
+    monkeypatch.setattr(runner, "_deploy_and_measure", fake_deploy)
+    monkeypatch.setattr(runner.slots, "find", lambda owner: None)
+    params = {"mem_fraction_static": 0.8, "max_running_requests": 16}
+    record, log_text = runner.run_trial(spec, params, trial_id="t", number=0)
+    assert seen["env"]["HF_TOKEN"] == TOKEN and seen["env"]["HTTPS_PROXY"] == CUSTOM
+    assert _leaks(json.dumps(record.to_json())) == [] and _leaks(log_text) == []
+    assert record.env["HF_TOKEN"] == "<redacted>" and record.env["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_exports_reference_secrets_and_are_private(tmp_path: Path) -> None:
+    env = {"NCCL_NVLS_ENABLE": "0", "HF_TOKEN": TOKEN}  # a record written before redaction existed
+    recs = [make_record(0, tputs={1: 100.0, 8: 500.0, 32: 900.0, 128: 1000.0}, env=env)]
+    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS)
+    best = tmp_path / "best"
+    for path in best.iterdir():
+        assert _leaks(path.read_text()) == [], path.name
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path.name
+    assert stat.S_IMODE(best.stat().st_mode) == 0o700
+    launch = (best / "launch.sh").read_text()
+    assert 'export HF_TOKEN="${HF_TOKEN:?' in launch and "export NCCL_NVLS_ENABLE=0" in launch
+    assert "HF_TOKEN" in (best / "serve_config.yaml").read_text()  # named in its header, not stored
