@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from autotune import gpus, registry, slots
 from autotune.errors import AutotuneError
+from autotune.progress.console import Console, Verbosity
+from autotune.progress.noise import LOG_NAME as RAY_LOG
+from autotune.progress.noise import ray_output_to_log
+from autotune.progress.pump import EventPump, create_monitor, finished_event
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.searcher import OptunaStudySearcher, open_study, reconcile
@@ -38,21 +41,17 @@ def sim_profile_gpus(name: str) -> int | None:
         return None
 
 
-def fmt_record(r: TrialRecord) -> str:
-    head = f"trial {r.number:3d} [{r.trial_id}] {r.outcome.value:8s}"
-    if r.failure is not None:
-        return f"{head} {r.failure.value}: {r.message[:160]}"
-    objs = ", ".join(f"{k}={v:,.1f}" for k, v in r.objectives.items())
-    wall = f" ({r.phases.trial_wall_s:.0f} s)" if r.phases.trial_wall_s else ""
-    return f"{head} {objs} {'feasible' if r.feasible else 'INFEASIBLE'}{wall}  {json.dumps(r.params, default=str)}"
-
-
 class StudyDriver:
     def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
                  max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
-                 fresh: bool = False, stop_after_s: float | None = None) -> None:
+                 fresh: bool = False, stop_after_s: float | None = None, console: Console | None = None,
+                 storage: str | None = None) -> None:
         self.spec = spec
         self.store = StudyStore(results_dir / spec.name)
+        self.console = console or Console()
+        self.storage = storage  # the Optuna storage URL (default: SQLite in the study directory)
+        self._monitor: Any = None  # the study monitor (autotune.progress.monitor), alive while Tune runs
+        self._pump: EventPump | None = None
         self.address = address
         self.num_gpus = num_gpus
         self.max_concurrent = max_concurrent
@@ -89,7 +88,11 @@ class StudyDriver:
 
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
         self.store.append(record, log_text)
-        print(fmt_record(record), flush=True)
+        if self._pump is not None:
+            self._pump.pump()  # the trial's last phase events first
+        self.console.on_record(record)
+        if self._monitor is not None:
+            self._monitor.publish.remote(finished_event(self.spec, record).to_json())
 
     def _start_ray(self) -> tuple[bool, float]:
         import ray
@@ -97,14 +100,15 @@ class StudyDriver:
         os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         if self.address:
-            ctx = ray.init(address=self.address, log_to_driver=False)
+            ctx = ray.init(address=self.address, log_to_driver=self._verbose)
             started = False
         else:
             kwargs: dict[str, Any] = {}
             num_gpus = self.num_gpus
             if num_gpus is None and self.spec.engine == "sim" and gpus.count() == 0:
                 num_gpus = max(sim_profile_gpus(self.spec.sim.profile) or 0, self.spec.gpus_per_trial)  # type: ignore[union-attr]
-                print(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the simulator")
+                self.console.say(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the "
+                                 "simulator")
             if num_gpus is not None:
                 kwargs["num_gpus"] = num_gpus
             if _port_busy(self.dashboard_port):
@@ -114,10 +118,10 @@ class StudyDriver:
                     f"--address auto."
                 )
             ctx = ray.init(num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True, dashboard_host="127.0.0.1",
-                           dashboard_port=self.dashboard_port, log_to_driver=False, **kwargs)
+                           dashboard_port=self.dashboard_port, log_to_driver=self._verbose, **kwargs)
             started = True
         url = getattr(ctx, "dashboard_url", None)
-        print(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster", flush=True)
+        self.console.say(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster")
         total = float(ray.cluster_resources().get("GPU", 0))
         return started, total
 
@@ -128,7 +132,7 @@ class StudyDriver:
             if self.fresh:
                 moved = self.store.archive()  # the held lock file moves with it
                 if moved:
-                    print(f"moved the old study directory to {moved}")
+                    self.console.say(f"moved the old study directory to {moved}")
                     fresh_lock = StudyLock(self.store.root).acquire()
                     lock.release()
                     lock = fresh_lock
@@ -142,26 +146,34 @@ class StudyDriver:
         self.store.repair()
         killed = registry.sweep(self.owner)
         if killed:
-            print(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver was killed)")
+            self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "
+                             "was killed)")
         self.store.ensure()
         if has_secrets(spec.server.env, spec.server.secret_env):
             os.chmod(self.store.root, 0o700)  # its records name secret variables (their values are redacted)
         self.store.write_json("study.json", _spec_json(spec))
         records = self.store.load()
-        study = open_study(spec, self.store.db_url)
+        study = open_study(spec, self.storage or self.store.db_url)
         done = reconcile(study, spec, records)
         remaining = spec.trials - done
         if done:
-            print(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
+            self.console.say(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
         if remaining > 0:
-            self._run_tune(study, remaining)
+            with ray_output_to_log(self.store.root / "logs" / RAY_LOG, self.console, enabled=not self._verbose) as log:
+                if log is not None:
+                    self.console.say(f"Ray and Tune output goes to {log} (--verbose shows it here)")
+                self._run_tune(study, remaining, records)
         code = self._export()
         if self.stop_reason:
-            print(f"\nerror: {self.stop_reason}", file=sys.stderr)
+            self.console.error(f"\nerror: {self.stop_reason}")
             return 2
         return code
 
-    def _run_tune(self, study: Any, remaining: int) -> None:
+    @property
+    def _verbose(self) -> bool:
+        return self.console.verbosity >= Verbosity.VERBOSE
+
+    def _run_tune(self, study: Any, remaining: int, records: list[TrialRecord]) -> None:
         import ray
         from ray import serve, tune
 
@@ -178,8 +190,8 @@ class StudyDriver:
             for cap in (spec.max_concurrent, self.max_concurrent):
                 if cap:
                     conc = min(conc, cap)
-            print(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per trial, "
-                  f"{conc} at a time; results in {self.store.root}", flush=True)
+            self.console.say(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
+                             f"trial, {conc} at a time; results in {self.store.root}")
             if _port_busy(self.serve_port):
                 raise AutotuneError(
                     f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
@@ -188,6 +200,9 @@ class StudyDriver:
             serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
             # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
             self._slot_pool = slots.create(self.owner, conc)
+            self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
+            self.console.study_started(remaining, conc, [r.phases.trial_wall_s for r in records
+                                                         if r.phases.trial_wall_s])
             searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
                                            make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
                                            on_raw_result=self.store.save_raw)
@@ -198,13 +213,15 @@ class StudyDriver:
                 run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                           storage_path=str((self.store.root / "tune").resolve()), verbose=0),
             )
-            tuner.fit()
+            with EventPump(self._monitor, self.console) as self._pump:
+                tuner.fit()
             self.stop_reason = searcher.stop_reason
         finally:
             try:
                 serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
             finally:
                 self._slot_pool = None
+                self._monitor = self._pump = None
                 registry.sweep(self.owner)  # a server whose reaper died with its replica is killed and forgotten
                 if started:
                     ray.shutdown()
@@ -218,21 +235,22 @@ class StudyDriver:
         levels = list(spec.plan.concurrencies)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
                               load_levels=levels)
-        print()
-        print(format_summary_table(records, objectives, levels))
+        say = self.console.result
+        say("")
+        say(format_summary_table(records, objectives, levels).rstrip("\n"))
         best = result.best
         if best is None:
-            print(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")
+            say(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")
             return 3
         engine = best.engine
         label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
             f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
-        print(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
+        say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
         for k, v in best.objectives.items():
-            print(f"  {k} = {v:,.2f}")
-        print(f"  params: {json.dumps(best.params, default=str)}")
-        print(f"  command: {' '.join(best.argv)}")
-        print(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
+            say(f"  {k} = {v:,.2f}")
+        say(f"  params: {json.dumps(best.params, default=str)}")
+        say(f"  command: {' '.join(best.argv)}")
+        say(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
         return 0
 
 

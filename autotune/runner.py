@@ -13,6 +13,7 @@ import platform
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from autotune import __version__, slots
@@ -22,6 +23,8 @@ from autotune.engines import get_engine
 from autotune.engines.base import Engine, parse_log_phases
 from autotune.engines.sglang_rules import violations
 from autotune.errors import AutotuneError
+from autotune.progress import monitor as progress
+from autotune.progress.events import Phase, TrialEvent
 from autotune.records import EngineInfo, FailureKind, PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import failed_score, score
 from autotune.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
@@ -142,6 +145,7 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
 
     t_trial = time.monotonic()
     started = now_iso()
+    progress.send(owner, TrialEvent(number, trial_id, Phase.STARTED, params=dict(params)))
     cfg = to_trial_config(spec, params)
     record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=started)
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
@@ -155,21 +159,21 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     name = app_name(number, trial_id)
     args = EngineArgs(name=name, engine=engine.name, argv=list(lspec.argv), env=dict(lspec.env),
                       unset_env=list(lspec.unset_env), host=lspec.host, port=0, gpus=lspec.gpus,
-                      ready_timeout_s=lspec.ready_timeout_s, owner=owner)
+                      ready_timeout_s=lspec.ready_timeout_s, owner=owner, trial_number=number, trial_id=trial_id)
     pool = slots.find(owner)
     try:
         slot = slots.acquire(pool) if pool is not None else None
     except AutotuneError as exc:
         return failed_record(record, spec, FailureKind.DEPLOY_ERROR, str(exc)), "", dict(lspec.env)
     try:
-        return (*_deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial), dict(lspec.env))
+        return (*_deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial, owner), dict(lspec.env))
     finally:
         if slot is not None:
             pool.release.remote(slot)
 
 
 def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, record: TrialRecord, args: EngineArgs,
-                        slot: int | None, t_trial: float) -> tuple[TrialRecord, str]:
+                        slot: int | None, t_trial: float, owner: str | None = None) -> tuple[TrialRecord, str]:
     from ray import serve
 
     from serve_app.app import build_app, build_slot_app
@@ -179,6 +183,8 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
     # (a trial run outside the driver) the trial gets an application of its own.
     serve_app = slots.slot_app_name(spec.name, slot) if slot is not None else name
     app = build_slot_app(args.model_dump()) if slot is not None else build_app(args.model_dump())
+    event = partial(TrialEvent, record.number, record.trial_id)
+    progress.send(owner, event(Phase.LAUNCHING))
     t_deploy, t_deploy_epoch = time.monotonic(), time.time()
     try:
         handle = serve.run(app, name=serve_app, route_prefix=f"/{serve_app}")
@@ -200,6 +206,7 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
             failure = (FailureKind(ready["kind"]), ready["message"], ready.get("log_tail", ""))
         else:
             ready_s = float(ready["ready_s"])
+            progress.send(owner, event(Phase.READY, seconds=deploy_to_ready))
             b = handle.benchmark.remote(plan_to_json(spec.plan)).result(timeout_s=spec.plan.level_timeout_s * 4)
             bench_s = float(b["bench_s"])
             if b["ok"]:
@@ -214,6 +221,7 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
     except Exception as exc:  # noqa: BLE001 - replica died, Ray timeout, ...: recorded, the study goes on
         failure = (FailureKind.DEPLOY_ERROR, f"{type(exc).__name__}: {exc}", "")
     finally:
+        progress.send(owner, event(Phase.TEARING_DOWN))
         t_down = time.monotonic()
         try:
             # SIGKILL and return: the server's exit overlaps the next trial's start, whose replica waits for the

@@ -12,13 +12,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SPACE = "search_spaces/smoke.yaml"
+from autotune.spaces import packaged_space_names, resolve_space
+
+EXAMPLES = """
+examples:
+  python -m autotune.search                                  # the smoke study on the simulator (CPU only, minutes)
+  python -m autotune.search --space speculative --trials 20  # a packaged space by name (see --list-spaces)
+  python -m autotune.search --space my_study.yaml --engine sglang --model-path meta-llama/Llama-3.1-8B-Instruct
+  python -m autotune.search --space nccl --address auto      # join a running Ray cluster
+  python -m autotune.search --storage postgresql://user:pw@db:5432/autotune   # the Optuna study on a team database
+  python -m autotune.search --quiet --json > summary.json    # for scripts: only errors, then a JSON summary
+  python -m autotune.report results/smoke                    # re-render results/smoke/best/ from the records
+"""
+
+DEFAULT_SPACE = "smoke"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__, epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--space", default=DEFAULT_SPACE, help=f"study / search-space YAML (default: {DEFAULT_SPACE})")
+    p.add_argument("--space", default=DEFAULT_SPACE, help="study / search-space YAML: a path, or the name of a space "
+                   f"shipped with autotune ({', '.join(packaged_space_names())}); default: {DEFAULT_SPACE}")
+    p.add_argument("--list-spaces", action="store_true", help="list the search spaces shipped with autotune and exit")
     p.add_argument("--study", help="study name (default: the file's study.name); results/<study>/")
     p.add_argument("--trials", type=int, help="number of trials (default: the file's study.trials)")
     p.add_argument("--engine", choices=["sim", "sglang"], help="override the file's engine")
@@ -38,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "finish; rerun the command to continue the study)")
     p.add_argument("--fresh", action="store_true", help="move an existing results/<study>/ aside and start over")
     p.add_argument("--validate-only", action="store_true", help="check the study file and exit")
+    p.add_argument("--storage", help="Optuna storage URL for the study (default: sqlite:///results/<study>/study.db); "
+                   "e.g. postgresql://user:password@host:5432/db for a team or an optuna-dashboard server")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-q", "--quiet", action="store_true", help="print only errors and the end result")
+    out.add_argument("-v", "--verbose", action="store_true", help="also show Ray's and Tune's own output (by default "
+                     "it goes to results/<study>/logs/ray-console.log)")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary of the study on stdout at "
+                   "the end (progress then goes to stderr)")
     return p
 
 
@@ -54,12 +77,16 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     from autotune.space import load_study
 
     args = build_parser().parse_args(argv)
-    return args, load_study(args.space, overrides=_overrides(args))
+    return args, load_study(resolve_space(args.space), overrides=_overrides(args))
 
 
 def main(argv: list[str] | None = None) -> int:
     from autotune.errors import AutotuneError
 
+    if "--list-spaces" in (sys.argv[1:] if argv is None else argv):
+        for name in packaged_space_names():
+            print(f"{name:24s} {resolve_space(name)}")
+        return 0
     try:
         args, spec = resolve(argv)
     except AutotuneError as exc:
@@ -69,20 +96,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine})")
         return 0
     from autotune.driver import StudyDriver
+    from autotune.progress.console import Console, Verbosity
 
+    verbosity = Verbosity.QUIET if args.quiet else Verbosity.VERBOSE if args.verbose else Verbosity.NORMAL
+    console = Console(out=sys.stderr if args.json else sys.stdout, verbosity=verbosity)
     driver = StudyDriver(spec, results_dir=Path(args.results_dir), address=args.address, num_gpus=args.num_gpus,
                          max_concurrent=args.max_concurrent, dashboard_port=args.dashboard_port,
                          serve_port=args.serve_port, fresh=args.fresh,
-                         stop_after_s=args.stop_after_s)
+                         stop_after_s=args.stop_after_s, console=console, storage=args.storage)
     try:
-        return driver.run()
+        code = driver.run()
     except AutotuneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        console.error(f"error: {exc}")
+        code = 2
     except KeyboardInterrupt:
-        print(f"\ninterrupted: finished trials are saved in {driver.store.root}; run the same command to resume.",
-              file=sys.stderr)
-        return 130
+        console.error(f"\ninterrupted: finished trials are saved in {driver.store.root}; run the same command to "
+                      "resume.")
+        code = 130
+    if args.json:
+        from autotune.study_summary import print_summary
+
+        print_summary(driver.store.root, exit_code=code, stop_reason=driver.stop_reason)
+    return code
 
 
 if __name__ == "__main__":

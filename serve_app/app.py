@@ -29,6 +29,8 @@ from autotune.engines import get_engine
 from autotune.engines.preflight import preflight
 from autotune.errors import AutotuneError, EngineError, LaunchError
 from autotune.launcher import ServerProcess, wait_gpus_free
+from autotune.progress import monitor as progress
+from autotune.progress.events import Phase, TrialEvent
 from autotune.records import FailureKind
 from autotune.trial import LaunchSpec
 
@@ -51,6 +53,8 @@ class EngineArgs(BaseModel):
     wait_ready_in_constructor: bool = False
     check_flags: bool = True
     owner: str | None = Field(default=None, description="study that owns the server (orphan sweep after a killed driver)")
+    trial_number: int | None = Field(default=None, description="the Optuna trial number (progress events)")
+    trial_id: str | None = Field(default=None, description="the Ray Tune trial id (progress events)")
 
 
 def _free_port(host: str) -> int:
@@ -211,12 +215,20 @@ class EngineServer:
         plan = plan_from_json(plan_json)
         t0 = time.monotonic()
         try:
-            result = await arun_plan(self.spec.base_url, plan)
+            result = await arun_plan(self.spec.base_url, plan, on_level=self._level_started)
         except AutotuneError as exc:
             alive = self.server is not None and self.server.alive()
             return {"ok": False, "alive": alive, "message": str(exc), "log_tail": self.log_tail(), "bench_s": time.monotonic() - t0}
         alive = self.server is not None and self.server.alive()
         return {"ok": True, "alive": alive, "result": result.to_json(), "bench_s": time.monotonic() - t0}
+
+    def _level_started(self, index: int, count: int, concurrency: int) -> None:
+        """Tell the study's monitor that load level ``index`` of ``count`` began (the driver prints it)."""
+        args = self.args
+        if args is None or args.trial_number is None:
+            return
+        progress.send(args.owner, TrialEvent(args.trial_number, args.trial_id or "", Phase.BENCHMARKING, level=index,
+                                             levels=count, concurrency=concurrency))
 
     def info(self) -> dict[str, Any]:
         """Everything the record needs about this server: argv, env, node, GPUs, versions, server_info, log phases."""

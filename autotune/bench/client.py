@@ -304,8 +304,11 @@ async def arun_plan(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Clock = time.perf_counter,
+    on_level: Callable[[int, int, int], None] | None = None,
 ) -> BenchResult:
-    """Measure every load level of ``plan`` on the server at ``base_url`` (``clock`` is a seam for tests)."""
+    """Measure every load level of ``plan`` on the server at ``base_url`` (``clock`` is a seam for tests).
+
+    ``on_level(k, m, concurrency)`` is called as level ``k`` (1-based) of ``m`` begins (progress reporting)."""
     _check_plan(plan)
     started = clock()
     source = _RequestSource(plan.workload)
@@ -330,7 +333,9 @@ async def arun_plan(
             run = await _run_level(client, source, plan, c, plan.warmup_requests, 0.0, scale, clock)
             if run.server_gone or not any(s.ok for s in run.samples):
                 raise _level_failure("warmup", run, base_url)
-        for c in plan.concurrencies:
+        for k, c in enumerate(plan.concurrencies, start=1):
+            if on_level is not None:
+                on_level(k, len(plan.concurrencies), c)
             n = requests_for_level(plan, c)
             run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock)
             if run.server_gone or not any(s.ok for s in run.samples):

@@ -9,20 +9,17 @@ from autotune.export.best import objective_value
 from autotune.export.metrics import compact_params, fmt, outcome_label
 from autotune.records import TrialOutcome, TrialRecord
 
-PARAMS_WIDTH = 70
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
 
 def format_summary_table(
     records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]], load_levels: Sequence[int]
 ) -> str:
-    """Engine line, one row per trial (trial, outcome, params, objectives, feasible), the best marked with '*'."""
+    """Engine line, one row per trial (trial, outcome, objectives, feasible, params), the best marked with '*'.
+
+    The params come last and are never cut (a speculative trial's draft model path and step counts are what tell two
+    trials apart)."""
     a = analyze(study_name="", objectives=objectives, records=records, load_levels=load_levels)
     best = a.best.record.number if a.best.record is not None else None
-    header = ["", "trial", "outcome", "params", *(o.key for o in a.objectives), "feasible"]
+    header = ["", "trial", "outcome", *(o.key for o in a.objectives), "feasible", "params"]
     rows = []
     for rec in a.records:
         feasible = "yes" if rec.feasible else ("no" if rec.outcome is TrialOutcome.COMPLETE else "-")
@@ -32,13 +29,13 @@ def format_summary_table(
                 "*" if rec.number == best else "",
                 str(rec.number),
                 outcome_label(rec),
-                _clip(compact_params(rec.params), PARAMS_WIDTH),
                 *values,
                 feasible,
+                compact_params(rec.params, shorten_paths=False),
             ]
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    numeric = {1, *range(4, 4 + len(a.objectives))}
+    numeric = {1, *range(3, 3 + len(a.objectives))}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(

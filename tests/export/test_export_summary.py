@@ -27,3 +27,15 @@ def test_summary_without_feasible_trial(record_factory, objectives, levels):
     text = format_summary_table([rec], objectives, levels)
     assert "no best trial: no feasible trial among 1" in text
     assert not any(line.startswith("*") for line in text.splitlines())
+
+
+def test_summary_keeps_long_speculative_params_whole(record_factory, objectives, levels):
+    params = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct",
+              "speculative_num_steps": 5, "speculative_eagle_topk": 8, "speculative_num_draft_tokens": 32,
+              "max_running_requests": 128}
+    rec = record_factory(0, tputs={1: 10, 128: 20}, params=params)
+    text = format_summary_table([rec], objectives, levels)
+    row = text.splitlines()[3]
+    for key, value in params.items():
+        assert f"{key}={value}" in row, row
+    assert "…" not in text

@@ -1,0 +1,116 @@
+"""The operator's console: start lines (n of N, params), phases, the ETA, quiet/verbose, the terminal status line,
+and Ray's own output kept out of the console (a log file instead)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from autotune.progress.console import Console, Verbosity
+from autotune.progress.eta import eta_seconds, fmt_duration
+from autotune.progress.events import Phase, TrialEvent
+from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _record(number: int, wall: float) -> TrialRecord:
+    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={"x": number}, flags={}, env={},
+                       argv=[], outcome=TrialOutcome.COMPLETE, objectives={"tok@max": 100.0 + number}, feasible=True,
+                       phases=PhaseTimings(trial_wall_s=wall))
+
+
+def test_eta_from_measured_trials_and_concurrency() -> None:
+    assert eta_seconds(trial_s=[], running_elapsed=[5.0], to_start=3, concurrency=2) is None
+    # two slots, each trial 10 s: one running 4 s in (6 s left), one free; 3 to start -> 6+10=16 and 0+10+10=20
+    assert eta_seconds(trial_s=[10.0], running_elapsed=[4.0], to_start=3, concurrency=2) == 20.0
+    # one slot: the queue is serial
+    assert eta_seconds(trial_s=[8.0, 12.0], running_elapsed=[], to_start=3, concurrency=1) == 30.0
+    # a trial running longer than the mean counts as about to finish, never negative
+    assert eta_seconds(trial_s=[10.0], running_elapsed=[25.0], to_start=0, concurrency=1) == 0.0
+    assert fmt_duration(59) == "59s" and fmt_duration(125) == "2m05s" and fmt_duration(3 * 3600 + 60) == "3h01m"
+
+
+def test_log_mode_prints_a_line_per_event_with_n_of_n_and_eta() -> None:
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=False, clock=clock)
+    c.study_started(planned=3, concurrency=1)
+    c.on_event(TrialEvent(0, "t0", Phase.STARTED, at=clock.t, params={"mem": 0.8, "spec": "EAGLE3"}))
+    c.on_event(TrialEvent(0, "t0", Phase.LAUNCHING, at=clock.t))
+    clock.t += 12
+    c.on_event(TrialEvent(0, "t0", Phase.READY, at=clock.t, seconds=12.04))
+    c.on_event(TrialEvent(0, "t0", Phase.BENCHMARKING, at=clock.t, level=2, levels=3, concurrency=8))
+    c.on_event(TrialEvent(0, "t0", Phase.TEARING_DOWN, at=clock.t))
+    clock.t += 8
+    c.on_record(_record(0, 20.0))
+    c.on_event(TrialEvent(0, "t0", Phase.TEARING_DOWN, at=clock.t))  # a late event of a finished trial: ignored
+    c.on_event(TrialEvent(1, "t1", Phase.STARTED, at=clock.t, params={"mem": 0.7}))
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert "\r" not in text and "\x1b" not in text  # a log gets plain lines
+    assert "trial   0 started [1/3]  mem=0.8, spec=EAGLE3  (ETA after the first trial)" in lines[0]
+    assert lines[1].endswith("trial   0 launching the engine")
+    assert lines[2].endswith("trial   0 ready after 12.0 s")
+    assert lines[3].endswith("trial   0 benchmarking level 2 of 3 (concurrency 8)")
+    assert lines[4].endswith("trial   0 tearing down")
+    assert "trial   0 [t0] complete" in lines[5]
+    assert lines[6].endswith("progress: 1/3 done, 0 running, 2 left; ETA 40s")  # 2 x 20 s, one at a time
+    assert "trial   1 started [2/3]" in lines[7] and "(ETA 40s)" in lines[7]
+    assert len(lines) == 8
+
+
+def test_terminal_status_line_redrawn_in_place() -> None:
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=True, clock=clock)
+    c.study_started(planned=2, concurrency=2, known_trial_s=[30.0])
+    c.on_event(TrialEvent(4, "t4", Phase.STARTED, at=clock.t, params={}))
+    c.on_event(TrialEvent(4, "t4", Phase.BENCHMARKING, at=clock.t, level=1, levels=3, concurrency=1))
+    clock.t += 10
+    c.tick()
+    assert c.status_text() == "0/2 done | #4 benchmarking 1/3 10s | ETA 30s"
+    assert out.getvalue().endswith("\r\x1b[K0/2 done | #4 benchmarking 1/3 10s | ETA 30s")
+    c.close()
+    assert out.getvalue().endswith("\r\x1b[K")
+
+
+def test_quiet_prints_only_errors_and_the_result() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    c = Console(out=out, err=err, tty=False, verbosity=Verbosity.QUIET)
+    c.study_started(planned=1, concurrency=1)
+    c.say("study 's': 1 trial(s)")
+    c.on_event(TrialEvent(0, "t0", Phase.STARTED, params={}))
+    c.on_record(_record(0, 5.0))
+    c.result("best: trial 0")
+    c.error("error: boom")
+    assert out.getvalue() == "best: trial 0\n" and err.getvalue() == "error: boom\n"
+
+
+def test_ray_output_goes_to_the_log_and_the_console_still_prints(tmp_path: Path) -> None:
+    """fd-level: what Ray/Tune write to descriptors 1 and 2 (Python or C++) lands in the log, not on the console."""
+    log = tmp_path / "ray-console.log"
+    script = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        from autotune.progress.console import Console
+        from autotune.progress.noise import ray_output_to_log
+        c = Console(out=sys.stdout, err=sys.stderr, tty=False)
+        with ray_output_to_log(Path({str(log)!r}), c):
+            print("TUNE BOX")
+            os.write(2, b"RAYLET WARNING\\n")
+            c.say("study line")
+            c.error("study error")
+        print("after")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "study line\nafter\n" and proc.stderr == "study error\n"
+    assert log.read_text() == "TUNE BOX\nRAYLET WARNING\n"
