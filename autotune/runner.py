@@ -166,14 +166,14 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     except AutotuneError as exc:
         return failed_record(record, spec, FailureKind.DEPLOY_ERROR, str(exc)), "", dict(lspec.env)
     try:
-        return (*_deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial, owner), dict(lspec.env))
+        return (*_deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial), dict(lspec.env))
     finally:
         if slot is not None:
             pool.release.remote(slot)
 
 
 def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, record: TrialRecord, args: EngineArgs,
-                        slot: int | None, t_trial: float, owner: str | None = None) -> tuple[TrialRecord, str]:
+                        slot: int | None, t_trial: float) -> tuple[TrialRecord, str]:
     from ray import serve
 
     from serve_app.app import build_app, build_slot_app
@@ -183,7 +183,7 @@ def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, reco
     # (a trial run outside the driver) the trial gets an application of its own.
     serve_app = slots.slot_app_name(spec.name, slot) if slot is not None else name
     app = build_slot_app(args.model_dump()) if slot is not None else build_app(args.model_dump())
-    event = partial(TrialEvent, record.number, record.trial_id)
+    owner, event = args.owner, partial(TrialEvent, record.number, record.trial_id)
     progress.send(owner, event(Phase.LAUNCHING))
     t_deploy, t_deploy_epoch = time.monotonic(), time.time()
     try:
