@@ -555,3 +555,34 @@ def test_duplicate_keys_are_refused_with_their_lines(tmp_path: Path) -> None:
     text = "sim: {profile: p}\nparams:\n  a: {flag: x, type: bool}\n  b: {flag: y, type: bool}\n  a: {flag: z, type: bool}\n"
     msg = error(tmp_path, text)
     assert "duplicate key 'a' (first given on line 3)" in msg and "line 5" in msg
+
+
+def test_windows_finalists_and_stopping_rule(tmp_path: Path) -> None:
+    spec = load(tmp_path, study())
+    plan = spec.plan
+    assert (plan.min_windows, plan.max_windows, plan.target_rel_ci, plan.max_level_wall_s) == (2, 5, 0.05, None)
+    assert plan.precision_metric == "output_tok_per_s" and plan.flush_cache
+    assert (spec.finalists.count, spec.finalists.rounds, spec.stop_when, spec.cpu_isolation) == (3, 2, None, "auto")
+    spec = load(tmp_path, study(bench={"min_windows": 3, "max_windows": 8, "target_rel_ci": 0.02, "max_level_s": 90},
+                                study_objectives=[{"metric": "tpot_ms.median"}],
+                                study_finalists={"count": 0}, study_stop_when={"no_improvement_launches": 4}))
+    assert (spec.plan.min_windows, spec.plan.max_windows, spec.plan.max_level_wall_s) == (3, 8, 90)
+    assert spec.plan.precision_metric == "tpot_ms.median"  # the primary objective's metric
+    assert spec.finalists.count == 0 and spec.stop_when is not None and spec.stop_when.no_improvement_launches == 4
+
+
+@pytest.mark.parametrize(
+    ("section", "needle"),
+    [
+        ({"bench": {"min_windows": 1}}, "bench.min_windows"),
+        ({"bench": {"min_windows": 4, "max_windows": 3}}, "max_windows (3) is below min_windows (4)"),
+        ({"bench": {"target_rel_ci": 0}}, "bench.target_rel_ci"),
+        ({"bench": {"windows": 3}}, "unknown key `windows`"),
+        ({"study_finalists": {"count": -1}}, "study.finalists.count"),
+        ({"study_finalists": {"rounds": 0}}, "study.finalists.rounds"),
+        ({"study_stop_when": {"no_improvement_launches": 0}}, "study.stop_when.no_improvement_launches"),
+        ({"study_stop_when": {}}, "study.stop_when.no_improvement_launches: required key is missing"),
+    ],
+)
+def test_bad_windows_finalists_and_stopping_rule(tmp_path: Path, section: dict[str, Any], needle: str) -> None:
+    assert needle in error(tmp_path, study(**section))

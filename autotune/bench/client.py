@@ -1,8 +1,9 @@
 """Streaming benchmark client for SGLang's native ``POST /generate``: one warm server, several load levels.
 
-A plan runs as: ``GET /server_info`` (older SGLang: ``/get_server_info``) for the time scale; warmup requests (not
-measured); then each concurrency in order, as a closed loop of ``concurrency`` workers that each send the next request as
-soon as their previous one ends, until ``requests_per_level`` requests were sent and ``min_duration_s`` has passed; then
+A plan runs as: ``GET /server_info`` (older SGLang: ``/get_server_info``) for the time scale; then each concurrency in
+order: ``/flush_cache``, warmup requests (not measured), and independent windows, each a closed loop of ``concurrency``
+workers that each send the next request as soon as their previous one ends, until ``requests_per_level`` requests were
+sent and ``min_duration_s`` has passed (more windows until the plan's precision or cap is reached); then
 ``/server_info`` again for the server's own average accept length.
 
 Time: every duration reported is a wall duration x the server's declared time scale (``info["sim"]["time_scale"]``,
@@ -27,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from autotune.bench.metrics import summarize_level
+from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
 from autotune.bench.transport import _default_transport
 from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample, WorkloadSpec
 from autotune.bench.workload import BenchRequest, build_requests
@@ -287,6 +288,37 @@ def _check_plan(plan: BenchPlan) -> None:
         raise BenchError(f"requests_per_level must be >= 1 (or unset), got {plan.requests_per_level}")
     if plan.request_timeout_s <= 0 or plan.level_timeout_s <= 0 or plan.min_duration_s < 0:
         raise BenchError("request_timeout_s and level_timeout_s must be > 0 and min_duration_s >= 0")
+    if plan.min_windows < 1 or plan.max_windows < plan.min_windows:
+        raise BenchError(f"windows: need 1 <= min_windows <= max_windows, got {plan.min_windows} and {plan.max_windows}")
+    if plan.target_rel_ci <= 0 or (plan.max_level_wall_s is not None and plan.max_level_wall_s <= 0):
+        raise BenchError("target_rel_ci and max_level_wall_s (when set) must be > 0")
+    try:
+        check_metric_name(plan.precision_metric)
+    except ValueError as exc:
+        raise BenchError(f"precision_metric: {exc}") from exc
+    if plan.precision_metric in ("server_accept_length", "failed", "requests"):
+        raise BenchError(f"precision_metric {plan.precision_metric!r} is not a per-window figure; use e.g. output_tok_per_s")
+
+
+FLUSH_RETRY_S = 30.0
+
+
+async def flush_cache(client: httpx.AsyncClient, base_url: str, timeout_s: float = FLUSH_RETRY_S) -> bool | None:
+    """Flush the server's radix (prefix) cache: True when flushed, False when the server kept refusing (busy) for
+    ``timeout_s``, None when it has no ``/flush_cache`` (404/405). SGLang refuses (HTTP 400) while requests run."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            resp = await client.post("/flush_cache")
+        except httpx.TransportError as exc:
+            raise _unreachable(base_url, exc) from exc
+        if resp.status_code == 200:
+            return True
+        if resp.status_code in (404, 405, 501):
+            return None
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.2)
 
 
 def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:
@@ -296,6 +328,32 @@ def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:
             f"{what}: {base_url} stopped accepting connections (server is not running / crashed): {errors}"
         )
     return BenchError(f"{what}: every one of {len(run.samples)} requests failed: {errors}")
+
+
+async def _measure_level(
+    client: httpx.AsyncClient,
+    source: _RequestSource,
+    plan: BenchPlan,
+    c: int,
+    scale: float,
+    clock: Clock,
+    base_url: str,
+    notes: list[str],
+) -> LevelSummary:
+    """One level in independent windows, until ``window_stop_reason`` says enough (see ``BenchPlan``)."""
+    n = requests_for_level(plan, c)
+    windows: list[LevelSummary] = []
+    t_level = clock()
+    while True:
+        run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock)
+        if run.server_gone or not any(s.ok for s in run.samples):
+            raise _level_failure(f"load level {c} (window {len(windows) + 1})", run, base_url)
+        if run.timed_out:
+            notes.append(f"level {c} window {len(windows) + 1}: stopped at level_timeout_s={plan.level_timeout_s:g}")
+        windows.append(summarize_level(c, run.samples, run.wall_s * scale))
+        reason = window_stop_reason(windows, plan, clock() - t_level)
+        if reason is not None:
+            return aggregate_windows(c, windows, reason)
 
 
 async def arun_plan(
@@ -328,21 +386,25 @@ async def arun_plan(
             notes.append("server answered neither /server_info nor /get_server_info: time scale 1.0 assumed")
         elif scale != 1.0:
             notes.append(f"durations are engine seconds: wall x time_scale {scale:g} declared by the server")
-        if plan.warmup_requests > 0:
-            c = min(plan.warmup_requests, max(plan.concurrencies))
-            run = await _run_level(client, source, plan, c, plan.warmup_requests, 0.0, scale, clock)
-            if run.server_gone or not any(s.ok for s in run.samples):
-                raise _level_failure("warmup", run, base_url)
+        order: list[int] = []
+        flushes = 0
         for k, c in enumerate(plan.concurrencies, start=1):
             if on_level is not None:
                 on_level(k, len(plan.concurrencies), c)
-            n = requests_for_level(plan, c)
-            run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock)
-            if run.server_gone or not any(s.ok for s in run.samples):
-                raise _level_failure(f"load level {c}", run, base_url)
-            if run.timed_out:
-                notes.append(f"level {c}: stopped at level_timeout_s={plan.level_timeout_s:g}")
-            levels.append(summarize_level(c, run.samples, run.wall_s * scale))
+            if plan.flush_cache:
+                flushed = await flush_cache(client, base_url)
+                flushes += int(bool(flushed))
+                if flushed is None and not any("flush_cache" in n for n in notes):
+                    notes.append("server has no /flush_cache: levels ran without flushing the radix cache")
+                elif flushed is False:
+                    notes.append(f"level {c}: /flush_cache refused for {FLUSH_RETRY_S:g} s (server busy); not flushed")
+            if plan.warmup_requests > 0:
+                wc = min(plan.warmup_requests, c)
+                run = await _run_level(client, source, plan, wc, plan.warmup_requests, 0.0, scale, clock)
+                if run.server_gone or not any(s.ok for s in run.samples):
+                    raise _level_failure(f"warmup before level {c}", run, base_url)
+            levels.append(await _measure_level(client, source, plan, c, scale, clock, base_url, notes))
+            order.append(c)
         try:
             after = await fetch_server_info(client, base_url)
         except BenchError as exc:
@@ -354,6 +416,8 @@ async def arun_plan(
         server_accept_length=after.accept_length,
         wall_s=clock() - started,
         notes=tuple(notes),
+        level_order=tuple(order),
+        cache_flushes=flushes,
     )
 
 

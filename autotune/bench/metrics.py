@@ -11,11 +11,13 @@ exporter use it, and ``check_metric_name`` validates a name early (study config)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from autotune.bench.types import BenchResult, Dist, LevelSummary, RequestSample
+from autotune.bench.stats import Interval, interval
+from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, RequestSample
 
 MAX_ERRORS_KEPT = 5
 
@@ -109,15 +111,108 @@ def select_level(result: BenchResult, level: int | str) -> LevelSummary:
         ) from None
 
 
-def metric_value(result: BenchResult, metric: str, level: int | str = "max") -> float | None:
-    """The value of ``metric`` at ``level``; ``None`` when the level has no such value (e.g. no successes, no spec)."""
-    check_metric_name(metric)
-    if metric == "server_accept_length":
-        return result.server_accept_length
-    lv = select_level(result, level)
+def level_value(lv: LevelSummary, metric: str) -> float | None:
+    """``metric`` (a level metric name, not ``server_accept_length``) of one level or window; None when absent."""
     if metric in SCALAR_METRICS:
         value = getattr(lv, metric)
         return None if value is None else float(value)
     name, stat = metric.split(".")
     d: Dist | None = getattr(lv, name)
     return None if d is None else float(getattr(d, stat))
+
+
+def metric_value(result: BenchResult, metric: str, level: int | str = "max") -> float | None:
+    """The value of ``metric`` at ``level`` (the mean over the level's windows); ``None`` when the level has no such
+    value (e.g. no successes, no spec)."""
+    check_metric_name(metric)
+    if metric == "server_accept_length":
+        return result.server_accept_length
+    return level_value(select_level(result, level), metric)
+
+
+def metric_interval(result: BenchResult, metric: str, level: int | str = "max") -> Interval | None:
+    """The 95% interval of ``metric`` at ``level`` over its windows; None for a level measured in one window."""
+    check_metric_name(metric)
+    if metric == "server_accept_length":
+        return None
+    return select_level(result, level).intervals.get(metric)
+
+
+# ----------------------------------------------------------------------------------------------- windows of a level
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return math.fsum(vals) / len(vals) if vals else None
+
+
+def _mean_dist(dists: Sequence[Dist | None]) -> Dist | None:
+    present = [d for d in dists if d is not None]
+    if not present:
+        return None
+    return Dist(
+        mean=math.fsum(d.mean for d in present) / len(present),
+        median=math.fsum(d.median for d in present) / len(present),
+        p90=math.fsum(d.p90 for d in present) / len(present),
+        p99=math.fsum(d.p99 for d in present) / len(present),
+        count=sum(d.count for d in present),
+    )
+
+
+def aggregate_windows(concurrency: int, windows: Sequence[LevelSummary], stop_reason: str = "") -> LevelSummary:
+    """One level from its windows: every figure is the mean of the windows' figures (a latency statistic such as
+    ``ttft_ms.p99`` is the mean of the windows' p99s), counts and durations are sums, and ``intervals`` holds the
+    Student-t interval of every metric that all windows have."""
+    if not windows:
+        raise ValueError(f"level {concurrency}: no windows to aggregate")
+    errors: list[str] = []
+    for w in windows:
+        for e in w.errors:
+            if e not in errors and len(errors) < MAX_ERRORS_KEPT:
+                errors.append(e)
+    intervals: dict[str, Interval] = {}
+    for name in METRIC_NAMES:
+        values = [level_value(w, name) for w in windows]
+        if all(v is not None for v in values):
+            intervals[name] = interval([float(v) for v in values if v is not None])
+    return LevelSummary(
+        concurrency=concurrency,
+        requests=sum(w.requests for w in windows),
+        failed=sum(w.failed for w in windows),
+        duration_s=math.fsum(w.duration_s for w in windows),
+        output_tok_per_s=math.fsum(w.output_tok_per_s for w in windows) / len(windows),
+        request_per_s=math.fsum(w.request_per_s for w in windows) / len(windows),
+        input_tok_per_s=math.fsum(w.input_tok_per_s for w in windows) / len(windows),
+        ttft_ms=_mean_dist([w.ttft_ms for w in windows]),
+        itl_ms=_mean_dist([w.itl_ms for w in windows]),
+        tpot_ms=_mean_dist([w.tpot_ms for w in windows]),
+        e2e_ms=_mean_dist([w.e2e_ms for w in windows]),
+        accept_length=_mean(w.accept_length for w in windows),
+        errors=tuple(errors),
+        windows=tuple(windows),
+        intervals=intervals,
+        stop_reason=stop_reason,
+    )
+
+
+def window_stop_reason(windows: Sequence[LevelSummary], plan: BenchPlan, elapsed_wall_s: float) -> str | None:
+    """Why a level needs no further window, or None to measure another one.
+
+    ``precision``: at least ``min_windows`` ran and the 95% interval of ``plan.precision_metric`` has a half-width
+    within ``target_rel_ci`` of its mean; ``max_windows``: the cap on windows; ``time_cap``: the level's windows took
+    ``max_level_wall_s``. A metric a window lacks (no successful request) never counts as precise."""
+    n = len(windows)
+    if n < plan.min_windows:
+        return None
+    values = [level_value(w, plan.precision_metric) for w in windows]
+    if all(v is not None for v in values):
+        rel = interval([float(v) for v in values if v is not None]).rel_half_width
+        if rel is not None and rel <= plan.target_rel_ci:
+            return "precision"
+        if rel is None and len(set(values)) == 1 and values[0] == 0:
+            return "precision"  # every window measured exactly 0: nothing more to learn
+    if n >= plan.max_windows:
+        return "max_windows"
+    if plan.max_level_wall_s is not None and elapsed_wall_s >= plan.max_level_wall_s:
+        return "time_cap"
+    return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from autotune.bench.stats import Interval
+
 
 @dataclass(frozen=True)
 class WorkloadSpec:
@@ -27,17 +29,31 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class BenchPlan:
-    """All load levels are measured on ONE warm server, in order, after a warmup."""
+    """All load levels are measured on ONE warm server, in the order of ``concurrencies``.
+
+    Before each level the server's radix cache is flushed (``flush_cache``) and ``warmup_requests`` unmeasured requests
+    are sent, so a level's figures do not depend on the levels before it. A level is then measured in independent
+    windows: each window is one closed loop of ``requests_per_level`` requests lasting at least ``min_duration_s``.
+    At least ``min_windows`` windows run; more follow until the 95% interval of ``precision_metric`` is within
+    ``target_rel_ci`` of its mean (half-width / mean), ``max_windows`` windows ran, or the level's windows took
+    ``max_level_wall_s`` (wall seconds; None: no time cap).
+    """
 
     workload: WorkloadSpec
     concurrencies: tuple[int, ...] = (1, 8, 32)
-    requests_per_level: int | None = None  # default: max(min_requests, concurrency * rounds)
+    requests_per_level: int | None = None  # per window; default: max(min_requests, concurrency * rounds)
     rounds: int = 2
     min_requests: int = 8
-    warmup_requests: int = 2
-    min_duration_s: float = 0.0  # keep issuing requests until this long has passed (wall, engine time)
+    warmup_requests: int = 2  # before each level
+    min_duration_s: float = 0.0  # keep each window issuing requests until this long has passed (engine seconds)
     request_timeout_s: float = 600.0
-    level_timeout_s: float = 1800.0
+    level_timeout_s: float = 1800.0  # per window
+    min_windows: int = 2
+    max_windows: int = 5
+    target_rel_ci: float = 0.05
+    max_level_wall_s: float | None = None
+    precision_metric: str = "output_tok_per_s"
+    flush_cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,11 @@ class LevelSummary:
     e2e_ms: Dist | None
     accept_length: float | None  # output tokens / verify count over the level, when reported
     errors: tuple[str, ...] = ()  # distinct error messages (first few)
+    # A level measured in windows: each field above is the mean over ``windows`` (counts and duration: the sum), and
+    # ``intervals`` holds mean, sd, n and the 95% interval per metric name (``output_tok_per_s``, ``ttft_ms.p99``, ...).
+    windows: tuple[LevelSummary, ...] = ()
+    intervals: dict[str, Interval] = field(default_factory=dict)
+    stop_reason: str = ""  # why no further window ran: precision / max_windows / time_cap
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,8 @@ class BenchResult:
     server_accept_length: float | None = None  # /server_info avg_spec_accept_length after the run
     wall_s: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    level_order: tuple[int, ...] = ()  # the concurrencies in the order they were measured
+    cache_flushes: int = 0  # /flush_cache calls the server accepted (0: flushing off or not supported)
 
     def level(self, concurrency: int) -> LevelSummary:
         for lv in self.levels:
@@ -108,26 +131,31 @@ class BenchResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchResult:
-        def dist(d: dict[str, Any] | None) -> Dist | None:
-            return Dist(**d) if d else None
-
-        levels = tuple(
-            LevelSummary(
-                **{
-                    **lv,
-                    "ttft_ms": dist(lv.get("ttft_ms")),
-                    "itl_ms": dist(lv.get("itl_ms")),
-                    "tpot_ms": dist(lv.get("tpot_ms")),
-                    "e2e_ms": dist(lv.get("e2e_ms")),
-                    "errors": tuple(lv.get("errors") or ()),
-                }
-            )
-            for lv in data["levels"]
-        )
         return cls(
-            levels=levels,
+            levels=tuple(_level_from_json(lv) for lv in data["levels"]),
             time_scale=data.get("time_scale", 1.0),
             server_accept_length=data.get("server_accept_length"),
             wall_s=data.get("wall_s", 0.0),
             notes=tuple(data.get("notes") or ()),
+            level_order=tuple(data.get("level_order") or ()),
+            cache_flushes=int(data.get("cache_flushes") or 0),
         )
+
+
+def _dist(d: dict[str, Any] | None) -> Dist | None:
+    return Dist(**d) if d else None
+
+
+def _level_from_json(lv: dict[str, Any]) -> LevelSummary:
+    return LevelSummary(
+        **{
+            **lv,
+            "ttft_ms": _dist(lv.get("ttft_ms")),
+            "itl_ms": _dist(lv.get("itl_ms")),
+            "tpot_ms": _dist(lv.get("tpot_ms")),
+            "e2e_ms": _dist(lv.get("e2e_ms")),
+            "errors": tuple(lv.get("errors") or ()),
+            "windows": tuple(_level_from_json(w) for w in lv.get("windows") or ()),
+            "intervals": {k: Interval(**v) for k, v in (lv.get("intervals") or {}).items()},
+        }
+    )

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.bench.stats import Interval
 from autotune.bench.types import LevelSummary
 from autotune.records import TrialOutcome, TrialRecord
 
@@ -35,6 +36,39 @@ def tpot_median(record: TrialRecord, concurrency: int) -> float | None:
 def ttft_p99(record: TrialRecord, concurrency: int) -> float | None:
     lv = level(record, concurrency)
     return _finite(lv.ttft_ms.p99) if lv is not None and lv.ttft_ms is not None else None
+
+
+def interval(record: TrialRecord, concurrency: int, metric: str) -> Interval | None:
+    """The 95% interval of ``metric`` at one level over its windows; None for a level measured once or not at all."""
+    lv = level(record, concurrency)
+    return lv.intervals.get(metric) if lv is not None else None
+
+
+def objective_interval(record: TrialRecord, key: str) -> Interval | None:
+    """The interval behind an objective value ``<metric>@<level>`` (level a concurrency, ``max`` or ``min``)."""
+    metric, _, where = key.partition("@")
+    if record.bench is None or not record.bench.levels:
+        return None
+    concurrencies = [lv.concurrency for lv in record.bench.levels]
+    if where == "max":
+        c = max(concurrencies)
+    elif where == "min":
+        c = min(concurrencies)
+    else:
+        try:
+            c = int(where)
+        except ValueError:
+            return None
+    return interval(record, c, metric)
+
+
+def fmt_pm(value: float | None, iv: Interval | None, digits: int = 1, *, thousands: bool = False) -> str:
+    """``value ±h%``: the figure with the half-width of its 95% interval relative to it (none without windows)."""
+    text = fmt(value, digits, thousands=thousands)
+    rel = iv.rel_half_width if iv is not None else None
+    if text == "-" or rel is None:
+        return text
+    return f"{text} ±{100.0 * rel:.1f}%"
 
 
 def accept_lengths(record: TrialRecord) -> tuple[float, ...]:

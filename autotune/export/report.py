@@ -13,7 +13,10 @@ from autotune.export.metrics import (
     compact_params,
     draft_model_path,
     fmt,
+    fmt_pm,
+    interval,
     is_speculative,
+    objective_interval,
     outcome_label,
     speculative_algorithm,
     throughput,
@@ -71,7 +74,8 @@ def _recommendation(a: StudyAnalysis) -> list[str]:
     if rec is None:
         return out + [f"**No feasible trial.** {a.best.reason}", ""]
     return out + [
-        f"**Best: trial {rec.number}** (`{rec.trial_id}`): `{a.best.objective.key}` = {fmt(a.best.value, 2, thousands=True)}"
+        f"**Best: trial {rec.number}** (`{rec.trial_id}`): `{a.best.objective.key}` = "
+        f"{fmt_pm(a.best.value, objective_interval(rec, a.best.objective.key), 2, thousands=True)}"
         f" ({a.best.reason}). Speculation: {_spec_label(rec)}.",
         "",
         f"Params: {_cell(compact_params(rec.params, shorten_paths=False))}",
@@ -194,10 +198,18 @@ def _trials(a: StudyAnalysis) -> list[str]:
         mark = f"**{rec.number} (best)**" if rec.number == best_number else str(rec.number)
         feasible = "yes" if rec.feasible else ("no" if rec.outcome is TrialOutcome.COMPLETE else "-")
         row: list[object] = [mark, outcome_label(rec), feasible, compact_params(rec.params)]
-        row += [fmt(throughput(rec, c), thousands=True) for c in a.load_levels]
-        row += [fmt(ttft_p99(rec, hi)), fmt(tpot_median(rec, hi), 2), fmt(objective_value(rec, primary), 2)]
+        row += [fmt_pm(throughput(rec, c), interval(rec, c, "output_tok_per_s"), thousands=True) for c in a.load_levels]
+        row += [
+            fmt_pm(ttft_p99(rec, hi), interval(rec, hi, "ttft_ms.p99")),
+            fmt_pm(tpot_median(rec, hi), interval(rec, hi, "tpot_ms.median"), 2),
+            fmt_pm(objective_value(rec, primary), objective_interval(rec, primary.key), 2),
+        ]
         rows.append(row)
-    return ["## All trials", "", *_table(header, rows), ""]
+    note = (
+        "Each figure is the mean over the level's measurement windows; `±x%` is the half-width of its 95% Student-t "
+        "interval relative to the mean (no `±`: measured in one window)."
+    )
+    return ["## All trials", "", note, "", *_table(header, rows), ""]
 
 
 def _failures(a: StudyAnalysis) -> list[str]:

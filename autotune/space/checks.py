@@ -21,7 +21,21 @@ def check_file(m: StudyFileModel, source: Path) -> list[Problem]:
     out += _objectives(m)
     out += _server(m)
     out += _workload(m, source)
+    out += _bench(m)
     return out
+
+
+def _bench(m: StudyFileModel) -> list[Problem]:
+    b = m.bench
+    if b.max_windows < b.min_windows:
+        return [
+            Problem(
+                "bench.max_windows",
+                f"max_windows ({b.max_windows}) is below min_windows ({b.min_windows})",
+                "make max_windows >= min_windows (at least 2 windows measure a level's spread)",
+            )
+        ]
+    return []
 
 
 def resolve_workload_path(m: StudyFileModel, source: Path) -> Path | None:

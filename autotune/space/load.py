@@ -11,10 +11,13 @@ from autotune.space.checks import check_file, resolve_workload_path
 from autotune.space.params import build_params, check_points
 from autotune.space.schema import Problem, StudyFileModel, parse_file_model, raise_problems, read_yaml
 from autotune.space.types import (
+    METRIC_NAMES,
     Constraint,
+    FinalistsSpec,
     Objective,
     ServerSpec,
     SimSpec,
+    StopRule,
     StudyOverrides,
     StudySpec,
     default_direction,
@@ -165,6 +168,12 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         min_duration_s=b.min_duration_s,
         request_timeout_s=b.request_timeout_s,
         level_timeout_s=b.level_timeout_s,
+        min_windows=b.min_windows,
+        max_windows=b.max_windows,
+        target_rel_ci=b.target_rel_ci,
+        max_level_wall_s=b.max_level_s,
+        precision_metric=_precision_metric(objectives[0].metric),
+        flush_cache=b.flush_cache,
     )
     return StudySpec(
         name=s.name or source.stem,
@@ -184,4 +193,13 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         params=params,
         points_to_evaluate=tuple(dict(p) for p in _points(m)[0]),
         source=source.resolve(),
+        finalists=FinalistsSpec(count=s.finalists.count, rounds=s.finalists.rounds, alpha=s.finalists.alpha),
+        stop_when=StopRule(s.stop_when.no_improvement_launches) if s.stop_when else None,
+        cpu_isolation=s.cpu_isolation,
     )
+
+
+def _precision_metric(metric: str) -> str:
+    """The figure whose interval decides how many windows a level gets: the primary objective's metric when it is a
+    per-window figure, else output throughput."""
+    return metric if metric in METRIC_NAMES else "output_tok_per_s"

@@ -191,6 +191,16 @@ class ConstraintModel(_Model):
     min: NumberT | None = None
 
 
+class FinalistsModel(_Model):
+    count: int = Field(3, ge=0)  # 0: no finalist stage
+    rounds: int = Field(2, ge=1)
+    alpha: float = Field(0.05, gt=0, lt=1)
+
+
+class StopWhenModel(_Model):
+    no_improvement_launches: int = Field(gt=0)
+
+
 class StudyModel(_Model):
     name: str | None = None  # default: the file's stem
     engine: Literal["sim", "sglang"] = "sim"
@@ -202,6 +212,9 @@ class StudyModel(_Model):
     constraints: list[ConstraintModel] | None = None
     ready_timeout_s: float = Field(900.0, gt=0)
     points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
+    finalists: FinalistsModel = Field(default_factory=FinalistsModel)
+    stop_when: StopWhenModel | None = None
+    cpu_isolation: Literal["auto", "off"] = "auto"
 
 
 class ServerModel(_Model):
@@ -240,6 +253,11 @@ class BenchModel(_Model):
     requests_per_level: int | None = Field(None, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
     level_timeout_s: float = Field(1800.0, gt=0)
+    min_windows: int = Field(2, ge=2)
+    max_windows: int = Field(5, ge=2)
+    target_rel_ci: float = Field(0.05, gt=0, lt=1)
+    max_level_s: float | None = Field(None, gt=0)
+    flush_cache: bool = True
 
 
 class ParamModel(_Model):

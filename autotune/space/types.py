@@ -126,6 +126,24 @@ class SimSpec:
 
 
 @dataclass(frozen=True)
+class FinalistsSpec:
+    """The finalist stage: the top ``count`` feasible configs relaunched ``rounds`` times each, interleaved; a winner
+    is declared where Welch's t test on the primary objective across those launches gives p < ``alpha``."""
+
+    count: int = 3
+    rounds: int = 2
+    alpha: float = 0.05
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """End the search early: ``no_improvement_launches`` launched trials in a row without a feasible result beyond
+    the incumbent's 95% interval (its noise band) on the primary objective."""
+
+    no_improvement_launches: int
+
+
+@dataclass(frozen=True)
 class StudySpec:
     """A whole study definition, validated. ``source`` is the YAML file it came from."""
 
@@ -146,6 +164,9 @@ class StudySpec:
     params: tuple[ParamSpec, ...]
     points_to_evaluate: tuple[dict[str, Any], ...] = ()
     source: Path = Path(".")
+    finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
+    stop_when: StopRule | None = None
+    cpu_isolation: Literal["auto", "off"] = "auto"
 
     @property
     def gpus_per_trial(self) -> int:

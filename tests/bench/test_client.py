@@ -70,7 +70,8 @@ def good_stream(n_tokens: int = 3) -> Handler:
 
 
 def plan(**kw: Any) -> BenchPlan:
-    base: dict[str, Any] = {"workload": SPEC, "concurrencies": (1,), "warmup_requests": 0, "requests_per_level": 1}
+    base: dict[str, Any] = {"workload": SPEC, "concurrencies": (1,), "warmup_requests": 0, "requests_per_level": 1,
+                            "min_windows": 1, "max_windows": 1}  # one window: these tests check its mechanics
     return BenchPlan(**{**base, **kw})
 
 
@@ -133,7 +134,7 @@ def test_request_body_and_distinct_prompts_across_levels() -> None:
     p = plan(concurrencies=(1, 4), requests_per_level=None, rounds=2, min_requests=3, warmup_requests=2)
     result = run(server(generate), p)
     assert [lv.requests for lv in result.levels] == [3, 8]  # max(min_requests, c * rounds)
-    assert len(bodies) == 2 + 3 + 8
+    assert len(bodies) == (2 + 3) + (2 + 8)  # warmup before each level
     assert bodies[0]["sampling_params"] == {"max_new_tokens": 5, "ignore_eos": True, "temperature": 0.0}
     assert bodies[0]["stream"] is True and "text" not in bodies[0]
     assert len({tuple(b["input_ids"]) for b in bodies}) == len(bodies)
@@ -230,7 +231,7 @@ class BrokenStream(httpx.AsyncByteStream):
     ],
 )
 def test_every_request_failing_raises_with_the_error(generate: Handler, error: str) -> None:
-    with pytest.raises(BenchError, match="load level 1: every one of 2 requests failed") as exc:
+    with pytest.raises(BenchError, match="load level 1 \\(window 1\\): every one of 2 requests failed") as exc:
         run(server(generate), plan(requests_per_level=2))
     assert error in str(exc.value)
 
@@ -296,7 +297,7 @@ def test_server_crash_mid_level_stops_and_raises() -> None:
             raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
         return ok(request)
 
-    with pytest.raises(BenchError, match="load level 1: .*stopped accepting connections"):
+    with pytest.raises(BenchError, match="load level 1 \\(window 1\\): .*stopped accepting connections"):
         run(server(generate), plan(requests_per_level=50, min_duration_s=60))
     assert calls["n"] == 4  # nothing issued after the refusal
 
@@ -308,7 +309,7 @@ def test_failing_server_is_not_hammered_for_min_duration() -> None:
         calls["n"] += 1
         return httpx.Response(503, text="starting")
 
-    with pytest.raises(BenchError, match="warmup: every one of 2"):
+    with pytest.raises(BenchError, match="warmup before level 1: every one of 2"):
         run(server(generate), plan(warmup_requests=2, requests_per_level=4, min_duration_s=3600))
     assert calls["n"] == 2
 

@@ -86,11 +86,16 @@ def test_plan_on_the_sim_server(sim_url: str) -> None:
     assert result.time_scale == TIME_SCALE
     assert [lv.concurrency for lv in result.levels] == [1, 8]
     for lv in result.levels:
-        assert (lv.requests, lv.failed) == (8, 0), lv.errors
+        assert 2 <= len(lv.windows) <= plan.max_windows and lv.stop_reason in ("precision", "max_windows")
+        assert all((w.requests, w.failed) == (8, 0) for w in lv.windows), lv.errors
+        assert (lv.requests, lv.failed) == (8 * len(lv.windows), 0)
+        tput = lv.intervals["output_tok_per_s"]
+        assert tput.n == len(lv.windows) and tput.mean == pytest.approx(lv.output_tok_per_s)
+        assert tput.low is not None and tput.high is not None and tput.low <= tput.mean <= tput.high
         assert lv.input_tok_per_s == pytest.approx(lv.output_tok_per_s * 64 / 32)  # exact lengths, no EOS
         assert lv.ttft_ms is not None and lv.itl_ms is not None and lv.tpot_ms is not None and lv.e2e_ms is not None
         assert 0 < lv.ttft_ms.median < lv.e2e_ms.median
-        assert lv.itl_ms.count <= 8 * 31
+        assert lv.itl_ms.count <= lv.requests * 31
         # e2e = ttft + (tokens - 1) x tpot for every request, hence for the means too
         assert lv.e2e_ms.mean == pytest.approx(lv.ttft_ms.mean + 31 * lv.tpot_ms.mean, rel=1e-6)
         assert lv.accept_length is None

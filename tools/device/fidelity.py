@@ -435,7 +435,8 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Pat
         vocab_size=setup.vocab_size,
     )
     plan = BenchPlan(
-        workload=workload, concurrencies=(setup.concurrency,), requests_per_level=setup.num_prompts, warmup_requests=1
+        workload=workload, concurrencies=(setup.concurrency,), requests_per_level=setup.num_prompts, warmup_requests=1,
+        min_windows=1, max_windows=1, flush_cache=False,  # one run, like one bench_serving run; the caller flushes
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     lv = run_plan(base_url, plan).level(setup.concurrency)
