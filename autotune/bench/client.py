@@ -6,9 +6,12 @@ workers that each send the next request as soon as their previous one ends, unti
 sent and ``min_duration_s`` has passed (more windows until the plan's precision or cap is reached); then
 ``/server_info`` again for the server's own average accept length.
 
-Time: every duration reported is a wall duration x the server's declared time scale (``info["sim"]["time_scale"]``,
-engine seconds per wall second; 1.0 for a real server), so a simulated engine that runs faster than real time reports
-the figures of the hardware it models. Timeouts (``request_timeout_s``, ``level_timeout_s``) are wall seconds.
+Time: a real server's durations are wall durations. A simulated server that declares a virtual clock
+(``sim.clock == "virtual"``) is measured on that clock: each worker sends its requests at a virtual time (the level's
+start, then the virtual finish of its previous request) and every duration comes from the virtual times the server puts
+in each chunk (``autotune/bench/sim_clock.py``, ``autotune/virtual_clock.py``), so host load and the time scale never
+enter a figure. An older simulated server without that clock is measured in wall time x its declared time scale.
+Timeouts (``request_timeout_s``, ``level_timeout_s``) are wall seconds.
 
 A request that gets an HTTP error, an error chunk, a broken stream or a timeout becomes a failed sample; an unreachable
 server, or a level where every request failed, raises ``BenchError``. Definitions of TTFT / ITL / TPOT / e2e follow SGLang's
@@ -28,11 +31,14 @@ from typing import Any
 
 import httpx
 
+from autotune.bench import sim_clock
 from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
+from autotune.bench.sim_clock import VirtualSlot, VirtualTiming
 from autotune.bench.transport import _default_transport
 from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample, WorkloadSpec
 from autotune.bench.workload import BenchRequest, build_requests
 from autotune.errors import BenchError
+from autotune.virtual_clock import CLOCK_KIND, parse_times
 
 Clock = Callable[[], float]
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -46,6 +52,7 @@ class ServerInfo:
     time_scale: float = 1.0
     accept_length: float | None = None
     endpoint: str | None = None  # the path that answered; None when neither did
+    virtual_clock: bool = False  # a simulated server that reports virtual times (autotune/virtual_clock.py)
 
 
 def _unreachable(base_url: str, exc: Exception) -> BenchError:
@@ -72,7 +79,10 @@ async def fetch_server_info(client: httpx.AsyncClient, base_url: str) -> ServerI
 
 def _parse_server_info(data: dict[str, Any], path: str) -> ServerInfo:
     scale: Any = 1.0
+    virtual = False
     sim = data.get("sim")
+    if isinstance(sim, dict):
+        virtual = sim.get("clock") == CLOCK_KIND
     if isinstance(sim, dict) and sim.get("time_scale") is not None:
         scale = sim["time_scale"]
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
@@ -83,7 +93,7 @@ def _parse_server_info(data: dict[str, Any], path: str) -> ServerInfo:
         value = states[0].get("avg_spec_accept_length")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             accept = float(value)
-    return ServerInfo(time_scale=float(scale), accept_length=accept, endpoint=path)
+    return ServerInfo(time_scale=float(scale), accept_length=accept, endpoint=path, virtual_clock=virtual)
 
 
 def _body(req: BenchRequest, spec: WorkloadSpec) -> bytes:
@@ -118,8 +128,13 @@ def _completion_tokens(payload: str) -> int | None:
     return int(payload[j:k]) if k > j else None
 
 
-async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, clock: Clock) -> RequestSample:
-    """Send one streamed /generate request and time its chunks (wall x ``scale``)."""
+async def _stream_one(
+    client: httpx.AsyncClient, body: bytes, scale: float, clock: Clock, slot: VirtualSlot | None = None
+) -> RequestSample:
+    """Send one streamed /generate request and time its chunks: on the server's virtual clock when ``slot`` is given
+    (the slot then moves to the request's virtual finish), else in wall time x ``scale``."""
+    virtual = VirtualTiming(slot.t) if slot is not None else None
+    headers = {**_HEADERS, **slot.headers()} if slot is not None else _HEADERS
     t0 = clock()
     last_t = t0
     end_t: float | None = None
@@ -128,7 +143,7 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
     itl: list[float] = []
     last_payload = ""
     done = False
-    async with client.stream("POST", "/generate", content=body, headers=_HEADERS) as resp:
+    async with client.stream("POST", "/generate", content=body, headers=headers) as resp:
         if resp.status_code != 200:
             detail = (await resp.aread()).decode("utf-8", "replace").strip()
             return _failed(f"HTTP {resp.status_code}: {detail[:200]}")
@@ -148,6 +163,11 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
             # token count is needed per chunk, and the whole meta_info of the last chunk at the end.
             ct = _completion_tokens(payload)
             ct = last_ct + 1 if ct is None else ct  # no meta_info: count one token per chunk
+            if virtual is not None:
+                pairs = parse_times(payload)
+                if pairs is None:
+                    return _failed("the server declared a virtual clock but a stream chunk carries no sim_times")
+                virtual.feed(pairs)
             new = ct - last_ct
             if new > 0:
                 if ttft is None:
@@ -165,6 +185,13 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
         return _failed(f"broken stream: ended before [DONE] after {last_ct} tokens")
     if ttft is None or end_t is None:
         return _failed("stream carried no tokens")
+    itl_s = tuple(itl)
+    ttft_s, e2e_s = ttft * scale, (end_t - t0) * scale
+    if virtual is not None and slot is not None:
+        if virtual.first is None or virtual.last is None:
+            return _failed("the stream's chunks carried no virtual times")
+        ttft_s, e2e_s, itl_s = virtual.first - virtual.sent, virtual.last - virtual.sent, tuple(virtual.itl)
+        slot.t = virtual.last
     verify = meta.get("spec_verify_ct")
     accept = meta.get("spec_accept_length")
     if accept is None and verify:
@@ -173,20 +200,25 @@ async def _stream_one(client: httpx.AsyncClient, body: bytes, scale: float, cloc
         ok=True,
         prompt_tokens=int(meta.get("prompt_tokens") or 0),
         output_tokens=last_ct,
-        ttft_s=ttft * scale,
-        e2e_s=(end_t - t0) * scale,
-        itl_s=tuple(itl),
+        ttft_s=ttft_s,
+        e2e_s=e2e_s,
+        itl_s=itl_s,
         accept_length=float(accept) if accept else None,
         spec_verify_ct=int(verify) if verify else None,
     )
 
 
 async def send_request(
-    client: httpx.AsyncClient, body: bytes, scale: float, timeout_s: float, clock: Clock = time.perf_counter
+    client: httpx.AsyncClient,
+    body: bytes,
+    scale: float,
+    timeout_s: float,
+    clock: Clock = time.perf_counter,
+    slot: VirtualSlot | None = None,
 ) -> tuple[RequestSample, bool]:
     """One request as a sample, never an exception; the flag says the server refused the connection (gone)."""
     try:
-        return await asyncio.wait_for(_stream_one(client, body, scale, clock), timeout_s), False
+        return await asyncio.wait_for(_stream_one(client, body, scale, clock, slot), timeout_s), False
     except httpx.ConnectError as exc:
         return _failed(f"connection refused: server is not running / crashed ({exc})"), True
     except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
@@ -230,6 +262,7 @@ class _LevelRun:
     wall_s: float
     server_gone: bool
     timed_out: bool
+    engine_s: float  # the level's duration in engine seconds (virtual, or wall x time scale)
 
 
 async def _run_level(
@@ -241,30 +274,38 @@ async def _run_level(
     min_duration_s: float,
     scale: float,
     clock: Clock,
+    virtual: bool = False,
 ) -> _LevelRun:
     """Closed loop: ``concurrency`` workers; issue until ``n`` were sent and ``min_duration_s`` (engine s) has passed.
 
     Past ``n``, requests are only issued while at least one has succeeded (a failing server is not hammered for the
-    whole window); after a refused connection nothing more is issued.
+    whole window); after a refused connection nothing more is issued. With ``virtual`` (a simulated server's virtual
+    clock) the workers announce themselves, send at their virtual times and release their slot when they stop.
     """
     source.prefetch(n)
     samples: list[RequestSample] = []
-    min_wall_s = min_duration_s / scale
     state = _LoopState()
     start = clock()
+    t0 = await sim_clock.hold(client, concurrency) if virtual else 0.0
+    slots = [VirtualSlot(t0) if virtual else None for _ in range(concurrency)]
 
-    async def worker() -> None:
+    def elapsed_s(slot: VirtualSlot | None) -> float:
+        return slot.t - t0 if slot is not None else (clock() - start) * scale
+
+    async def worker(slot: VirtualSlot | None) -> None:
         while not state.gone:
-            if state.issued >= n and (not state.any_ok or clock() - start >= min_wall_s):
-                return
+            if state.issued >= n and (not state.any_ok or elapsed_s(slot) >= min_duration_s):
+                break
             body = source.next()
             state.issued += 1
-            sample, gone = await send_request(client, body, scale, plan.request_timeout_s, clock)
+            sample, gone = await send_request(client, body, scale, plan.request_timeout_s, clock, slot)
             samples.append(sample)
             state.any_ok = state.any_ok or sample.ok
             state.gone = state.gone or gone
+        if slot is not None and not state.gone:
+            await sim_clock.release(client)
 
-    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    tasks = [asyncio.create_task(worker(slot)) for slot in slots]
     _, pending = await asyncio.wait(tasks, timeout=plan.level_timeout_s)
     for task in pending:
         task.cancel()
@@ -274,7 +315,9 @@ async def _run_level(
             raise task.exception()  # type: ignore[misc]  # a bug in the client, not a failed request
     in_flight = state.issued - len(samples)
     samples.extend(_failed(f"level timeout after {plan.level_timeout_s:g} s") for _ in range(in_flight))
-    return _LevelRun(tuple(samples), clock() - start, state.gone, bool(pending))
+    wall_s = clock() - start
+    engine_s = max(s.t for s in slots if s is not None) - t0 if virtual else wall_s * scale
+    return _LevelRun(tuple(samples), wall_s, state.gone, bool(pending), engine_s)
 
 
 def requests_for_level(plan: BenchPlan, concurrency: int) -> int:
@@ -339,18 +382,19 @@ async def _measure_level(
     clock: Clock,
     base_url: str,
     notes: list[str],
+    virtual: bool = False,
 ) -> LevelSummary:
     """One level in independent windows, until ``window_stop_reason`` says enough (see ``BenchPlan``)."""
     n = requests_for_level(plan, c)
     windows: list[LevelSummary] = []
     t_level = clock()
     while True:
-        run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock)
+        run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock, virtual)
         if run.server_gone or not any(s.ok for s in run.samples):
             raise _level_failure(f"load level {c} (window {len(windows) + 1})", run, base_url)
         if run.timed_out:
             notes.append(f"level {c} window {len(windows) + 1}: stopped at level_timeout_s={plan.level_timeout_s:g}")
-        windows.append(summarize_level(c, run.samples, run.wall_s * scale))
+        windows.append(summarize_level(c, run.samples, run.engine_s))
         reason = window_stop_reason(windows, plan, clock() - t_level)
         if reason is not None:
             return aggregate_windows(c, windows, reason)
@@ -384,6 +428,8 @@ async def arun_plan(
         scale = info.time_scale
         if info.endpoint is None:
             notes.append("server answered neither /server_info nor /get_server_info: time scale 1.0 assumed")
+        elif info.virtual_clock:
+            notes.append("durations are engine seconds on the simulated server's virtual clock")
         elif scale != 1.0:
             notes.append(f"durations are engine seconds: wall x time_scale {scale:g} declared by the server")
         order: list[int] = []
@@ -400,10 +446,14 @@ async def arun_plan(
                     notes.append(f"level {c}: /flush_cache refused for {FLUSH_RETRY_S:g} s (server busy); not flushed")
             if plan.warmup_requests > 0:
                 wc = min(plan.warmup_requests, c)
-                run = await _run_level(client, source, plan, wc, plan.warmup_requests, 0.0, scale, clock)
+                run = await _run_level(
+                    client, source, plan, wc, plan.warmup_requests, 0.0, scale, clock, info.virtual_clock
+                )
                 if run.server_gone or not any(s.ok for s in run.samples):
                     raise _level_failure(f"warmup before level {c}", run, base_url)
-            levels.append(await _measure_level(client, source, plan, c, scale, clock, base_url, notes))
+            levels.append(
+                await _measure_level(client, source, plan, c, scale, clock, base_url, notes, info.virtual_clock)
+            )
             order.append(c)
         try:
             after = await fetch_server_info(client, base_url)

@@ -41,6 +41,7 @@ class ServerArgs:
     sim_noise: float
     sim_launch_speedup: float | None
     sim_stream_interval_ms: float
+    sim_hold_timeout_s: float
     model_path: str
     tokenizer_path: str | None
     served_model_name: str | None
@@ -108,7 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim = p.add_argument_group("simulator")
     sim.add_argument("--sim-profile", default="h200-llama-1b", help="hardware+model profile (autotune/sim/profiles)")
-    sim.add_argument("--sim-time-scale", type=float, default=1.0, help="simulated seconds per wall second")
+    sim.add_argument(
+        "--sim-time-scale",
+        type=float,
+        default=1.0,
+        help="pace: at most this many simulated seconds are released per wall second (figures do not depend on it)",
+    )
     sim.add_argument("--sim-seed", type=int, default=0, help="seed for acceptance sampling and noise")
     sim.add_argument("--sim-noise", type=float, default=0.02, help="relative measurement noise on step times")
     sim.add_argument(
@@ -122,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=15.0,
         help="at most one SSE chunk per request per this wall time",
+    )
+    sim.add_argument(
+        "--sim-hold-timeout-s",
+        type=float,
+        default=30.0,
+        help="wall seconds the clock waits for a request a client announced (virtual-clock protocol) before going on",
     )
 
     g = p.add_argument_group("sglang")

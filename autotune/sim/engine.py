@@ -1,13 +1,24 @@
-"""The asyncio driver: runs each DP replica's ``Scheduler`` against a scaled wall clock and wakes the request handlers.
+"""The simulated engine's driver: a discrete-event simulation of the DP replicas' schedulers on a virtual clock.
 
-Simulated time = (wall - start) x time_scale. An iteration that costs ``d`` simulated seconds ends ``d / time_scale``
-wall seconds later; small Python lags are caught up (the next iteration starts at the previous one's simulated end), so
-throughput does not drift with the host's speed unless the host cannot keep up at all.
+Every figure the engine reports comes from its virtual clock, which moves only from one event to the next: the end of
+an iteration (its duration from the performance model, times the seeded noise) or the arrival of a request. The wall
+clock never enters a figure. It only paces the simulation: an event at virtual time ``t`` is released no earlier than
+``(t - t_anchor) / time_scale`` wall seconds after the anchor (re-set whenever the engine waited, and when the host lags
+more than ``CATCHUP_WALL_S``), so a client sees roughly ``time_scale`` virtual seconds pass per wall second. A slow or
+busy host makes the simulation take longer in wall time, never changes what it computes.
+
+Requests join the timeline by the virtual-clock protocol (``autotune/virtual_clock.py``): a request that carries its
+virtual send time joins at that time, and while the client has announced requests that have not arrived yet
+(``expected``), the engine does not move its clock. A closed-loop client that sends its next request at the virtual
+finish time of the previous one therefore gets the same timeline whatever the host load or the time scale. Requests
+without a send time join at the current virtual time interpolated from the wall clock (the clock does not move while
+the engine is idle). Simultaneous arrivals are ordered by their sizes, not by which one reached the socket first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import math
 import random
@@ -19,22 +30,42 @@ from autotune.sim.config import SimConfig
 from autotune.sim.offline import make_scheduler
 from autotune.sim.scheduler import Iteration, Scheduler, SimRequest
 
-CATCHUP_WALL_S = 0.05  # lags up to this much wall time are absorbed by the simulated schedule
+CATCHUP_WALL_S = 0.05  # a host lagging more than this behind the pace re-anchors it instead of racing to catch up
+HOLD_TIMEOUT_S = 30.0  # wall seconds the engine waits for an announced request before it goes on without it
+
+_END, _ARRIVAL = 0, 1  # event kinds; at equal times iterations end (and free memory) before arrivals are admitted
 
 
 @dataclass(eq=False)
 class Handle:
-    """What a request handler waits on: the scheduler's request plus a wake-up event."""
+    """A request as its HTTP handler sees it: what the engine has published so far, plus a wake-up event.
+
+    ``output``, ``events`` and ``finished_at`` change only when an iteration's end is processed, never ahead of the
+    virtual clock (the scheduler plans an iteration's tokens at its start).
+    """
 
     req: SimRequest
-    submitted_sim: float
+    arrival: float  # virtual time the request joins the timeline
+    tagged: bool = False  # sent under the virtual-clock protocol: its end makes the engine expect the next request
     event: asyncio.Event = field(default_factory=asyncio.Event)
     aborted: bool = False
     notify_after: float = 0.0  # wall (monotonic) time before which new tokens do not wake the handler
+    output: int = 0
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    finished_at: float | None = None
+    events: list[tuple[float, int]] = field(default_factory=list)  # (virtual end of an iteration, tokens so far)
+    _taken: int = 0
 
     @property
     def finished(self) -> bool:
-        return self.req.done
+        return self.finished_at is not None
+
+    def take_events(self) -> list[tuple[float, int]]:
+        """The (time, completion tokens) pairs published since the previous call."""
+        new = self.events[self._taken :]
+        self._taken = len(self.events)
+        return new
 
 
 @dataclass
@@ -51,17 +82,23 @@ class Counters:
     last_gen_throughput: float = 0.0
 
 
-class SimClock:
+class Pacer:
+    """Maps virtual time to the wall time at which it is released: ``time_scale`` virtual seconds per wall second."""
+
     def __init__(self, time_scale: float) -> None:
         self.scale = time_scale
-        self.wall0 = time.monotonic()
         self.epoch0 = time.time()
+        self._wall = time.monotonic()
+        self._virtual = 0.0
 
-    def now(self) -> float:
-        return (time.monotonic() - self.wall0) * self.scale
+    def anchor(self, virtual: float) -> None:
+        self._wall, self._virtual = time.monotonic(), virtual
 
-    def wall_at(self, sim: float) -> float:
-        return self.wall0 + sim / self.scale
+    def wall_at(self, virtual: float) -> float:
+        return self._wall + (virtual - self._virtual) / self.scale
+
+    def virtual_at(self, wall: float) -> float:
+        return self._virtual + (wall - self._wall) * self.scale
 
 
 class Noise:
@@ -83,23 +120,44 @@ class Noise:
         return max(0.5, 1.0 + self.level * (0.8 * self._slow + 0.4 * self._rng.gauss(0.0, 1.0)))
 
 
+@dataclass(frozen=True)
+class _InFlight:
+    it: Iteration
+    start: float
+
+
 class Engine:
     def __init__(
-        self, cfg: SimConfig, *, time_scale: float, seed: int, noise: float, log: Callable[[str], None]
+        self,
+        cfg: SimConfig,
+        *,
+        time_scale: float,
+        seed: int,
+        noise: float,
+        log: Callable[[str], None],
+        hold_timeout_s: float = HOLD_TIMEOUT_S,
     ) -> None:
         self.cfg = cfg
-        self.clock = SimClock(time_scale)
+        self.pacer = Pacer(time_scale)
         self.log = log
+        self.hold_timeout_s = hold_timeout_s
+        self.now = 0.0  # virtual seconds: the time of the last event processed
+        self.expected = 0  # announced requests (protocol) that have not arrived yet
         self.schedulers: list[Scheduler] = [make_scheduler(cfg, seed + 1000 * i) for i in range(cfg.dp)]
         self._noise = [Noise(noise, seed + i) for i in range(cfg.dp)]
-        self._wake = [asyncio.Event() for _ in range(cfg.dp)]
+        self._inflight: list[_InFlight | None] = [None] * cfg.dp
+        self._events: list[tuple[float, int, int, int | Handle]] = []  # (time, kind, seq, replica | handle)
+        self._seq = itertools.count()
+        self._incoming: list[Handle] = []  # submitted, not yet on the timeline (kept while requests are expected)
+        self._expected_since = time.monotonic()
+        self._wake = asyncio.Event()
         self._handles: dict[int, Handle] = {}
         self._rr = itertools.count()
         self._ids = itertools.count()
         self.counters = Counters()
         self._flush_verify = 0
         self._flush_accepted = 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._task: asyncio.Task[None] | None = None
         self._last_log_wall = 0.0
         self._decode_iters = 0
         self._window_tokens = 0
@@ -107,32 +165,66 @@ class Engine:
 
     # ---- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._loop(i)) for i in range(len(self.schedulers))]
+        self.pacer.anchor(self.now)
+        self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # ---- the virtual-clock protocol ----------------------------------------------------------------------------
+    def hold(self, n: int) -> float:
+        """Expect ``n`` more requests before the clock moves; returns the current virtual time (their send time)."""
+        self._set_expected(self.expected + max(0, n))
+        return self.now
+
+    def release(self, n: int) -> float:
+        """Expect ``n`` fewer requests (a client worker that stops)."""
+        self._set_expected(max(0, self.expected - max(0, n)))
+        return self.now
+
+    def _set_expected(self, n: int) -> None:
+        self.expected = n
+        self._expected_since = time.monotonic()
+        self._wake.set()
 
     # ---- requests ----------------------------------------------------------------------------------------------
-    def submit(self, prompt_tokens: int, max_new_tokens: int) -> Handle:
+    def submit(self, prompt_tokens: int, max_new_tokens: int, send_time: float | None = None) -> Handle:
+        """Put a request on the timeline: at ``send_time`` (protocol; not before now) or at the interpolated now."""
+        if send_time is not None:
+            arrival = max(send_time, self.now)
+            if self.expected > 0:
+                self._set_expected(self.expected - 1)
+        else:
+            arrival = self._interpolated_now()
         rid = next(self._ids)
-        now = self.clock.now()
-        req = SimRequest(f"{rid:x}", prompt_tokens, max_new_tokens, arrival=now)
-        h = Handle(req, now)
+        req = SimRequest(f"{rid:x}", prompt_tokens, max_new_tokens, arrival=arrival)
+        h = Handle(req, arrival, tagged=send_time is not None)
         self._handles[id(req)] = h
-        i = next(self._rr) % len(self.schedulers)
-        self.schedulers[i].add(req)
-        self.counters.requests += 1
-        self.counters.prompt_tokens += prompt_tokens
-        self._wake[i].set()
+        self._incoming.append(h)
+        self._wake.set()
         return h
 
+    def _interpolated_now(self) -> float:
+        """Virtual time now for a request without a send time: the paced position between the last and next events."""
+        if self.expected > 0 or not self._events:
+            return self.now  # waiting for a client, or idle: the clock stands still
+        return min(max(self.pacer.virtual_at(time.monotonic()), self.now), self._events[0][0])
+
     def abort(self, h: Handle) -> None:
+        """The client went away: drop the request; under the protocol its worker may send again (or release)."""
+        if h.aborted:
+            return
         h.aborted = True
         for s in self.schedulers:
             s.abort(h.req)
         self._handles.pop(id(h.req), None)
+        if h in self._incoming:
+            self._incoming.remove(h)
+        if h.tagged and not h.finished:
+            self._set_expected(self.expected + 1)
+        self._wake.set()
 
     # ---- state for /server_info and /metrics -------------------------------------------------------------------
     @property
@@ -162,38 +254,99 @@ class Engine:
 
     def flush(self) -> bool:
         """Reset the lifetime accept length (SGLang's /flush_cache); refused while requests are in flight."""
-        if self.running or self.queued:
+        if self.running or self.queued or self._incoming:
             return False
         self._flush_verify = self.counters.verify_calls
         self._flush_accepted = self.counters.accepted_tokens
         return True
 
-    # ---- the loop ----------------------------------------------------------------------------------------------
-    async def _loop(self, i: int) -> None:
-        sched, wake, noise = self.schedulers[i], self._wake[i], self._noise[i]
-        cursor = self.clock.now()
-        catchup = CATCHUP_WALL_S * self.clock.scale
+    # ---- the event loop ----------------------------------------------------------------------------------------
+    async def _run(self) -> None:
         while True:
-            if not sched.has_work():
-                wake.clear()
-                await wake.wait()
-                cursor = max(cursor, self.clock.now())
+            if self.expected > 0:
+                await self._await_expected()
                 continue
-            now = self.clock.now()
-            start = cursor if now - cursor <= catchup else now
-            it = sched.step(start)
-            if it is None:
-                wake.clear()
-                await wake.wait()
+            self._admit_incoming()
+            if self._events and self._events[0][0] <= self.now:
+                self._process_due()
+                await asyncio.sleep(0)  # let the handlers woken by these events run, even when the pace is behind
                 continue
-            end = start + it.duration * noise.factor(start)
-            delay = self.clock.wall_at(end) - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            self._start_idle_replicas()
+            if not self._events:
+                await self._sleep(None)
+                self.pacer.anchor(self.now)
+                continue
+            t = self._events[0][0]
+            delay = self.pacer.wall_at(t) - time.monotonic()
+            if delay < -CATCHUP_WALL_S:
+                self.pacer.anchor(t)
+            elif delay > 0 and await self._sleep(delay):
+                continue  # a request came in while pacing: it may belong before t
+            self.now = t
+
+    async def _sleep(self, timeout: float | None) -> bool:
+        """Wait for a submit/hold/release or ``timeout`` wall seconds; True when woken."""
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def _await_expected(self) -> None:
+        left = self._expected_since + self.hold_timeout_s - time.monotonic()
+        if left <= 0:
+            self.log(
+                f"sim clock: {self.expected} announced request(s) did not arrive within {self.hold_timeout_s:g} s "
+                f"(wall); the clock goes on without them at t={self.now:.6f}"
+            )
+            self.expected = 0
+        else:
+            await self._sleep(left)
+        self.pacer.anchor(self.now)
+
+    def _admit_incoming(self) -> None:
+        """Put submitted requests on the timeline, simultaneous ones in an order that does not depend on the host."""
+        if not self._incoming:
+            return
+        for h in sorted(self._incoming, key=lambda h: (h.arrival, h.req.prompt_tokens, h.req.max_new_tokens)):
+            heapq.heappush(self._events, (h.arrival, _ARRIVAL, next(self._seq), h))
+        self._incoming.clear()
+
+    def _process_due(self) -> None:
+        while self._events and self._events[0][0] <= self.now:
+            _, kind, _, what = heapq.heappop(self._events)
+            if kind == _END:
+                assert isinstance(what, int)
+                self._end_iteration(what)
             else:
-                await asyncio.sleep(0)
-            cursor = end
-            self._publish(it, start, end)
+                assert isinstance(what, Handle)
+                self._arrive(what)
+
+    def _arrive(self, h: Handle) -> None:
+        if h.aborted:
+            return
+        i = next(self._rr) % len(self.schedulers)
+        self.schedulers[i].add(h.req)
+        self.counters.requests += 1
+        self.counters.prompt_tokens += h.req.prompt_tokens
+
+    def _start_idle_replicas(self) -> None:
+        for i, sched in enumerate(self.schedulers):
+            if self._inflight[i] is not None or not sched.has_work():
+                continue
+            it = sched.step(self.now)
+            if it is None:
+                continue
+            end = self.now + it.duration * self._noise[i].factor(self.now)
+            self._inflight[i] = _InFlight(it, self.now)
+            heapq.heappush(self._events, (end, _END, next(self._seq), i))
+
+    def _end_iteration(self, i: int) -> None:
+        flight = self._inflight[i]
+        assert flight is not None
+        self._inflight[i] = None
+        self._publish(flight.it, flight.start, self.now)
 
     def _publish(self, it: Iteration, start: float, end: float) -> None:
         Scheduler.stamp(it, end)
@@ -203,7 +356,11 @@ class Engine:
         for r, n in it.produced:
             c.generation_tokens += n
             h = handles.get(id(r))
-            if h is not None and wall >= h.notify_after:
+            if h is None:
+                continue
+            h.output, h.verify_ct, h.accepted_drafts = r.output, r.verify_ct, r.accepted_drafts
+            h.events.append((end, r.output))
+            if wall >= h.notify_after:
                 h.event.set()
         if it.kind == "decode" and self.cfg.spec is not None:
             c.verify_calls += it.batch_size
@@ -214,8 +371,12 @@ class Engine:
             if r.first_token_at is not None:
                 c.ttft.append(r.first_token_at - r.arrival)
             c.e2e.append(end - r.arrival)
-            h = self._handles.pop(id(r), None)
+            h = handles.pop(id(r), None)
             if h is not None:
+                h.finished_at = end
+                if h.tagged:
+                    self.expected += 1  # its client sends the next request now, or releases
+                    self._expected_since = wall
                 h.event.set()
         if it.retracted:
             self.log(f"KV cache pool is full. Retract requests. #retracted_reqs: {it.retracted}")

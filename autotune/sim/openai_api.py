@@ -37,7 +37,7 @@ class _Delta:
         self.created = int(time.time())
 
     def __call__(self, engine: Engine, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
-        full = output_text(h.req.output, vocab)
+        full = output_text(h.output, vocab)
         piece, self.sent = full[self.sent :], len(full)
         finish = "length" if final else None
         if self.chat:
@@ -61,8 +61,8 @@ class _Delta:
 def _usage(h: Handle) -> dict[str, int]:
     return {
         "prompt_tokens": h.req.prompt_tokens,
-        "completion_tokens": h.req.output,
-        "total_tokens": h.req.prompt_tokens + h.req.output,
+        "completion_tokens": h.output,
+        "total_tokens": h.req.prompt_tokens + h.output,
     }
 
 
@@ -96,7 +96,7 @@ async def _openai(request: web.Request, st: Any, run_request: Any, chat: bool) -
         return await run_request(request, st, n_prompt, max_new, True, builder)
 
     def whole(engine: Engine, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
-        text = output_text(h.req.output, vocab)
+        text = output_text(h.output, vocab)
         if chat:
             choice: dict[str, Any] = {
                 "index": 0,

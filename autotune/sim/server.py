@@ -1,14 +1,16 @@
 """``python -m autotune.sim.server --sim-profile NAME [--sim-*] <sglang.launch_server flags>``: a simulated SGLang server.
 
 A real HTTP server process (aiohttp) with SGLang's endpoints and log lines; timings come from the performance model of
-the profile (``autotune/sim/model.py``), in simulated time (``--sim-time-scale`` simulated seconds per wall second,
-declared in ``/server_info``). Exit codes as SGLang: 2 for a bad flag (argparse), 1 for a failed launch.
+the profile (``autotune/sim/model.py``), on the engine's virtual clock (``autotune/sim/engine.py``), which the
+``--sim-time-scale`` only paces; clients keep it exact with the protocol of ``autotune/virtual_clock.py``. Exit codes
+as SGLang: 2 for a bad flag (argparse), 1 for a failed launch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import sys
@@ -26,6 +28,7 @@ from autotune.sim.metrics import render_metrics
 from autotune.sim.openai_api import chat_completions, completions, list_models
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.streaming import generate_chunk, prompt_tokens_of, sse, token_updates
+from autotune.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
 
 ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
 
@@ -91,6 +94,8 @@ def server_info(st: State) -> dict[str, Any]:
                 "simulated": True,
                 "profile": cfg.profile.name,
                 "time_scale": st.args.sim_time_scale,
+                "clock": CLOCK_KIND,
+                "now": eng.now if eng else 0.0,
                 "hardware": f"{hw.gpu_count}x {hw.gpu_name}",
                 "gpu_name": hw.gpu_name,
                 "gpu_count": cfg.knobs.tp * cfg.dp,
@@ -179,12 +184,53 @@ async def generate(request: web.Request) -> web.StreamResponse:
     return await run_request(request, st, n_prompt, max_new, stream, generate_chunk)
 
 
+def _send_time(request: web.Request) -> float | None | web.Response:
+    """The virtual send time a protocol client put in ``X-Sim-Send-Time``; None without it; a 400 when malformed."""
+    raw = request.headers.get(SEND_TIME_HEADER)
+    if raw is None:
+        return None
+    try:
+        t = float(raw)
+    except ValueError:
+        t = math.nan
+    if not math.isfinite(t) or t < 0:
+        return _error(400, f"{SEND_TIME_HEADER} must be a finite number of virtual seconds >= 0, got {raw!r}")
+    return t
+
+
+async def clock_hold(request: web.Request) -> web.Response:
+    return await _clock_call(request, hold=True)
+
+
+async def clock_release(request: web.Request) -> web.Response:
+    return await _clock_call(request, hold=False)
+
+
+async def _clock_call(request: web.Request, *, hold: bool) -> web.Response:
+    """``POST /sim/hold`` / ``/sim/release`` with ``{"requests": n}``: announce (or withdraw) protocol requests."""
+    st = _state(request)
+    if not st.ready or st.engine is None:
+        return _error(503, "The server is not ready yet.")
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        return _error(400, "request body is not valid JSON")
+    n = body.get("requests") if isinstance(body, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        return _error(400, f'the body must be {{"requests": n}} with n a non-negative integer, got {body!r}')
+    now = st.engine.hold(n) if hold else st.engine.release(n)
+    return web.json_response({"now": now, "expected": st.engine.expected})
+
+
 async def run_request(request: web.Request, st: State, n_prompt: int, max_new: int, stream: bool, build: Any) -> Any:
     """Submit to the engine; answer with one JSON object or an SSE stream of chunks built by ``build``."""
     engine = st.engine
     assert engine is not None  # callers check readiness
     vocab = st.cfg.profile.model.vocab_size
-    h = engine.submit(n_prompt, max_new)
+    send_time = _send_time(request)
+    if isinstance(send_time, web.Response):
+        return send_time
+    h = engine.submit(n_prompt, max_new, send_time)
     interval = st.args.sim_stream_interval_ms / 1000.0
     try:
         if not stream:
@@ -232,6 +278,8 @@ def build_app(st: State) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/flush_cache", flush_cache)
     app.router.add_post("/generate", generate)
+    app.router.add_post(HOLD_PATH, clock_hold)
+    app.router.add_post(RELEASE_PATH, clock_release)
     app.router.add_post("/v1/completions", lambda r: completions(r, _state(r), run_request))
     app.router.add_post("/v1/chat/completions", lambda r: chat_completions(r, _state(r), run_request))
     app.router.add_get("/v1/models", lambda r: list_models(r, _state(r)))
@@ -262,7 +310,14 @@ async def serve(cfg: SimConfig, log: Logger) -> int:
         print_failure(log, failure)
         await runner.cleanup()
         return 1
-    st.engine = Engine(cfg, time_scale=args.sim_time_scale, seed=args.sim_seed, noise=args.sim_noise, log=log)
+    st.engine = Engine(
+        cfg,
+        time_scale=args.sim_time_scale,
+        seed=args.sim_seed,
+        noise=args.sim_noise,
+        log=log,
+        hold_timeout_s=args.sim_hold_timeout_s,
+    )
     st.engine.start()
     log.start_serving(args.sim_time_scale)
     st.ready = True

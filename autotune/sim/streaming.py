@@ -1,8 +1,9 @@
 """Turning a running request into SGLang's responses: token text, ``meta_info``, and coalesced SSE streaming.
 
 Streaming sends at most one chunk per request per ``--sim-stream-interval-ms`` of wall time (and per
-``--stream-interval`` tokens), so 128+ streams stay cheap on a small host; the client spreads a chunk's gap over its
-new tokens, as SGLang's own benchmark does. The first token and the final chunk are sent at once.
+``--stream-interval`` tokens), so 128+ streams stay cheap on a small host. Each chunk carries the virtual times of the
+iterations it covers (``meta_info.sim_times``), so how chunks were coalesced never changes a figure. The first token and
+the final chunk are sent at once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.sim.engine import Engine, Handle
+from autotune.virtual_clock import META_ARRIVAL, META_TIMES
 
 VOCAB_TEXT_BASE = 1000
 
@@ -89,25 +91,29 @@ class RequestParams:
 
 
 def meta_info(engine: Engine, h: Handle, *, final: bool) -> dict[str, Any]:
+    """SGLang's ``meta_info`` from what the engine has published, then the virtual-clock fields (last, see
+    ``autotune/virtual_clock.py``): the request's arrival and the (time, tokens) pairs since the previous chunk."""
     r = h.req
-    now = engine.clock.now()
+    end = h.finished_at if final and h.finished_at is not None else (h.events[-1][0] if h.events else h.arrival)
     meta: dict[str, Any] = {
         "id": r.rid,
-        "finish_reason": {"type": "length", "length": r.output} if final else None,
+        "finish_reason": {"type": "length", "length": h.output} if final else None,
         "prompt_tokens": r.prompt_tokens,
-        "completion_tokens": r.output,
+        "completion_tokens": h.output,
         "cached_tokens": 0,
-        "e2e_latency": round((r.finished_at if final and r.finished_at is not None else now) - h.submitted_sim, 6),
+        "e2e_latency": round(end - h.arrival, 6),
     }
     spec = engine.cfg.spec
     if spec is not None:
-        verify = max(r.verify_ct, 1)
-        accept = r.output / verify
-        meta["spec_verify_ct"] = r.verify_ct
+        verify = max(h.verify_ct, 1)
+        accept = h.output / verify
+        meta["spec_verify_ct"] = h.verify_ct
         meta["spec_accept_length"] = round(accept, 4)
         # accept rate as the user's SGLang reported it: accept length / draft tokens (1.00 -> 0.25 at 4 tokens)
         meta["spec_accept_rate"] = round(accept / spec.num_draft_tokens, 4)
-        meta["spec_num_correct_drafts"] = r.accepted_drafts
+        meta["spec_num_correct_drafts"] = h.accepted_drafts
+    meta[META_ARRIVAL] = h.arrival
+    meta[META_TIMES] = h.take_events()
     return meta
 
 
@@ -124,9 +130,9 @@ async def token_updates(h: Handle, interval_s: float, every: int) -> AsyncIterat
         if h.finished:
             yield True
             return
-        if h.req.output - sent < every:
+        if h.output - sent < every:
             continue
-        sent = h.req.output
+        sent = h.output
         h.notify_after = time.monotonic() + interval_s
         yield False
 
@@ -142,7 +148,7 @@ class Raw(str):
 
 def generate_chunk(engine: Engine, h: Handle, final: bool, vocab: int) -> Raw:
     """``{"text", "output_ids", "meta_info"}`` serialized by slicing precomputed strings (text needs no escaping)."""
-    n = h.req.output
+    n = h.output
     tt = token_text(vocab)
     meta = json.dumps(meta_info(engine, h, final=final), separators=(",", ":"))
     return Raw(f'{{"text":"{tt.text(n)}","output_ids":{tt.ids_json(n)},"meta_info":{meta}}}')

@@ -128,6 +128,12 @@ def test_unknown_drafter_path_fails_like_a_missing_model() -> None:
 def test_a_drafter_with_dummy_target_weights_launches(draft_format: str | None) -> None:
     # the H200 study's shape: --load-format dummy and an EAGLE-3 drafter path (a crash in the simulator until 2026-11-30)
     extra = ["--speculative-draft-load-format", draft_format] if draft_format else []
-    cfg = _spec("--load-format", "dummy", *_eagle("/tmp/models/eagle3-llama-1b", *STEPS_314), *extra,
-                profile="h200-llama-1b", env={"SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    cfg = _spec(
+        "--load-format",
+        "dummy",
+        *_eagle("/tmp/models/eagle3-llama-1b", *STEPS_314),
+        *extra,
+        profile="h200-llama-1b",
+        env={"SGLANG_SIMULATE_ACC_LEN": "3.0"},
+    )
     assert cfg.launch.draft_load_s == (0.2 if draft_format != "auto" else cfg.spec.drafter.load_s)

@@ -1,0 +1,105 @@
+"""The simulated engine's virtual clock: figures come from the model, not from the host or the time scale."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from autotune.bench.client import run_plan
+from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.sim.offline import build, run_closed_loop
+from autotune.virtual_clock import SEND_TIME_HEADER, parse_times
+from tests.sim.clock_harness import CONFIGS, busy_loops, measure, sim_server, worst_deviation
+
+TOLERANCE = 0.01  # the issue's bar: the same figures within 1%
+
+
+def test_parse_times_reads_the_last_list_of_a_chunk() -> None:
+    chunk = '{"text":" a b","meta_info":{"completion_tokens":2,"sim_arrival":0.5,"sim_times":[[0.75,1],[1.0,2]]}}'
+    assert parse_times(chunk) == [(0.75, 1), (1.0, 2)]
+    assert parse_times('{"meta_info":{"sim_times":[]}}') == []
+    assert parse_times('{"meta_info":{"completion_tokens":2}}') is None
+    with pytest.raises(ValueError, match="unterminated"):
+        parse_times('{"meta_info":{"sim_times":[[0.75,1]')
+
+
+def test_http_closed_loop_equals_the_offline_simulation() -> None:
+    """Through HTTP and the benchmark client, a closed loop gives exactly the virtual-time simulation's figures."""
+    flags = ["--model-path", "m", "--sim-noise", "0"]
+    plan = BenchPlan(
+        workload=WorkloadSpec(input_len=128, output_len=64),
+        concurrencies=(8,),
+        requests_per_level=24,
+        warmup_requests=0,
+    )
+    with sim_server(["--sim-launch-speedup", "1000", "--sim-time-scale", "10", *flags]) as url:
+        level = run_plan(url, plan).levels[0]
+    offline = run_closed_loop(build(flags), 8, 24, 128, 64)
+    assert level.requests == offline.requests == 24 and level.failed == 0
+    assert level.output_tok_per_s == pytest.approx(offline.output_tok_per_s, rel=1e-9)
+    assert level.duration_s == pytest.approx(offline.duration_s, rel=1e-9)
+    assert level.ttft_ms is not None and level.tpot_ms is not None
+    assert level.ttft_ms.mean == pytest.approx(1000 * offline.mean_ttft_s, rel=1e-9)
+    assert level.tpot_ms.mean == pytest.approx(1000 * offline.mean_tpot_s, rel=1e-9)
+
+
+def test_two_time_scales_give_the_same_figures() -> None:
+    slow = measure(CONFIGS[0], time_scale=5.0)
+    fast = measure(CONFIGS[0], time_scale=200.0)
+    worst, where = worst_deviation(slow, fast)
+    assert worst <= TOLERANCE, f"time scale 5 vs 200: {where} differs by {100 * worst:.3f}%"
+
+
+@pytest.mark.slow
+def test_busy_host_gives_the_same_figures() -> None:
+    """Smoke configurations at the study's load levels, idle and beside two busy loops: the same per-level figures.
+
+    Marked slow: it spins two CPU-bound processes for the length of a measurement (~10-20 s on 2 cores).
+    """
+    idle = [measure(c, time_scale=10.0) for c in CONFIGS]
+    with busy_loops(2):
+        busy = [measure(c, time_scale=10.0) for c in CONFIGS]
+    for config, a, b in zip(CONFIGS, idle, busy, strict=True):
+        worst, where = worst_deviation(a, b)
+        assert worst <= TOLERANCE, f"{config}: {where} idle {a[where]} vs busy {b[where]} ({100 * worst:.3f}%)"
+
+
+def _stream(url: str, send_time: float | None) -> dict:
+    headers = {} if send_time is None else {SEND_TIME_HEADER: repr(send_time)}
+    body = {"input_ids": [1] * 32, "sampling_params": {"max_new_tokens": 8}, "stream": True}
+    with httpx.stream("POST", f"{url}/generate", json=body, headers=headers, timeout=30) as r:
+        assert r.status_code == 200
+        lines = [line for line in r.iter_lines() if line.startswith("data: {")]
+    return json.loads(lines[-1][len("data: ") :])["meta_info"]
+
+
+def test_clock_waits_for_announced_requests_then_times_out() -> None:
+    """Two announced requests sent 0.3 s (wall) apart join at the same virtual time; one that never comes is
+    given up after the hold timeout (wall)."""
+    flags = ["--sim-launch-speedup", "1000", "--model-path", "m", "--sim-noise", "0", "--sim-hold-timeout-s", "1"]
+    with sim_server(flags) as url:
+        assert httpx.post(f"{url}/sim/hold", json={"requests": "x"}).status_code == 400
+        t0 = httpx.post(f"{url}/sim/hold", json={"requests": 2}).json()["now"]
+        refused = httpx.post(f"{url}/generate", headers={SEND_TIME_HEADER: repr(t0)}, json={})
+        assert refused.status_code == 400  # a bad body is refused and fills no announced slot
+        metas: list[dict] = []
+        th = threading.Thread(target=lambda: metas.append(_stream(url, t0)))
+        th.start()
+        time.sleep(0.3)
+        metas.append(_stream(url, t0))
+        th.join(timeout=30)
+        assert [m["sim_arrival"] for m in metas] == [t0, t0]
+        assert metas[0]["e2e_latency"] == metas[1]["e2e_latency"]  # batched together: the same timeline
+        finish = max(m["sim_times"][-1][0] for m in metas)
+        # both finished: the engine now expects two requests; release one, send none for the other
+        httpx.post(f"{url}/sim/release", json={"requests": 1})
+        started = time.monotonic()
+        late = _stream(url, None)  # a request without a send time waits behind the announced one
+        assert time.monotonic() - started >= 0.8
+        assert late["sim_arrival"] == pytest.approx(finish)
+        bad = httpx.post(f"{url}/generate", headers={SEND_TIME_HEADER: "soon"}, json={"input_ids": [1]})
+        assert bad.status_code == 400 and SEND_TIME_HEADER in bad.text
