@@ -35,6 +35,8 @@ def test_http_closed_loop_equals_the_offline_simulation() -> None:
         concurrencies=(8,),
         requests_per_level=24,
         warmup_requests=0,
+        min_windows=1,
+        max_windows=1,
     )
     with sim_server(["--sim-launch-speedup", "1000", "--sim-time-scale", "10", *flags]) as url:
         level = run_plan(url, plan).levels[0]
