@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from autotune import gpus, registry
 from autotune.engines.base import classify_failure, key_error_line
 from autotune.errors import LaunchError
 from autotune.records import FailureKind
+from autotune.site import server_environment
 from autotune.trial import LaunchSpec
 
 POLL_S = 0.1
@@ -39,11 +40,10 @@ def read_tail(path: Path, max_bytes: int = 12_000, max_lines: int = 60) -> str:
     return "\n".join(data.splitlines()[-max_lines:])
 
 
-def build_env(spec: LaunchSpec, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
-    for name in spec.unset_env:
-        env.pop(name, None)
-    env.update(spec.env)
+def build_env(spec: LaunchSpec, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: the parent's minus ``unset_env``, plus ``spec.env``; the site's variables found in the
+    parent (``autotune.site``) are re-applied last, so no spec can drop or change them."""
+    env = server_environment(os.environ if base is None else base, unset=spec.unset_env, env=spec.env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

@@ -17,3 +17,22 @@ def free_port() -> int:
 @pytest.fixture
 def port() -> int:
     return free_port()
+
+
+# The variables a site sets to keep NVLink multicast off (autotune.site), as on the lent GPU machines.
+SITE_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+@pytest.fixture
+def site_multicast_off(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This process (and what it starts) runs on a site that switches NVLink multicast off."""
+    for name, value in SITE_MULTICAST_OFF.items():
+        monkeypatch.setenv(name, value)
+    return dict(SITE_MULTICAST_OFF)
+
+
+@pytest.fixture
+def no_site(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process runs on a site that sets none of the multicast variables."""
+    for name in SITE_MULTICAST_OFF:
+        monkeypatch.delenv(name, raising=False)

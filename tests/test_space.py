@@ -519,7 +519,9 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
 
 
 @pytest.mark.parametrize(("mutate", "key", "fix"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
-def test_invalid_file(tmp_path: Path, mutate: Callable[[dict[str, Any]], None], key: str, fix: str) -> None:
+def test_invalid_file(
+    tmp_path: Path, mutate: Callable[[dict[str, Any]], None], key: str, fix: str, site_multicast_off: object
+) -> None:
     data = copy.deepcopy(BASE)
     mutate(data)
     msg = error(tmp_path, data)

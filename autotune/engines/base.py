@@ -12,23 +12,23 @@ import re
 from collections.abc import Mapping, Sequence
 
 from autotune.records import FailureKind, PhaseTimings
+from autotune.site import SitePolicy, check_study_env, site_policy
 from autotune.trial import FlagValue, LaunchSpec, TrialConfig
 
-# Variables every server environment gets unless the study sets them: no NVLink multicast (NVLS) anywhere.
-SAFE_ENV: Mapping[str, str] = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 # Ray sets these in every actor (OMP_NUM_THREADS = the actor's CPUs). A server started by hand has none of them, so the
 # launcher removes them unless the study sets them explicitly: tuning results must describe the server you will deploy.
 RAY_INJECTED_ENV: tuple[str, ...] = ("OMP_NUM_THREADS",)
 
 
-def server_env(cfg_env: Mapping[str, str]) -> dict[str, str]:
-    """The variables autotune sets for a server: the safe defaults, then the trial's own."""
-    env = dict(SAFE_ENV)
-    env.update(cfg_env)
+def server_env(cfg_env: Mapping[str, str], policy: SitePolicy | None = None) -> dict[str, str]:
+    """The variables autotune sets for a server: the trial's own, then the site's (``autotune.site``), which win.
+
+    Where the site sets no multicast variable, nothing is added. Raises SiteError when the trial overrides one.
+    """
+    policy = site_policy() if policy is None else policy
+    check_study_env(cfg_env, policy)
+    env = dict(cfg_env)
+    env.update(policy.env)
     return env
 
 
@@ -136,9 +136,18 @@ class Engine(abc.ABC):
         """What runs a server, before its flags: ``(python, "-m", "sglang.launch_server")``."""
 
     def launch_spec(
-        self, cfg: TrialConfig, *, port: int, nccl_port: int | None = None, ready_timeout_s: float = 900.0
+        self,
+        cfg: TrialConfig,
+        *,
+        port: int,
+        nccl_port: int | None = None,
+        ready_timeout_s: float = 900.0,
+        site: SitePolicy | None = None,
     ) -> LaunchSpec:
-        """The exact argv and environment for one server. Pure: the same for both engines but for ``command``."""
+        """The exact argv and environment for one server: the same for both engines but for ``command``.
+
+        ``site``: the site policy whose variables every server keeps (default: read from this process's environment).
+        """
         flags: dict[str, FlagValue | None] = {"model-path": cfg.model_path, "tp-size": cfg.tp_size}
         flags.update(cfg.flags)
         flags.update({"host": cfg.host, "port": port})
@@ -147,7 +156,7 @@ class Engine(abc.ABC):
         return LaunchSpec(
             engine=self.name,
             argv=(*self.command(), *flags_to_argv(flags)),
-            env=server_env(cfg.env),
+            env=server_env(cfg.env, site),
             host=cfg.host,
             port=port,
             gpus=cfg.gpus,

@@ -2,7 +2,8 @@
 
 Pure functions over a trial's flags (keyed without dashes, as in ``TrialConfig.flags``) and environment; SGLang is
 never imported. The rules come from SGLang's ``srt/arg_groups/speculative_hook.py`` (see ``shared/design/SGLANG.md``)
-and from what real launches on the H200 showed (NCCL settings, NVLink multicast).
+and from what real launches on the H200 showed (NCCL settings); NVLink multicast follows the site policy
+(``autotune.site``).
 
 - ``normalize(flags)`` makes the changes SGLang itself would make silently (topk 1 forces draft tokens = steps + 1),
   so a trial's recorded flags are what the server runs with, and drops omitted flags (None / False).
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from autotune.site import SitePolicy, nvls_problems, study_env_problems
 
 SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 
@@ -32,7 +35,6 @@ DECODE_ATTENTION_BACKEND = "decode-attention-backend"
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})  # NEXTN is an alias of EAGLE
 NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
-NVLS_FLAGS = ("enable-nccl-nvls", "enable-symm-mem")
 
 # NCCL algorithm names (lower case) and the ones AllGather / ReduceScatter can use on one node with NVLS off.
 NCCL_ALGOS = frozenset({"ring", "tree", "collnet", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"})
@@ -96,13 +98,19 @@ def dp_attention(flags: Mapping[str, Any]) -> bool:
     return size is not None and size > 1
 
 
-def violations(flags: Mapping[str, Any], env: Mapping[str, str], *, tp_size: int) -> list[str]:
-    """Every reason SGLang would reject this point or fail on it; empty when the point is worth a launch."""
+def violations(
+    flags: Mapping[str, Any], env: Mapping[str, str], *, tp_size: int, site: SitePolicy | None = None
+) -> list[str]:
+    """Every reason SGLang would reject this point or fail on it, or the site forbids; empty when worth a launch.
+
+    ``site``: the site policy (default: this process's environment); NVLS is refused only where it turns multicast off.
+    """
     f = normalize(flags)
     out = _speculative(f)
     out += _simulated_accept(f, env)
     out += _nccl(env, tp_size=tp_size)
-    out += _nvls(f, env)
+    out += _nvls(f, env, site)
+    out += study_env_problems(env, site)
     return out
 
 
@@ -260,17 +268,6 @@ def _nccl(env: Mapping[str, str], *, tp_size: int) -> list[str]:
     return out
 
 
-def _nvls(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
-    out = [
-        f"--{name} makes SGLang set NCCL_NVLS_ENABLE=1 (NVLink multicast), which needs fabric support these nodes "
-        "lack; NCCL init or graph capture fails or hangs. Fix: remove the flag (autotune keeps NCCL_NVLS_ENABLE=0)"
-        for name in NVLS_FLAGS
-        if not _omitted(f.get(name))
-    ]
-    nvls = env.get("NCCL_NVLS_ENABLE")
-    if nvls is not None and str(nvls).strip() != "0":
-        out.append(
-            f"NCCL_NVLS_ENABLE={nvls} turns on NVLink multicast, which needs fabric support these nodes lack. "
-            'Fix: set NCCL_NVLS_ENABLE="0" or leave it unset (SGLang then sets 0)'
-        )
-    return out
+def _nvls(f: Mapping[str, Any], env: Mapping[str, str], site: SitePolicy | None) -> list[str]:
+    """NVLS switches, refused only while the site turns NVLink multicast off (``autotune.site``)."""
+    return nvls_problems(f, env, site)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from autotune.site import NVLS_ENV, NVLS_FLAGS, SitePolicy, site_policy
 from autotune.space.schema import Problem
 
 FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -26,14 +27,15 @@ SERVER_KEY_FLAGS: dict[str, str] = {
     "tp": "server.tp_size",
     "tensor-parallel-size": "server.tp_size",
 }
-# Flags that turn NVLink multicast on: SGLang then writes NCCL_NVLS_ENABLE=1 over the environment.
-NVLS_FLAGS: tuple[str, ...] = ("enable-nccl-nvls", "enable-symm-mem")
-NVLS_ENV = "NCCL_NVLS_ENABLE"
 NVLS_WHY = (
-    "NVLink multicast (NVLS) must stay off: SGLang sets NCCL_NVLS_ENABLE=1 when --enable-nccl-nvls or "
-    "--enable-symm-mem is given, and NVLS needs fabric support that shared or partitioned GPU nodes lack "
-    "(NCCL init or graph capture then fails or hangs); autotune keeps NCCL_NVLS_ENABLE=0"
+    "NVLink multicast (NVLS) stays off where the site turns it off: SGLang sets NCCL_NVLS_ENABLE=1 when "
+    "--enable-nccl-nvls or --enable-symm-mem is given, and NVLS needs fabric support that shared or partitioned GPU "
+    "nodes lack (NCCL init or graph capture then fails or hangs)"
 )
+
+
+def _site_note(policy: SitePolicy) -> str:
+    return f"{NVLS_WHY}; {policy.describe()} (autotune.site)"
 
 
 def flag_problems(key: str, name: str) -> list[Problem]:
@@ -58,8 +60,9 @@ def flag_problems(key: str, name: str) -> list[Problem]:
         return [
             Problem(key, f"`--{name}` belongs in `server:`", f"set `{where}` instead (it is fixed for every trial)")
         ]
-    if name in NVLS_FLAGS:
-        return [Problem(key, f"`--{name}` is refused", f"remove it. {NVLS_WHY}")]
+    policy = site_policy()
+    if name in NVLS_FLAGS and policy.multicast_off:
+        return [Problem(key, f"`--{name}` is refused on this site", f"remove it. {_site_note(policy)}")]
     return []
 
 
@@ -67,12 +70,27 @@ def env_problems(key: str, name: str, values: Iterable[str | None] = ()) -> list
     """Problems with an environment variable a study sets, given the string values it may take (None = unset)."""
     if not ENV_RE.match(name):
         return [Problem(key, f"`{name}` is not a valid environment variable name", "use letters, digits and _")]
-    if name == NVLS_ENV:
+    policy = site_policy()
+    if name in policy.env:
+        site_value = policy.env[name]
+        bad = sorted({v for v in values if v is not None and v != site_value})
+        if bad:
+            return [
+                Problem(
+                    key,
+                    f"{name} is set by the site for every process ({name}={site_value}); the study sets {', '.join(bad)}",
+                    f'remove it from the study (or set it to "{site_value}"): autotune keeps the site\'s value in every '
+                    f"server. {_site_note(policy)}",
+                )
+            ]
+    if name == NVLS_ENV and policy.multicast_off:
         bad = sorted({v for v in values if v is not None and v != "0"})
         if bad:
             return [
                 Problem(
-                    key, f"{NVLS_ENV} may only be 0, got {', '.join(bad)}", f'set it to "0" or remove it. {NVLS_WHY}'
+                    key,
+                    f"{NVLS_ENV} may only be 0 on this site, got {', '.join(bad)}",
+                    f'set it to "0" or remove it. {_site_note(policy)}',
                 )
             ]
     return []

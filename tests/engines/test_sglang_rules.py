@@ -247,17 +247,23 @@ def test_unknown_nccl_algorithm_is_a_violation() -> None:
 
 
 @pytest.mark.parametrize("flag", ["enable-nccl-nvls", "enable-symm-mem"])
-def test_nvls_flags_are_always_a_violation(flag: str) -> None:
+def test_nvls_flags_are_a_violation_where_the_site_turns_multicast_off(flag: str, site_multicast_off: object) -> None:
     assert "NCCL_NVLS_ENABLE=1" in only({flag: True})
     ok({flag: False})
 
 
-def test_nvls_env_must_stay_zero() -> None:
+def test_nvls_env_must_stay_zero_where_the_site_turns_multicast_off(site_multicast_off: object) -> None:
     assert "NCCL_NVLS_ENABLE=1" in only({}, {"NCCL_NVLS_ENABLE": "1"})
     ok({}, {"NCCL_NVLS_ENABLE": "0"})
 
 
-def test_several_problems_are_all_reported() -> None:
+@pytest.mark.parametrize("flag", ["enable-nccl-nvls", "enable-symm-mem"])
+def test_nvls_is_an_ordinary_setting_where_the_site_sets_nothing(flag: str, no_site: None) -> None:
+    ok({flag: True})
+    ok({}, {"NCCL_NVLS_ENABLE": "1"})
+
+
+def test_several_problems_are_all_reported(site_multicast_off: object) -> None:
     found = rules.violations(
         {"speculative-algorithm": "EAGLE3", "enable-symm-mem": True}, {"NCCL_ALGO": "Tree"}, tp_size=4
     )
