@@ -220,6 +220,29 @@ def test_suggest_uses_declared_distributions(tmp_path: Path) -> None:
         opt.tell(trial, 0.0)
 
 
+def test_floats_are_launched_at_the_precision_searched(tmp_path: Path) -> None:
+    """A float param's draw is rounded (``round``, else the step's decimals, else 4 significant digits) before it
+    becomes a flag: the value measured is the value recorded and exported."""
+    params = {
+        "r": {"flag": "mem-fraction-static", "type": "float", "low": 0.5, "high": 0.92, "round": 2},
+        "s": {"flag": "b", "type": "float", "low": 0.1, "high": 0.9, "step": 0.05},
+        "d": {"flag": "c", "type": "float", "low": 0.001, "high": 1.0, "log": True},
+    }
+    spec = load(tmp_path, study(params=params))
+    opt = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(30):
+        trial = opt.ask()
+        v = suggest(spec, trial)
+        assert v["r"] == round(v["r"], 2) and 0.5 <= v["r"] <= 0.92
+        assert v["s"] == round(v["s"], 2) and abs(v["s"] / 0.05 - round(v["s"] / 0.05)) < 1e-9
+        assert float(f"{v['d']:.4g}") == v["d"]
+        cfg = to_trial_config(spec, v)
+        assert cfg.flags["mem-fraction-static"] == v["r"] and cfg.params["r"] == v["r"]
+        assert v["r"] != trial.params["r"] or trial.params["r"] == round(trial.params["r"], 2)
+        opt.tell(trial, 0.0)
+    assert "round" in error(tmp_path, study(params={"i": {"flag": "a", "type": "int", "low": 1, "high": 4, "round": 1}}))
+
+
 # --- trial configurations --------------------------------------------------------------------------------------------
 
 

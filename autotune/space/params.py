@@ -52,6 +52,8 @@ def _range(key: str, m: ParamModel, *, integer: bool) -> tuple[dict[str, Any], l
             out.append(
                 Problem(f"{key}.step", f"step must be positive, got {m.step!r}", "use a step above 0, or remove it")
             )
+    if m.round is not None and integer:
+        out.append(Problem(f"{key}.round", "`round` applies to type float only", "remove it"))
     if out:
         return {}, out
     low, high, step = m.low, m.high, m.step
@@ -83,12 +85,15 @@ def _range(key: str, m: ParamModel, *, integer: bool) -> tuple[dict[str, Any], l
                     f"set high to {top} or {top + step}",
                 )
             )
-    return {"low": low, "high": high, "step": step, "log": m.log}, out
+    fields: dict[str, Any] = {"low": low, "high": high, "step": step, "log": m.log}
+    if not integer:
+        fields["round"] = m.round
+    return fields, out
 
 
 def _choices(key: str, m: ParamModel) -> tuple[dict[str, Any], list[Problem]]:
     out: list[Problem] = []
-    for field in ("low", "high", "step"):
+    for field in ("low", "high", "step", "round"):
         if getattr(m, field) is not None:
             out.append(Problem(f"{key}.{field}", f"`{field}` does not apply to type {m.type}", "remove it"))
     if m.log:

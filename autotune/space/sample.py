@@ -9,7 +9,7 @@ from autotune.engines import sglang_rules
 from autotune.errors import SpaceError
 from autotune.space.schema import suggest as suggest_name
 from autotune.space.types import StudySpec
-from autotune.space.values import accepts, describe, env_str, is_active
+from autotune.space.values import accepts, describe, env_str, is_active, rounded
 from autotune.trial import TrialConfig
 
 if TYPE_CHECKING:
@@ -27,7 +27,9 @@ def suggest(spec: StudySpec, trial: optuna.Trial) -> dict[str, Any]:
             values[p.name] = trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
         elif p.type == "float":
             assert p.low is not None and p.high is not None
-            values[p.name] = trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
+            # The sampler's draw, at the precision searched: the server runs (and the record keeps) the rounded value.
+            draw = trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
+            values[p.name] = rounded(p, draw)
         else:
             values[p.name] = trial.suggest_categorical(p.name, list(p.choices))
     return values

@@ -267,6 +267,7 @@ class ParamModel(_Model):
     low: NumberT | None = None
     high: NumberT | None = None
     step: NumberT | None = None
+    round: int | None = Field(None, ge=0, le=12)  # float: decimal places of the value launched and recorded
     log: bool = False
     choices: list[ScalarT] | None = None
     when: dict[str, Any] | None = None  # judged in checks.py (a list of values or an operator mapping per entry)

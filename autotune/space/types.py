@@ -98,6 +98,7 @@ class ParamSpec:
     log: bool = False
     choices: tuple[Scalar, ...] = ()
     when: tuple[Condition, ...] = ()
+    round: int | None = None  # float: decimal places kept (``autotune.space.values.rounded``)
 
     @property
     def target(self) -> str:

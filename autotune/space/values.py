@@ -66,6 +66,28 @@ def accepts(param: ParamSpec, value: Any) -> bool:
     return abs(k - round(k)) < 1e-9
 
 
+DEFAULT_SIGNIFICANT_DIGITS = 4
+
+
+def decimals(param: ParamSpec) -> int | None:
+    """Decimal places a float parameter's values keep: ``round``, else the step's; None: 4 significant digits."""
+    if param.round is not None:
+        return param.round
+    if param.step is not None:
+        text = f"{param.step:.12f}".rstrip("0")
+        return len(text.split(".")[1]) if "." in text else 0
+    return None
+
+
+def rounded(param: ParamSpec, value: float) -> float:
+    """A sampled float at the precision it was searched (kept inside [low, high]): the value launched, recorded and
+    exported, so a 16-digit draw such as 0.8284514915829985 runs and is written as 0.83 (step 0.01)."""
+    places = decimals(param)
+    out = round(value, places) if places is not None else float(f"{value:.{DEFAULT_SIGNIFICANT_DIGITS}g}")
+    assert param.low is not None and param.high is not None  # set by build_params for numeric types
+    return float(min(max(out, param.low), param.high))
+
+
 def describe(param: ParamSpec) -> str:
     if param.type in ("categorical", "bool"):
         return f"choices {list(param.choices)!r}"
