@@ -234,7 +234,7 @@ class StudyDriver:
         objectives = [(f"{o.metric}@{o.level}", o.direction) for o in spec.objectives]
         levels = list(spec.plan.concurrencies)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
-                              load_levels=levels)
+                              load_levels=levels, study_only=spec.server.study_only)
         say = self.console.result
         say("")
         say(format_summary_table(records, objectives, levels).rstrip("\n"))
@@ -251,6 +251,9 @@ class StudyDriver:
         say(f"  params: {json.dumps(best.params, default=str)}")
         say(f"  command: {' '.join(best.argv)}")
         say(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
+        if result.rehearsal_script is not None:
+            say("  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
+                "simulator as measured")
         return 0
 
 

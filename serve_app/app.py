@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -42,7 +43,8 @@ class EngineArgs(BaseModel):
 
     name: str = Field(description="application / server name, used for the log file")
     engine: str = Field(description="'sglang' or 'sim'")
-    argv: list[str] = Field(description="exact server argv; '--port 0' means: pick a free port on the replica's node")
+    argv: list[str] = Field(description="exact server argv; '--port 0' means: pick a free port on the replica's node; "
+                            "an argv that starts with '-m' runs on the replica's own Python interpreter")
     env: dict[str, str] = Field(default_factory=dict, description="variables set for the server")
     unset_env: list[str] = Field(default_factory=list, description="inherited variables removed (e.g. OMP_NUM_THREADS)")
     host: str = "127.0.0.1"
@@ -61,6 +63,11 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _with_interpreter(argv: list[str]) -> list[str]:
+    """``["-m", module, ...]`` (an exported config) runs on this replica's interpreter; other argvs are kept."""
+    return [sys.executable, *argv] if argv[:1] == ["-m"] else list(argv)
 
 
 def _with_port(argv: list[str], flag: str, port: int) -> list[str]:
@@ -141,7 +148,7 @@ class EngineServer:
         self._reset_trial_state()
         self.args = args
         port = args.port or _free_port(args.host)
-        argv = _with_port(args.argv, "--port", port)
+        argv = _with_port(_with_interpreter(args.argv), "--port", port)
         if "--nccl-port" in argv and argv[argv.index("--nccl-port") + 1] == "0":
             argv = _with_port(argv, "--nccl-port", _free_port(args.host))
         spec = LaunchSpec(

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from autotune.export.study_only import SIMULATED_ACCEPTANCE_ENV, simulated_acceptance
 from autotune.records import EngineInfo, TrialRecord
 
 _ENGINE_NAMES = {"sglang": "SGLang", "sim": "simulated SGLang"}
 
 
-def engine_banner(engine: EngineInfo | None) -> str:
-    """One line naming the engine: the real release and GPUs, or the simulator's profile."""
+def engine_banner(engine: EngineInfo | None, env: Mapping[str, str] | None = None) -> str:
+    """One line naming the engine: the real release and GPUs, or the simulator's profile. ``env``: the trial's
+    variables; with simulated acceptance the figures are not called plainly measured."""
+    line = _engine_line(engine)
+    acc = simulated_acceptance(env or {})
+    if acc is not None and engine is not None and not engine.simulated:
+        line = line.removesuffix(" (measured)") + (
+            f" (measured with SIMULATED speculative acceptance, {SIMULATED_ACCEPTANCE_ENV}={acc}: the accept length "
+            "was drawn, not a real drafter's; speculative figures assume it)"
+        )
+    return line
+
+
+def _engine_line(engine: EngineInfo | None) -> str:
     if engine is None:
         return "Engine: unknown (no engine information recorded; treat these figures with suspicion)"
     if engine.simulated:
@@ -39,11 +52,12 @@ def study_engines(records: Sequence[TrialRecord]) -> tuple[EngineInfo, ...]:
 def study_banner(records: Sequence[TrialRecord]) -> str:
     """The banner for a whole study; warns when trials came from different engines."""
     engines = study_engines(records)
+    env = next((r.env for r in records if simulated_acceptance(r.env) is not None), None)
     if not engines:
         return engine_banner(None)
     if len(engines) == 1:
-        return engine_banner(engines[0])
-    lines = "; ".join(engine_banner(e).removeprefix("Engine: ") for e in engines)
+        return engine_banner(engines[0], env)
+    lines = "; ".join(engine_banner(e, env).removeprefix("Engine: ") for e in engines)
     return f"Engines: MIXED, do not compare across them: {lines}"
 
 

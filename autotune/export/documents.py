@@ -7,6 +7,7 @@ from typing import Any
 
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.banner import engine_banner
+from autotune.export.command import ExportedServer, ServerCommand, option_argv
 from autotune.export.metrics import is_speculative
 from autotune.export.pareto import ParetoPoint
 from autotune.records import TrialRecord
@@ -18,7 +19,31 @@ def _engine(rec: TrialRecord | None) -> dict[str, Any] | None:
     return asdict(rec.engine) if rec is not None and rec.engine is not None else None
 
 
-def best_document(analysis: StudyAnalysis) -> dict[str, Any]:
+def export_section(server: ExportedServer) -> dict[str, Any]:
+    """What the exported scripts run and what they leave out (read by ``python -m autotune.verify``)."""
+
+    def command(cmd: ServerCommand) -> dict[str, Any]:
+        return {
+            "module": cmd.module,
+            "args": option_argv(cmd.options),
+            "env": dict(cmd.env),
+            "site_env": dict(cmd.site_env),
+            "unset_env": list(cmd.unset_env),
+            "host": cmd.host,
+        }
+
+    return {
+        "production": command(server.production),
+        "rehearsal": command(server.rehearsal) if server.rehearsal is not None else None,
+        "tuned_on_simulator": server.rehearsal is not None,
+        "study_only": [
+            {"kind": s.kind, "name": s.name, "value": s.value, "reason": s.reason, "text": s.text}
+            for s in server.removed
+        ],
+    }
+
+
+def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None) -> dict[str, Any]:
     choice = analysis.best
     feasible = sum(1 for r in analysis.records if r.feasible)
     doc: dict[str, Any] = {
@@ -36,7 +61,7 @@ def best_document(analysis: StudyAnalysis) -> dict[str, Any]:
     if rec is None:
         return doc
     data = rec.to_json()
-    doc["engine_banner"] = engine_banner(rec.engine)
+    doc["engine_banner"] = engine_banner(rec.engine, rec.env)
     doc["best"] = {
         "trial_id": rec.trial_id,
         "number": rec.number,
@@ -54,6 +79,8 @@ def best_document(analysis: StudyAnalysis) -> dict[str, Any]:
         "phases": data["phases"],
         "versions": dict(rec.versions),
     }
+    if server is not None:
+        doc["export"] = export_section(server)
     return doc
 
 

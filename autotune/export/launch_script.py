@@ -1,4 +1,9 @@
-"""``launch.sh``: the exact server command and environment of one trial, with a dry-run mode. Pure text."""
+"""``launch.sh`` (the production SGLang command) and ``rehearse_sim.sh`` (the simulator as measured). Pure text.
+
+Both scripts are portable: ``${PYTHON:-python3}``, ``--host ${HOST:-127.0.0.1}``, ``--port ${PORT:-30000}``; the
+variables the server was measured without are removed with ``env -u``; ``--dry-run`` prints the environment and the
+command; arguments after ``--`` are appended to the command (e.g. ``-- --api-key KEY``).
+"""
 
 from __future__ import annotations
 
@@ -7,69 +12,149 @@ import shlex
 from collections.abc import Sequence
 
 from autotune.export.banner import engine_banner
+from autotune.export.command import (
+    DEFAULT_PORT,
+    SGLANG_MODULE,
+    ExportedServer,
+    Option,
+    ServerCommand,
+    exported_server,
+)
 from autotune.export.errors import ExportError
-from autotune.export.metrics import argv_value, fmt, throughput, tpot_median, ttft_p99
+from autotune.export.metrics import fmt, throughput, tpot_median, ttft_p99
+from autotune.export.study_only import StudyOnly
 from autotune.records import TrialRecord
 from autotune.secrets import REDACTED, is_secret
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def render_launch_script(record: TrialRecord, *, study_name: str, load_levels: Sequence[int]) -> str:
-    """A bash script that exports ``record.env`` and execs ``record.argv``; ``--dry-run`` / ``DRY_RUN=1`` only prints."""
-    if not record.argv:
-        raise ExportError(f"trial {record.number} has no argv: nothing to launch (was the record written by a runner?)")
-    bad = [k for k in record.env if not _ENV_NAME.match(k)]
+def render_launch_script(
+    record: TrialRecord,
+    *,
+    study_name: str,
+    load_levels: Sequence[int],
+    server: ExportedServer | None = None,
+) -> str:
+    """``launch.sh``: the SGLang command the trial stands for, without benchmark-only settings."""
+    server = exported_server(record) if server is None else server
+    simulated = server.rehearsal is not None
+    lines = _common_header(record, study_name, load_levels)
+    if simulated:
+        lines += [
+            "#",
+            "# TUNED ON THE SIMULATOR: the figures above are simulated, not measured. This is the SGLang command the",
+            "# tuned configuration stands for (model path and fixed flags from the study). Measure it on your GPUs",
+            "# before relying on it: python -m autotune.verify <results/study> (rehearse_sim.sh runs the simulator).",
+        ]
+    lines += _removed_lines(server.removed)
+    return _script(record, lines, server.production, what="SGLang server")
+
+
+def render_rehearsal_script(record: TrialRecord, *, study_name: str, load_levels: Sequence[int],
+                            server: ExportedServer) -> str:
+    """``rehearse_sim.sh``: the simulated server exactly as the study measured it (benchmark-only settings included)."""
+    if server.rehearsal is None:
+        raise ExportError(f"trial {record.number} did not run on the simulator: there is nothing to rehearse")
+    lines = _common_header(record, study_name, load_levels)
+    lines += [
+        "#",
+        "# REHEARSAL: starts autotune's SIMULATED SGLang server exactly as the study measured it (for CPU machines and",
+        "# for python -m autotune.verify). It is not SGLang; launch.sh is the real command.",
+    ]
+    return _script(record, lines, server.rehearsal, what="simulated server")
+
+
+def _common_header(record: TrialRecord, study_name: str, load_levels: Sequence[int]) -> list[str]:
+    return [
+        f"autotune best configuration: study {_one_line(study_name)}, trial {record.number} (id {record.trial_id})",
+        engine_banner(record.engine, record.env),
+        *(_one_line(line) for line in _metric_lines(record, load_levels)),
+    ]
+
+
+def _removed_lines(removed: Sequence[StudyOnly]) -> list[str]:
+    if not removed:
+        return []
+    out = ["#", "# Measured with these benchmark-only settings, left out here (remove or re-measure on real weights):"]
+    out += [f"#   {s.text}: {_one_line(s.reason)}" for s in removed]
+    flags = [s for s in removed if s.kind == "flag"]
+    env = [s for s in removed if s.kind == "env"]
+    how = " ".join(shlex.quote(s.text) for s in env)
+    args = " ".join(shlex.quote(t) for s in flags for t in s.text.split(" ", 1))
+    out.append(f"# To run exactly as measured: {how + ' ' if how else ''}bash launch.sh{' -- ' + args if args else ''}")
+    return out
+
+
+def _script(record: TrialRecord, header: list[str], cmd: ServerCommand, *, what: str) -> str:
+    names = [k for k, _ in (*cmd.env, *cmd.site_env)] + list(cmd.unset_env)
+    bad = [k for k in names if not _ENV_NAME.match(k)]
     if bad:
         raise ExportError(f"trial {record.number}: environment names {bad!r} are not valid shell variable names")
-    host = argv_value(record.argv, "host")
-    header = [
+    env_lines = [_export_line(k, v) for k, v in cmd.env]
+    site_lines = [f"export {k}={shlex.quote(v)}" for k, v in cmd.site_env]
+    exported = " ".join(k for k, _ in (*cmd.env, *cmd.site_env))
+    top = [
         "#!/usr/bin/env bash",
-        f"# autotune best configuration: study {_one_line(study_name)}, trial {record.number} (id {record.trial_id})",
-        f"# {engine_banner(record.engine)}",
-        *(f"# {_one_line(line)}" for line in _metric_lines(record, load_levels)),
+        *(f"# {line}" if not line.startswith("#") else line for line in header),
         "#",
-        f"# Host: {_host_note(host)}",
-        "# To serve other machines, change the value after --host (e.g. to this node's address) only behind a",
-        "# firewall or an authenticating proxy: the SGLang HTTP server has no authentication.",
+        f"# Host and port: {_host_note(cmd.host)} HOST and PORT override them (default port {DEFAULT_PORT}).",
+        "# Serve other machines only behind a firewall or an authenticating proxy (or pass -- --api-key KEY).",
         "#",
-        "# Usage: ./launch.sh            run the server (exec: signals reach it directly)",
-        "#        ./launch.sh --dry-run  print the environment and the command without running anything",
-        "#        DRY_RUN=1 ./launch.sh  same as --dry-run",
+        f"# Usage: ./{'launch.sh' if cmd.module == SGLANG_MODULE else 'rehearse_sim.sh'} [--dry-run] [-- EXTRA ARGS]",
+        f"#   runs the {what} with ${{PYTHON:-python3}} (exec: signals reach it directly); --dry-run (or DRY_RUN=1)",
+        "#   prints the environment and the command without running anything; EXTRA ARGS are appended to the command.",
     ]
-    env_names = " ".join(record.env)
     body = [
         "set -euo pipefail",
         "",
         'DRY_RUN="${DRY_RUN:-0}"',
-        'for arg in "$@"; do',
-        '  case "$arg" in',
+        "EXTRA=()",
+        "while [[ $# -gt 0 ]]; do",
+        '  case "$1" in',
         "    --dry-run|-n) DRY_RUN=1 ;;",
         "    -h|--help) sed -n '2,/^set -euo/p' \"$0\" | sed '$d'; exit 0 ;;",
-        '    *) echo "launch.sh: unknown argument: $arg (use --dry-run to print the command)" >&2; exit 2 ;;',
+        '    --) shift; EXTRA=("$@"); break ;;',
+        '    *) echo "$(basename "$0"): unknown argument: $1 (use --dry-run, or -- before server arguments)" >&2; exit 2 ;;',
         "  esac",
+        "  shift",
         "done",
         "",
-        "# Environment autotune set for this trial (exact values; a secret is read from your environment, never stored).",
-        *(_export_line(k, v) for k, v in record.env.items()),
-        f"AUTOTUNE_ENV_NAMES=({env_names})",
+        "# The environment the server was measured with (a secret is read from your environment, never stored).",
+        *(env_lines or ["# (autotune set no variable for this server)"]),
+    ]
+    if site_lines:
+        body += [
+            "# The site's variables where it was measured (autotune.site: NVLink multicast switched off for every",
+            "# process). Keep them where your site needs multicast off.",
+            *site_lines,
+        ]
+    body += [
+        f"ENV_NAMES=({exported})",
+        "# Inherited variables the measured server did not have (Ray sets OMP_NUM_THREADS in its workers).",
+        f"UNSET_ENV=({' '.join(cmd.unset_env)})",
         "",
-        "# The exact server command.",
         "CMD=(",
-        *(f"  {line}" for line in _argv_lines(record.argv)),
+        f'  "${{PYTHON:-python3}}" -m {cmd.module}',
+        *(f"  {line}" for line in _option_lines(cmd.options)),
+        f'  --host "${{HOST:-{cmd.host}}}"',
+        f'  --port "${{PORT:-{DEFAULT_PORT}}}"',
         ")",
+        'CMD+=(${EXTRA[@]+"${EXTRA[@]}"})',
+        "RUN=(env)",
+        'for name in ${UNSET_ENV[@]+"${UNSET_ENV[@]}"}; do RUN+=(-u "$name"); done',
         "",
         'if [[ "$DRY_RUN" != "0" ]]; then',
         '  echo "# dry run: nothing started"',
-        '  for name in ${AUTOTUNE_ENV_NAMES[@]+"${AUTOTUNE_ENV_NAMES[@]}"}; do printf \'export %s=%q\\n\' "$name" "${!name}"; done',
-        "  printf '%q ' \"${CMD[@]}\"",
+        '  for name in ${ENV_NAMES[@]+"${ENV_NAMES[@]}"}; do printf \'export %s=%q\\n\' "$name" "${!name}"; done',
+        '  printf \'%q \' "${RUN[@]}" "${CMD[@]}"',
         "  echo",
         "  exit 0",
         "fi",
         "",
-        'exec "${CMD[@]}"',
+        'exec "${RUN[@]}" "${CMD[@]}"',
     ]
-    return "\n".join(header + [""] + body) + "\n"
+    return "\n".join(top + [""] + body) + "\n"
 
 
 def _metric_lines(record: TrialRecord, load_levels: Sequence[int]) -> list[str]:
@@ -89,35 +174,24 @@ def _metric_lines(record: TrialRecord, load_levels: Sequence[int]) -> list[str]:
     return lines
 
 
+def _export_line(name: str, value: str) -> str:
+    if value == REDACTED or is_secret(name):
+        return f'export {name}="${{{name}:?set {name} in your environment: autotune does not store secret values}}"'
+    return f"export {name}={shlex.quote(value)}"
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _host_note(host: str | None) -> str:
-    if host is None:
-        return "no --host in the command, so the engine's default applies (SGLang: 127.0.0.1)."
+def _host_note(host: str) -> str:
     if host in ("localhost", "::1") or host.startswith("127."):
         return f"the server binds to {host} (loopback): only this machine can reach it."
     return f"the server binds to {host}: every machine that can reach that address can use it."
 
 
-def _argv_lines(argv: Sequence[str]) -> list[str]:
-    """Shell-quoted argv, one option per line with its value (``--tp-size 8``), for a readable array literal."""
-    lines: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        takes_value = arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("--")
-        if takes_value and i > 0:
-            lines.append(f"{shlex.quote(arg)} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            lines.append(shlex.quote(arg))
-            i += 1
-    return lines
-
-
-def _export_line(name: str, value: str) -> str:
-    if value == REDACTED or is_secret(name):
-        return f'export {name}="${{{name}:?set {name} in your environment: autotune does not store secret values}}"'
-    return f"export {name}={shlex.quote(value)}"
+def _option_lines(options: Sequence[Option]) -> list[str]:
+    """Shell-quoted options, one per line with its value (``--tp-size 8``), for a readable array literal."""
+    return [
+        shlex.quote(f"--{name}") + (f" {shlex.quote(value)}" if value is not None else "") for name, value in options
+    ]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from autotune.engines.base import key_error_line
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
+from autotune.export.command import ExportedServer
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
 from autotune.export.metrics import (
     accept_lengths,
@@ -232,10 +233,37 @@ def _failures(a: StudyAnalysis) -> list[str]:
     return out
 
 
-def render_report(a: StudyAnalysis) -> str:
+def _study_only(server: ExportedServer | None) -> list[str]:
+    if server is None or not server.removed:
+        return []
+    out = [
+        "## Measured with; remove or re-measure on real weights",
+        "",
+        "These benchmark-only settings were in every measurement above. They are kept in the records and left out of "
+        "`launch.sh` and `serve_config.yaml`; figures that depend on them are not production figures.",
+        "",
+    ]
+    out += [f"- `{s.text}`: {_cell(s.reason)}" for s in server.removed]
+    return out + [""]
+
+
+def _tuned_on_simulator(server: ExportedServer | None) -> list[str]:
+    if server is None or server.rehearsal is None:
+        return []
+    return [
+        "**Tuned on the simulator.** `launch.sh` and `serve_config.yaml` are the SGLang command this configuration "
+        "stands for; every figure here is simulated. `rehearse_sim.sh` (and `rehearse_sim_serve.yaml`) run the "
+        "simulator as measured; `python -m autotune.verify <results/study>` measures an export again.",
+        "",
+    ]
+
+
+def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str:
     parts = [
         *_header(a),
+        *_tuned_on_simulator(server),
         *_recommendation(a),
+        *_study_only(server),
         *_regimes(a),
         *_drafters(a),
         *_pareto(a),
@@ -243,7 +271,7 @@ def render_report(a: StudyAnalysis) -> str:
         *_failures(a),
         "## Files",
         "",
-        "`launch.sh` (exact command + environment; `--dry-run`), `serve_config.yaml` (`serve deploy`), `best.json`, "
+        "`launch.sh` (the SGLang command + environment; `--dry-run`), `serve_config.yaml` (`serve deploy`), `best.json`, "
         f"`pareto.json`, `{THROUGHPUT_SVG}`, `{PARETO_SVG}`. Per-trial records are in `../trials.jsonl` and "
         "`../trials/`, server logs in `../logs/`.",
         "",

@@ -7,13 +7,13 @@ including that Serve's model does not silently drop a key we wrote.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import yaml
 
 from autotune.export.banner import engine_banner
+from autotune.export.command import ExportedServer, ServerCommand, exported_server, option_argv
 from autotune.export.errors import ExportError
 from autotune.export.metrics import argv_value
 from autotune.records import TrialRecord
@@ -21,7 +21,6 @@ from autotune.secrets import REDACTED, is_secret
 
 IMPORT_PATH = "serve_app.app:build_app"
 DEPLOYMENT_NAME = "EngineServer"
-SGLANG_DEFAULT_PORT = 30000
 DEFAULT_READY_TIMEOUT_S = 900.0
 
 
@@ -31,7 +30,7 @@ class ServeAppArgs:
 
     name: str
     engine: str  # "sglang" | "sim"
-    argv: list[str]
+    argv: list[str]  # "-m <module> <options>": the replica prepends its own interpreter
     env: dict[str, str]
     unset_env: list[str]
     host: str
@@ -45,18 +44,8 @@ def app_name(study_name: str) -> str:
     return f"{slug}-best"
 
 
-def engine_kind(record: TrialRecord) -> str:
-    if record.engine is not None:
-        return "sim" if record.engine.simulated else record.engine.engine
-    return "sglang" if "sglang.launch_server" in record.argv else "sim"
-
-
 def server_gpus(record: TrialRecord) -> int:
-    """GPUs the replica reserves: 0 for the simulator, else what the engine used (tp x dp from argv as fallback)."""
-    if engine_kind(record) == "sim":
-        return 0
-    if record.engine is not None and record.engine.gpu_count > 0:
-        return record.engine.gpu_count
+    """GPUs a production replica reserves: tensor parallel x data parallel from the trial's argv."""
     tp = argv_value(record.argv, "tp-size") or argv_value(record.argv, "tp") or "1"
     dp = argv_value(record.argv, "dp-size") or argv_value(record.argv, "dp") or "1"
     try:
@@ -65,22 +54,22 @@ def server_gpus(record: TrialRecord) -> int:
         raise ExportError(f"trial {record.number}: cannot read --tp-size/--dp-size from argv ({tp!r}, {dp!r})") from exc
 
 
-def serve_app_args(record: TrialRecord, *, study_name: str, unset_env: Sequence[str] = ()) -> ServeAppArgs:
-    port_text = argv_value(record.argv, "port")
-    try:
-        port = int(port_text) if port_text is not None else SGLANG_DEFAULT_PORT
-    except ValueError as exc:
-        raise ExportError(f"trial {record.number}: --port {port_text!r} in argv is not an integer") from exc
+def serve_app_args(
+    record: TrialRecord, cmd: ServerCommand, *, study_name: str, rehearsal: bool = False
+) -> ServeAppArgs:
+    """The app's args for ``cmd``: argv without an interpreter (the replica runs ``-m <module>`` on its own Python) and
+    ``--port 0`` (the replica picks a free port on its node and proxies to it)."""
     ready = record.phases.launch_to_ready_s
+    argv = ["-m", cmd.module, *option_argv(cmd.options), "--host", cmd.host, "--port", "0"]
     return ServeAppArgs(
-        name=app_name(study_name),
-        engine=engine_kind(record),
-        argv=list(record.argv),
-        env={k: v for k, v in record.env.items() if not _secret(k, v)},
-        unset_env=list(unset_env),
-        host=argv_value(record.argv, "host") or "127.0.0.1",
-        port=port,
-        gpus=server_gpus(record),
+        name=app_name(study_name) + ("-rehearsal" if rehearsal else ""),
+        engine="sim" if rehearsal else "sglang",
+        argv=argv,
+        env={k: v for k, v in (*cmd.env, *cmd.site_env) if not _secret(k, v)},
+        unset_env=list(cmd.unset_env),
+        host=cmd.host,
+        port=0,
+        gpus=0 if rehearsal else server_gpus(record),
         ready_timeout_s=max(DEFAULT_READY_TIMEOUT_S, 3.0 * ready) if ready else DEFAULT_READY_TIMEOUT_S,
     )
 
@@ -142,27 +131,49 @@ def _missing_keys(ours: Any, theirs: Any, path: str) -> list[str]:
 
 
 def render_serve_config(
-    record: TrialRecord, *, study_name: str, unset_env: Sequence[str] = (), http_port: int = 8000
+    record: TrialRecord,
+    *,
+    study_name: str,
+    server: ExportedServer | None = None,
+    rehearsal: bool = False,
+    http_port: int = 8000,
 ) -> str:
-    """YAML text with a comment header (engine, trial, how to deploy); validated before it is returned."""
-    args = serve_app_args(record, study_name=study_name, unset_env=unset_env)
+    """YAML text with a comment header (engine, trial, how to deploy); validated before it is returned.
+
+    ``rehearsal``: the simulator exactly as measured (a simulated study's ``rehearse_sim_serve.yaml``)."""
+    server = exported_server(record) if server is None else server
+    cmd = server.rehearsal if rehearsal else server.production
+    if cmd is None:
+        raise ExportError(f"trial {record.number} did not run on the simulator: there is nothing to rehearse")
+    args = serve_app_args(record, cmd, study_name=study_name, rehearsal=rehearsal)
     doc = serve_config(args, http_port=http_port)
     validate_serve_config(doc)
     header = [
         f"# autotune best configuration: study {' '.join(study_name.split())}, trial {record.number} "
         f"(id {record.trial_id})",
-        f"# {engine_banner(record.engine)}",
-        "# Deploy on a running Ray cluster where the autotune package (with serve_app) is installed:",
-        "#   serve deploy serve_config.yaml        # then: serve status",
-        f"# The engine server listens on {args.host}:{args.port} on the replica's node; Serve's own HTTP proxy binds",
-        "# 127.0.0.1. Expose either only behind a firewall or an authenticating proxy (SGLang has no authentication).",
+        f"# {engine_banner(record.engine, record.env)}",
     ]
-    secret = [k for k, v in record.env.items() if _secret(k, v)]
+    if rehearsal:
+        header.append("# REHEARSAL: autotune's SIMULATED SGLang server as measured; serve_config.yaml is the real one.")
+    elif server.rehearsal is not None:
+        header.append("# TUNED ON THE SIMULATOR: this is the SGLang server the tuned configuration stands for.")
+    header += [f"#   left out (benchmark-only, see report.md): {s.text}" for s in server.removed if not rehearsal]
+    secret = [k for k, v in cmd.env if _secret(k, v)]
     if secret:
         header.append(f"# Secret variables not stored here: {', '.join(secret)}. Set them in the replicas' environment "
                       "(the node's shell or a runtime_env); the engine server inherits them.")
+    header += DEPLOY_HELP
+    header.append(
+        f"# The engine listens on {args.host}:<a free port> on the replica's node; Serve's HTTP proxy binds 127.0.0.1."
+    )
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000)
     return "\n".join(header) + "\n" + body
+
+
+DEPLOY_HELP = [
+    "# Deploy on a running Ray cluster whose nodes have the autotune package installed (see docs/results.md):",
+    "#   serve deploy serve_config.yaml        # then: serve status",
+]
 
 
 def _secret(name: str, value: str) -> bool:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autotune.export.analysis import analyze
+from autotune.export.command import exported_server
 from autotune.export.documents import best_document, pareto_document
-from autotune.export.launch_script import render_launch_script
+from autotune.export.launch_script import render_launch_script, render_rehearsal_script
 from autotune.export.plots import pareto_svg, throughput_svg
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config
@@ -21,6 +22,9 @@ from autotune.secrets import REDACTED, has_secrets, redact_env
 BEST_DIR = "best"
 LAUNCH_SH = "launch.sh"
 SERVE_CONFIG = "serve_config.yaml"
+REHEARSE_SH = "rehearse_sim.sh"
+REHEARSE_SERVE = "rehearse_sim_serve.yaml"
+SCRIPTS = (LAUNCH_SH, REHEARSE_SH)
 BEST_JSON = "best.json"
 PARETO_JSON = "pareto.json"
 REPORT_MD = "report.md"
@@ -33,6 +37,8 @@ class ExportResult:
     best_dir: Path
     launch_script: Path | None  # written only when there is a best trial
     serve_config: Path | None
+    rehearsal_script: Path | None  # simulated studies: the simulator as measured
+    rehearsal_serve_config: Path | None
     best_json: Path
     pareto_json: Path
     report: Path
@@ -42,7 +48,7 @@ class ExportResult:
     @property
     def paths(self) -> tuple[Path, ...]:
         """Every file written, in a stable order."""
-        maybe = (self.launch_script, self.serve_config)
+        maybe = (self.launch_script, self.serve_config, self.rehearsal_script, self.rehearsal_serve_config)
         fixed = (self.best_json, self.pareto_json, self.report, self.throughput_svg, self.pareto_svg)
         return tuple(p for p in maybe if p is not None) + fixed
 
@@ -54,27 +60,34 @@ def export_study(
     objectives: Sequence[tuple[str, str]],
     records: Sequence[TrialRecord],
     load_levels: Sequence[int],
-    unset_env: Sequence[str] = (),
+    study_only: Mapping[str, str] | None = None,
 ) -> ExportResult:
-    """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs.
+    """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
+    simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
 
-    ``unset_env`` names inherited variables the trial's launcher removed (passed on to the Serve app's args).
-    With no feasible trial, best.json says why and launch.sh / serve_config.yaml are not written (stale ones removed).
+    ``study_only``: the study's benchmark-only settings (``server.study_only``: name -> reason), left out of launch.sh
+    and serve_config.yaml with the known ones (``autotune.export.study_only``).
+    With no feasible trial, best.json says why and the scripts and Serve configs are not written (stale ones removed).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
     records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels)
     best = a.best.record
+    server = exported_server(best, study_only) if best is not None else None
     texts: dict[str, str] = {
-        BEST_JSON: json.dumps(best_document(a), indent=2) + "\n",
+        BEST_JSON: json.dumps(best_document(a, server), indent=2) + "\n",
         PARETO_JSON: json.dumps(pareto_document(a), indent=2) + "\n",
-        REPORT_MD: render_report(a),
+        REPORT_MD: render_report(a, server),
         THROUGHPUT_SVG: throughput_svg(a),
         PARETO_SVG: pareto_svg(a),
     }
-    if best is not None:
-        texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=a.load_levels)
-        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, unset_env=unset_env)
+    if best is not None and server is not None:
+        levels = a.load_levels
+        texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
+        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server)
+        if server.rehearsal is not None:
+            texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
+            texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True)
     out = Path(study_dir) / BEST_DIR
     out.mkdir(parents=True, exist_ok=True)
     # an export that names secret variables is kept from other users (the values themselves are never written)
@@ -82,10 +95,10 @@ def export_study(
     if private:
         os.chmod(out, 0o700)
     for name, text in texts.items():
-        mode = 0o755 if name == LAUNCH_SH else 0o644
+        mode = 0o755 if name in SCRIPTS else 0o644
         _write_atomic(out / name, text, mode=mode & 0o700 if private else mode)
-    if best is None:
-        for stale in (LAUNCH_SH, SERVE_CONFIG):
+    for stale in (LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE):
+        if stale not in texts:
             (out / stale).unlink(missing_ok=True)
     return ExportResult(
         best=best,
@@ -93,6 +106,8 @@ def export_study(
         best_dir=out,
         launch_script=out / LAUNCH_SH if best is not None else None,
         serve_config=out / SERVE_CONFIG if best is not None else None,
+        rehearsal_script=out / REHEARSE_SH if REHEARSE_SH in texts else None,
+        rehearsal_serve_config=out / REHEARSE_SERVE if REHEARSE_SERVE in texts else None,
         best_json=out / BEST_JSON,
         pareto_json=out / PARETO_JSON,
         report=out / REPORT_MD,

@@ -152,6 +152,18 @@ def _server(m: StudyFileModel) -> list[Problem]:
             out.append(Problem("server.flags.dp-size", f"expected a positive integer, got {value!r}", "write e.g. 2"))
     for name, value in srv.env.items():
         out += env_problems(f"server.env.{name}", name, [value])
+    settable = {*srv.flags, *srv.env, *m.workload.properties}
+    settable |= {p.flag or p.env for p in m.params.values() if (p.flag or p.env)}
+    for name in srv.study_only:
+        if name.strip().lstrip("-") not in settable:
+            out.append(
+                Problem(
+                    f"server.study_only.{name}",
+                    f"`{name}` is not a flag or variable this study sets",
+                    "name a key of server.flags / server.env / workload.properties or a param's flag/env "
+                    "(flags without dashes)",
+                )
+            )
     return out
 
 

@@ -116,6 +116,7 @@ class ServerSpec:
     flags: dict[str, str | int | float | bool] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     secret_env: tuple[str, ...] = ()  # redacted beyond autotune.secrets.SECRET_NAME
+    study_only: dict[str, str] = field(default_factory=dict)  # flag or variable -> why it is benchmark-only
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pytest
 import yaml
 from ray.serve.schema import ServeDeploySchema
 
+from autotune.export.command import exported_server
 from autotune.export.errors import ExportError
 from autotune.export.serve_config import render_serve_config, serve_app_args, serve_config, validate_serve_config
 
@@ -19,9 +20,17 @@ def _app(text: str) -> dict:
     return app
 
 
+def _sim(rec):
+    """The record as a simulated trial ran it: the simulator module, its options, a benchmark-only variable."""
+    argv = list(rec.argv)
+    argv[:3] = ["/venv/bin/python3", "-m", "autotune.sim.server", "--sim-profile", "p", "--sim-time-scale", "5.0"]
+    return replace(rec, argv=argv, env={**rec.env, "SGLANG_SIMULATE_ACC_LEN": "3.0"})
+
+
 def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_engine):
-    rec = replace(record_factory(0, tputs={1: 60}, env={"NCCL_PROTO": "LL128"}), engine=real_engine)
-    text = render_serve_config(rec, study_name="my study!", unset_env=["OMP_NUM_THREADS"])
+    rec = replace(record_factory(0, tputs={1: 60}, env={"NCCL_PROTO": "LL128", "NCCL_NVLS_ENABLE": "0"}),
+                  engine=real_engine)
+    text = render_serve_config(rec, study_name="my study!")
     doc = yaml.safe_load(text)
     model = ServeDeploySchema.model_validate(doc)
     assert model.http_options.host == "127.0.0.1"
@@ -31,36 +40,39 @@ def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_
     (dep,) = app.deployments
     assert dep.name == "EngineServer" and dep.num_replicas == 1
     assert dep.ray_actor_options is not None
-    assert dep.ray_actor_options.num_gpus == 2 and dep.ray_actor_options.num_cpus == 1
+    assert dep.ray_actor_options.num_gpus == 8 and dep.ray_actor_options.num_cpus == 1  # --tp-size 8
     args = app.args
-    assert args["argv"] == rec.argv and args["env"] == {"NCCL_PROTO": "LL128"}
-    assert args["engine"] == "sglang" and args["gpus"] == 2
-    assert (args["host"], args["port"]) == ("127.0.0.1", 31000)
+    # No interpreter path and no trial port: the replica runs "-m sglang.launch_server" on its own Python, on a
+    # free port of its node.
+    assert args["argv"] == ["-m", "sglang.launch_server", "--model-path", "/models/kimi-k2.5", "--tp-size", "8",
+                            "--host", "127.0.0.1", "--port", "0"]
+    assert args["env"] == {"NCCL_PROTO": "LL128", "NCCL_NVLS_ENABLE": "0"}
+    assert args["engine"] == "sglang" and args["gpus"] == 8
+    assert (args["host"], args["port"]) == ("127.0.0.1", 0)
     assert args["unset_env"] == ["OMP_NUM_THREADS"] and args["ready_timeout_s"] >= 900
     assert set(args) == {"name", "engine", "argv", "env", "unset_env", "host", "port", "gpus", "ready_timeout_s"}
     assert "# Engine: SGLang 0.5.17 on 2 x NVIDIA H200" in text
     assert "serve deploy serve_config.yaml" in text
 
 
-def test_sim_engine_reserves_no_gpu_and_says_simulated(record_factory):
-    rec = record_factory(0, tputs={1: 60})
+def test_simulated_study_exports_sglang_and_a_rehearsal(record_factory):
+    rec = _sim(record_factory(0, tputs={1: 60}))
     text = render_serve_config(rec, study_name="demo")
     app = _app(text)
-    assert app["args"]["engine"] == "sim"
-    assert app["deployments"][0]["ray_actor_options"]["num_gpus"] == 0
+    assert app["args"]["engine"] == "sglang" and app["args"]["argv"][:2] == ["-m", "sglang.launch_server"]
+    assert "SGLANG_SIMULATE_ACC_LEN" not in app["args"]["env"] and "TUNED ON THE SIMULATOR" in text
     assert "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement" in text
+    rehearsal = render_serve_config(rec, study_name="demo", rehearsal=True)
+    app = _app(rehearsal)
+    assert app["args"]["engine"] == "sim" and app["args"]["argv"][:4] == ["-m", "autotune.sim.server", "--sim-profile", "p"]
+    assert app["args"]["env"]["SGLANG_SIMULATE_ACC_LEN"] == "3.0" and app["name"] == "demo-best-rehearsal"
+    assert app["deployments"][0]["ray_actor_options"]["num_gpus"] == 0
 
 
 def test_long_launch_raises_ready_timeout(record_factory):
     rec = record_factory(0, tputs={1: 60})
     rec = replace(rec, phases=replace(rec.phases, launch_to_ready_s=600.0))
-    assert serve_app_args(rec, study_name="demo").ready_timeout_s == 1800.0
-
-
-def test_gpus_from_argv_when_engine_unknown(record_factory):
-    rec = replace(record_factory(0, tputs={1: 60}), engine=None)  # argv: sglang.launch_server --tp-size 8
-    args = serve_app_args(rec, study_name="demo")
-    assert (args.engine, args.gpus) == ("sglang", 8)
+    assert serve_app_args(rec, exported_server(rec).production, study_name="demo").ready_timeout_s == 1800.0
 
 
 @pytest.mark.parametrize(
@@ -72,7 +84,8 @@ def test_gpus_from_argv_when_engine_unknown(record_factory):
     ],
 )
 def test_validator_rejects_what_serve_would_reject_or_drop(record_factory, mutate, match):
-    doc = serve_config(serve_app_args(record_factory(0, tputs={1: 60}), study_name="demo"))
+    rec = record_factory(0, tputs={1: 60})
+    doc = serve_config(serve_app_args(rec, exported_server(rec).production, study_name="demo"))
     validate_serve_config(doc)
     mutate(doc)
     with pytest.raises(ExportError, match=match):

@@ -50,10 +50,18 @@ def test_best_json_launch_sh_and_serve_config_agree(exported, records):
     assert best["params"] == {"mem-fraction-static": 0.85}
     assert [lv["concurrency"] for lv in best["levels"]] == [1, 8, 32, 128]
     assert best["engine"]["simulated"] is True and best["primary_objective"]["value"] == 2370
+    production = json.loads((best_dir / "best.json").read_text())["export"]["production"]
     dry = subprocess.run(["bash", str(best_dir / "launch.sh"), "--dry-run"], capture_output=True, text=True, timeout=30)
-    assert shlex.split(dry.stdout.splitlines()[-1]) == best["argv"]
+    # launch.sh, best.json's export section and serve_config.yaml name the same server: the trial's argv without the
+    # interpreter, host and port (which the scripts and the replica set).
+    rest = best["argv"][3:]
+    trial_args = [a for i, a in enumerate(rest) if a not in ("--host", "--port") and rest[i - 1] not in ("--host", "--port")]
+    assert production["args"] == trial_args and production["env"] == best["env"]
+    assert shlex.split(dry.stdout.splitlines()[-1])[3:] == ["python3", "-m", "sglang.launch_server", *trial_args,
+                                                           "--host", "127.0.0.1", "--port", "30000"]
     app = ServeDeploySchema.model_validate(yaml.safe_load((best_dir / "serve_config.yaml").read_text())).applications[0]
-    assert app.args["argv"] == best["argv"] and app.args["env"] == best["env"]
+    assert app.args["argv"] == ["-m", "sglang.launch_server", *trial_args, "--host", "127.0.0.1", "--port", "0"]
+    assert app.args["env"] == best["env"] and app.args["unset_env"] == production["unset_env"] == ["OMP_NUM_THREADS"]
 
 
 def test_pareto_json(exported):

@@ -1,0 +1,123 @@
+"""The server a trial stands for, as the export runs it: the production SGLang command and, for a simulated study, the
+simulator rehearsal. Pure: built from a TrialRecord's argv and environment.
+
+The production command is portable: no interpreter path (the scripts use ``${PYTHON:-python3}``), no host or port
+(``${HOST}``, ``${PORT}``), no port SGLang picks itself (``--nccl-port``), no simulator option, and no benchmark-only
+setting (``autotune.export.study_only``). What was removed is kept in ``removed``, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autotune.engines.base import RAY_INJECTED_ENV
+from autotune.export.errors import ExportError
+from autotune.export.study_only import StudyOnly, study_only_settings
+from autotune.records import TrialRecord
+from autotune.site import MULTICAST_VARS
+
+SGLANG_MODULE = "sglang.launch_server"
+SIM_MODULE = "autotune.sim.server"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 30000
+# Options the export writes itself (host, port) or leaves to the server (the NCCL port it picks when unset).
+MANAGED_OPTIONS = frozenset({"host", "port", "nccl-port"})
+SIM_OPTION_PREFIX = "sim-"
+
+Option = tuple[str, str | None]  # (flag without dashes, value or None for a bare switch)
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """``python -m <module> <options> --host H --port P`` with ``env`` set and ``unset_env`` removed."""
+
+    module: str
+    options: tuple[Option, ...]
+    env: tuple[tuple[str, str], ...]  # the study's variables
+    site_env: tuple[tuple[str, str], ...]  # the site's multicast variables the trial ran with (autotune.site)
+    unset_env: tuple[str, ...]
+    host: str
+
+
+@dataclass(frozen=True)
+class ExportedServer:
+    production: ServerCommand  # always SGLang
+    rehearsal: ServerCommand | None  # the simulator exactly as measured (simulated studies only)
+    removed: tuple[StudyOnly, ...]  # benchmark-only settings left out of production
+
+
+def split_argv(argv: Sequence[str]) -> tuple[str, tuple[Option, ...]]:
+    """``[python, -m, module, --a, 1, --b, ...]`` -> ``(module, (("a", "1"), ("b", None), ...))``."""
+    if "-m" not in argv or argv.index("-m") + 1 >= len(argv):
+        raise ExportError(f"the trial's argv does not run a Python module (`python -m ...`): {list(argv)!r}")
+    i = argv.index("-m")
+    module, rest = argv[i + 1], list(argv[i + 2 :])
+    options: list[Option] = []
+    j = 0
+    while j < len(rest):
+        token = rest[j]
+        if not token.startswith("--"):
+            raise ExportError(f"unexpected argument {token!r} in the trial's argv (every option starts with --)")
+        name, eq, inline = token[2:].partition("=")
+        if eq:
+            options.append((name, inline))
+            j += 1
+        elif j + 1 < len(rest) and not rest[j + 1].startswith("--"):
+            options.append((name, rest[j + 1]))
+            j += 2
+        else:
+            options.append((name, None))
+            j += 1
+    return module, tuple(options)
+
+
+def measured_unset_env(record: TrialRecord) -> tuple[str, ...]:
+    """Inherited variables the trial's server ran without: the record's ``unset_env``, else what the launcher removes
+    by rule (Ray's variables the study did not set)."""
+    recorded = getattr(record, "unset_env", None)
+    if recorded:
+        return tuple(recorded)
+    return tuple(v for v in RAY_INJECTED_ENV if v not in record.env)
+
+
+def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = None) -> ExportedServer:
+    """The production command (and the rehearsal, for a simulated trial) of one trial."""
+    if not record.argv:
+        raise ExportError(f"trial {record.number} has no argv: nothing to launch (was the record written by a runner?)")
+    module, options = split_argv(record.argv)
+    if module not in (SGLANG_MODULE, SIM_MODULE):
+        raise ExportError(f"trial {record.number} ran {module!r}, neither SGLang nor the simulator: cannot export it")
+    host = next((v for k, v in options if k == "host" and v), DEFAULT_HOST)
+    server_opts = tuple((k, v) for k, v in options if k not in MANAGED_OPTIONS)
+    engine_opts = tuple((k, v) for k, v in server_opts if not k.startswith(SIM_OPTION_PREFIX))
+    site_env = tuple((k, v) for k, v in record.env.items() if k in MULTICAST_VARS)
+    study_env = {k: v for k, v in record.env.items() if k not in MULTICAST_VARS}
+    removed = study_only_settings(dict(engine_opts), study_env, study_only or {})
+    gone_flags = {s.name for s in removed if s.kind == "flag"}
+    gone_env = {s.name for s in removed if s.kind == "env"}
+    unset = measured_unset_env(record)
+    production = ServerCommand(
+        module=SGLANG_MODULE,
+        options=tuple((k, v) for k, v in engine_opts if k not in gone_flags),
+        env=tuple((k, v) for k, v in study_env.items() if k not in gone_env),
+        site_env=site_env,
+        unset_env=unset,
+        host=host,
+    )
+    rehearsal = None
+    if module == SIM_MODULE:
+        rehearsal = ServerCommand(
+            module=SIM_MODULE, options=server_opts, env=tuple(study_env.items()), site_env=site_env, unset_env=unset,
+            host=host,
+        )
+    return ExportedServer(production=production, rehearsal=rehearsal, removed=removed)
+
+
+def option_argv(options: Sequence[Option]) -> list[str]:
+    out: list[str] = []
+    for name, value in options:
+        out.append(f"--{name}")
+        if value is not None:
+            out.append(value)
+    return out
