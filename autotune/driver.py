@@ -98,7 +98,6 @@ class StudyDriver:
         import ray
 
         os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         if self.address:
             ctx = ray.init(address=self.address, log_to_driver=self._verbose)
             started = False

@@ -243,6 +243,14 @@ def test_floats_are_launched_at_the_precision_searched(tmp_path: Path) -> None:
     assert "round" in error(tmp_path, study(params={"i": {"flag": "a", "type": "int", "low": 1, "high": 4, "round": 1}}))
 
 
+def test_study_only_settings_must_name_what_the_study_sets(tmp_path: Path) -> None:
+    data = study(server={"model_path": "/m", "flags": {"attention-backend": "triton"},
+                         "study_only": {"attention-backend": "the kit lacks fa3"}})
+    assert load(tmp_path, data).server.study_only == {"attention-backend": "the kit lacks fa3"}
+    data["server"]["study_only"] = {"sampling-backend": "x"}
+    assert "server.study_only.sampling-backend" in error(tmp_path, data)
+
+
 # --- trial configurations --------------------------------------------------------------------------------------------
 
 

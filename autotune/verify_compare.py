@@ -1,0 +1,100 @@
+"""The verdict of ``python -m autotune.verify``: each figure measured again against the study's figure and interval.
+
+Pure. The study's figures come from ``best/best.json`` (the best trial's per-level summaries); a level measured in
+windows carries ``intervals`` (per metric: mean, sd, n and the 95% interval ``low``..``high``). A figure is judged
+against that interval; where the record has none, against the study's figure +- ``tolerance`` (relative), and the
+verdict says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# metric name -> (key of the level summary, sub-key of its distribution or None)
+METRICS: Mapping[str, tuple[str, str | None]] = {
+    "output_tok_per_s": ("output_tok_per_s", None),
+    "tpot_ms.median": ("tpot_ms", "median"),
+    "ttft_ms.p99": ("ttft_ms", "p99"),
+    "itl_ms.median": ("itl_ms", "median"),
+}
+JUDGED_DEFAULT = ("output_tok_per_s", "tpot_ms.median")
+
+Verdict = Literal["within interval", "outside interval", "within tolerance", "outside tolerance", "not measured"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One metric at one load level: the study's value (and interval), the value measured again, the verdict."""
+
+    concurrency: int
+    metric: str
+    study: float | None
+    low: float | None  # the study's 95% interval, when the record has one
+    high: float | None
+    n: int | None  # windows behind the study's interval
+    measured: float | None
+    judged: bool  # counts for the exit code
+    verdict: Verdict
+
+    @property
+    def ok(self) -> bool:
+        return not self.judged or self.verdict in ("within interval", "within tolerance")
+
+    @property
+    def rel_diff(self) -> float | None:
+        if self.study in (None, 0) or self.measured is None:
+            return None
+        return (self.measured - self.study) / self.study
+
+
+def level_value(level: Mapping[str, Any], metric: str) -> float | None:
+    key, sub = METRICS[metric]
+    value = level.get(key)
+    if sub is not None:
+        value = value.get(sub) if isinstance(value, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def level_interval(level: Mapping[str, Any], metric: str) -> tuple[float | None, float | None, int | None]:
+    """The study's 95% interval of ``metric`` at a level, or Nones when the record has none."""
+    iv = (level.get("intervals") or {}).get(metric)
+    if not isinstance(iv, Mapping) or iv.get("low") is None or iv.get("high") is None:
+        return None, None, None
+    return float(iv["low"]), float(iv["high"]), int(iv["n"]) if iv.get("n") is not None else None
+
+
+def compare(
+    study_levels: Sequence[Mapping[str, Any]],
+    measured_levels: Sequence[Mapping[str, Any]],
+    *,
+    judged: Sequence[str] = JUDGED_DEFAULT,
+    tolerance: float = 0.10,
+) -> tuple[Figure, ...]:
+    """Every metric of ``METRICS`` at every level of the study (summaries as in best.json / BenchResult.to_json)."""
+    unknown = [m for m in judged if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}: use {', '.join(METRICS)}")
+    measured = {int(lv["concurrency"]): lv for lv in measured_levels}
+    out: list[Figure] = []
+    for lv in sorted(study_levels, key=lambda x: int(x["concurrency"])):
+        c = int(lv["concurrency"])
+        for metric in METRICS:
+            study = level_value(lv, metric)
+            low, high, n = level_interval(lv, metric)
+            again = level_value(measured[c], metric) if c in measured else None
+            out.append(
+                Figure(c, metric, study, low, high, n, again, metric in judged, _verdict(study, low, high, again, tolerance))
+            )
+    return tuple(out)
+
+
+def _verdict(
+    study: float | None, low: float | None, high: float | None, measured: float | None, tolerance: float
+) -> Verdict:
+    if measured is None or study is None:
+        return "not measured"
+    if low is not None and high is not None:
+        return "within interval" if low <= measured <= high else "outside interval"
+    return "within tolerance" if abs(measured - study) <= tolerance * abs(study) else "outside tolerance"

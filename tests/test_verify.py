@@ -1,0 +1,139 @@
+"""``python -m autotune.verify`` on a simulated study: starts the exported rehearsal script outside Ray, measures it with
+the study's plan, judges each figure, writes verify.json / verify.md and tears the process group down."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune import verify
+from autotune.bench.client import run_plan
+from autotune.bench.plan_codec import plan_to_json
+from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.export import export_study
+from autotune.launcher import launched
+from autotune.records import EngineInfo, TrialOutcome, TrialRecord
+from autotune.registry import group_alive
+from autotune.trial import LaunchSpec
+from autotune.verify_compare import compare
+from tests.conftest import free_port
+
+PLAN = BenchPlan(workload=WorkloadSpec(input_len=32, output_len=16, seed=3), concurrencies=(1, 4), rounds=2,
+                 min_requests=4, warmup_requests=1)
+SIM_ARGV = [sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--sim-time-scale", "10.0",
+            "--model-path", "/models/llama-1b", "--tp-size", "1", "--load-format", "dummy",
+            "--mem-fraction-static", "0.83"]
+ENGINE = EngineInfo(engine="sim", version="0", simulated=True, gpu_name="SIMULATED NVIDIA H200", gpu_count=1,
+                    profile="h200-llama-1b", time_scale=10.0)
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study of one trial, its figures measured on the simulated server it stands for, exported."""
+    root = tmp_path_factory.mktemp("verify") / "vstudy"
+    port = free_port()
+    argv = (*SIM_ARGV, "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(free_port()))
+    spec = LaunchSpec(engine="sim", argv=argv, env={}, host="127.0.0.1", port=port, gpus=0, ready_timeout_s=60)
+    with launched(spec, root / "measure.log") as server:
+        bench = run_plan(server.base_url, PLAN)
+    record = TrialRecord(
+        study="vstudy", trial_id="t0", number=0, params={"mem_fraction_static": 0.83}, flags={}, env={},
+        argv=list(argv), outcome=TrialOutcome.COMPLETE, engine=ENGINE, bench=bench,
+        objectives={"output_tok_per_s@max": bench.levels[-1].output_tok_per_s}, feasible=True,
+    )
+    export_study(root, study_name="vstudy", objectives=[("output_tok_per_s@max", "maximize")], records=[record],
+                 load_levels=[1, 4])
+    study = {"name": "vstudy", "ready_timeout_s": 60.0, "plan": json.loads(plan_to_json(PLAN)),
+             "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
+             "server": {"study_only": {}}}
+    (root / "study.json").write_text(json.dumps(study))
+    return root
+
+
+def _run(study_dir: Path, out: Path, *extra: str) -> tuple[int, dict]:
+    code = verify.main([str(study_dir), "--out", str(out), *extra])
+    report = json.loads((out / "verify.json").read_text()) if (out / "verify.json").exists() else {}
+    return code, report
+
+
+def test_verify_runs_the_rehearsal_measures_and_tears_down(study_dir: Path, tmp_path: Path) -> None:
+    code, report = _run(study_dir, tmp_path / "v", "--tolerance", "0.5")
+    assert report["kind"] == "rehearsal" and report["script"].endswith("best/rehearse_sim.sh")
+    assert report["python"] == sys.executable and not report["server_alive_after_teardown"]
+    assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 4]
+    judged = [f for f in report["figures"] if f["judged"]]
+    assert {(f["concurrency"], f["metric"]) for f in judged} == {
+        (1, "output_tok_per_s"), (4, "output_tok_per_s"), (1, "tpot_ms.median"), (4, "tpot_ms.median")}
+    assert all(f["verdict"] in ("within tolerance", "outside tolerance") for f in judged)  # no interval recorded
+    assert code == (0 if report["ok"] else 1) and report["ok"] == all(f["ok"] for f in judged)
+    md = (tmp_path / "v" / "verify.md").read_text()
+    assert "Rehearsal" in md and "| 4 | output_tok_per_s |" in md
+
+
+def test_verify_fails_when_the_study_figures_are_not_reproduced(study_dir: Path, tmp_path: Path) -> None:
+    best = study_dir / "best" / "best.json"
+    doc = json.loads(best.read_text())
+    broken = tmp_path / "broken"
+    (broken / "best").mkdir(parents=True)
+    for name in ("rehearse_sim.sh", "launch.sh"):
+        (broken / "best" / name).write_bytes((study_dir / "best" / name).read_bytes())
+        (broken / "best" / name).chmod(0o755)
+    (broken / "study.json").write_text((study_dir / "study.json").read_text())
+    for lv in doc["best"]["levels"]:
+        lv["output_tok_per_s"] *= 10
+    (broken / "best" / "best.json").write_text(json.dumps(doc))
+    code, report = _run(broken, tmp_path / "v")
+    assert code == 1 and not report["ok"]
+    assert {f["verdict"] for f in report["figures"] if f["metric"] == "output_tok_per_s"} == {"outside tolerance"}
+
+
+def test_verify_refuses_what_the_site_forbids(study_dir: Path, tmp_path: Path, site_multicast_off: dict) -> None:
+    doc = json.loads((study_dir / "best" / "best.json").read_text())
+    doc["export"]["rehearsal"]["env"]["NCCL_NVLS_ENABLE"] = "1"
+    bad = tmp_path / "bad"
+    (bad / "best").mkdir(parents=True)
+    (bad / "best" / "best.json").write_text(json.dumps(doc))
+    (bad / "best" / "rehearse_sim.sh").write_text("#!/bin/sh\nexit 99\n")
+    (bad / "study.json").write_text((study_dir / "study.json").read_text())
+    code, report = _run(bad, tmp_path / "v")
+    assert code == 2 and report == {} and not (tmp_path / "v" / "server.log").exists()
+
+
+def test_figures_are_judged_against_the_interval_when_recorded() -> None:
+    level = {"concurrency": 8, "output_tok_per_s": 100.0, "tpot_ms": {"median": 5.0}, "ttft_ms": {"p99": 9.0},
+             "intervals": {"output_tok_per_s": {"mean": 100.0, "sd": 2.0, "n": 3, "low": 95.0, "high": 105.0}}}
+    inside = compare([level], [{**level, "output_tok_per_s": 104.0, "tpot_ms": {"median": 5.2}}])
+    verdicts = {f.metric: f.verdict for f in inside}
+    assert verdicts["output_tok_per_s"] == "within interval" and verdicts["tpot_ms.median"] == "within tolerance"
+    outside = compare([level], [{**level, "output_tok_per_s": 106.0}])
+    assert next(f for f in outside if f.metric == "output_tok_per_s").verdict == "outside interval"
+    assert not all(f.ok for f in outside)
+    missing = compare([level], [])
+    assert {f.verdict for f in missing} == {"not measured"}
+
+
+def test_as_measured_adds_the_benchmark_only_settings_back(study_dir: Path) -> None:
+    doc = json.loads((study_dir / "best" / "best.json").read_text())
+    target = verify.choose_target(study_dir, doc, "launch", as_measured=True)
+    assert target.extra_args == ("--load-format", "dummy") and target.as_measured
+    plain = verify.choose_target(study_dir, doc, "launch", as_measured=False)
+    assert plain.extra_args == () and plain.script.name == "launch.sh"
+    spec = verify.launch_spec(target, "127.0.0.1", 1234, 10)
+    assert spec.argv[-3:] == ("--", "--load-format", "dummy") and spec.env["PORT"] == "1234"
+
+
+def test_server_process_group_is_gone_after_verify(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    started: list[int] = []
+    original = verify.ServerProcess.start
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        original(self)
+        started.append(self.proc.pid)
+
+    monkeypatch.setattr(verify.ServerProcess, "start", spy)
+    _run(study_dir, tmp_path / "v", "--tolerance", "10")
+    assert started and not group_alive(started[0])
+
