@@ -207,18 +207,21 @@ def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
         lines.append("**Rehearsal:** the simulator as the study measured it; figures are simulated, not measurements.")
     lines += [
         "",
-        f"Verdict: **{'PASS' if report['ok'] else 'FAIL'}** (judged: {', '.join(report['judged'])}; against the "
-        f"study's 95% interval where recorded, else +-{report['tolerance']:.0%} of its figure).",
+        f"Verdict: **{'PASS' if report['ok'] else 'FAIL'}** (judged: {', '.join(report['judged'])}; verify's figure "
+        "against the study's 95% interval where recorded, or the two intervals overlapping; else "
+        f"+-{report['tolerance']:.0%} of the study's figure).",
         "",
-        "| concurrency | metric | study | study 95% interval | verify | difference | verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| concurrency | metric | study | study 95% interval | verify | verify 95% interval | difference | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for f in figures:
         interval = f"{f.low:,.2f} .. {f.high:,.2f} (n={f.n})" if f.low is not None and f.high is not None else "none"
+        mine = f"{f.measured_low:,.2f} .. {f.measured_high:,.2f}" if f.measured_low is not None and \
+            f.measured_high is not None else "none"
         diff = f"{f.rel_diff:+.1%}" if f.rel_diff is not None else "-"
         verdict = f.verdict if f.judged else f"({f.verdict}; not judged)"
-        lines.append(f"| {f.concurrency} | {f.metric} | {_n(f.study)} | {interval} | {_n(f.measured)} | {diff} | "
-                     f"{verdict} |")
+        lines.append(f"| {f.concurrency} | {f.metric} | {_n(f.study)} | {interval} | {_n(f.measured)} | {mine} | "
+                     f"{diff} | {verdict} |")
     bs = report.get("bench_serving")
     if bs is not None:
         lines += ["", "## SGLang bench_serving", ""]

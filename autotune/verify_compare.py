@@ -3,7 +3,8 @@
 Pure. The study's figures come from ``best/best.json`` (the best trial's per-level summaries); a level measured in
 windows carries ``intervals`` (per metric: mean, sd, n and the 95% interval ``low``..``high``). A figure is judged
 against that interval; where the record has none, against the study's figure +- ``tolerance`` (relative), and the
-verdict says which.
+verdict says which. Where verify measured in windows too, two overlapping intervals also count as agreement
+("intervals overlap").
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ METRICS: Mapping[str, tuple[str, str | None]] = {
 }
 JUDGED_DEFAULT = ("output_tok_per_s", "tpot_ms.median")
 
-Verdict = Literal["within interval", "outside interval", "within tolerance", "outside tolerance", "not measured"]
+Verdict = Literal[
+    "within interval", "intervals overlap", "outside interval", "within tolerance", "outside tolerance", "not measured"
+]
+AGREES: tuple[Verdict, ...] = ("within interval", "intervals overlap", "within tolerance")
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,14 @@ class Figure:
     high: float | None
     n: int | None  # windows behind the study's interval
     measured: float | None
+    measured_low: float | None  # verify's own 95% interval (its windows), when measured in windows
+    measured_high: float | None
     judged: bool  # counts for the exit code
     verdict: Verdict
 
     @property
     def ok(self) -> bool:
-        return not self.judged or self.verdict in ("within interval", "within tolerance")
+        return not self.judged or self.verdict in AGREES
 
     @property
     def rel_diff(self) -> float | None:
@@ -84,17 +90,27 @@ def compare(
             study = level_value(lv, metric)
             low, high, n = level_interval(lv, metric)
             again = level_value(measured[c], metric) if c in measured else None
-            out.append(
-                Figure(c, metric, study, low, high, n, again, metric in judged, _verdict(study, low, high, again, tolerance))
-            )
+            m_low, m_high, _ = level_interval(measured[c], metric) if c in measured else (None, None, None)
+            verdict = _verdict(study, (low, high), again, (m_low, m_high), tolerance)
+            out.append(Figure(c, metric, study, low, high, n, again, m_low, m_high, metric in judged, verdict))
     return tuple(out)
 
 
-def _verdict(
-    study: float | None, low: float | None, high: float | None, measured: float | None, tolerance: float
-) -> Verdict:
+Bounds = tuple[float | None, float | None]
+
+
+def _verdict(study: float | None, interval: Bounds, measured: float | None, again: Bounds, tolerance: float) -> Verdict:
+    """Within the study's interval; else, when verify has an interval of its own (its windows) that overlaps the
+    study's, "intervals overlap" (a new launch varies more than one launch's windows, so the two means can differ by
+    launch-to-launch noise); else outside. Without a study interval: within ``tolerance`` of the study's figure."""
     if measured is None or study is None:
         return "not measured"
+    low, high = interval
     if low is not None and high is not None:
-        return "within interval" if low <= measured <= high else "outside interval"
+        if low <= measured <= high:
+            return "within interval"
+        m_low, m_high = again
+        if m_low is not None and m_high is not None and m_low <= high and low <= m_high:
+            return "intervals overlap"
+        return "outside interval"
     return "within tolerance" if abs(measured - study) <= tolerance * abs(study) else "outside tolerance"

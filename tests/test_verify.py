@@ -67,7 +67,9 @@ def test_verify_runs_the_rehearsal_measures_and_tears_down(study_dir: Path, tmp_
     judged = [f for f in report["figures"] if f["judged"]]
     assert {(f["concurrency"], f["metric"]) for f in judged} == {
         (1, "output_tok_per_s"), (4, "output_tok_per_s"), (1, "tpot_ms.median"), (4, "tpot_ms.median")}
-    assert all(f["verdict"] in ("within tolerance", "outside tolerance") for f in judged)  # no interval recorded
+    # the study's record was measured in windows: each judged figure has its 95% interval
+    assert all(f["verdict"] in ("within interval", "intervals overlap", "outside interval") for f in judged)
+    assert all(f["low"] <= f["high"] and f["measured_low"] <= f["measured_high"] for f in judged)
     assert code == (0 if report["ok"] else 1) and report["ok"] == all(f["ok"] for f in judged)
     md = (tmp_path / "v" / "verify.md").read_text()
     assert "Rehearsal" in md and "| 4 | output_tok_per_s |" in md
@@ -84,6 +86,7 @@ def test_verify_fails_when_the_study_figures_are_not_reproduced(study_dir: Path,
     (broken / "study.json").write_text((study_dir / "study.json").read_text())
     for lv in doc["best"]["levels"]:
         lv["output_tok_per_s"] *= 10
+        lv.pop("intervals", None)  # a record without intervals: judged against the tolerance
     (broken / "best" / "best.json").write_text(json.dumps(doc))
     code, report = _run(broken, tmp_path / "v")
     assert code == 1 and not report["ok"]
@@ -108,9 +111,15 @@ def test_figures_are_judged_against_the_interval_when_recorded() -> None:
     inside = compare([level], [{**level, "output_tok_per_s": 104.0, "tpot_ms": {"median": 5.2}}])
     verdicts = {f.metric: f.verdict for f in inside}
     assert verdicts["output_tok_per_s"] == "within interval" and verdicts["tpot_ms.median"] == "within tolerance"
-    outside = compare([level], [{**level, "output_tok_per_s": 106.0}])
+    outside = compare([level], [{**level, "output_tok_per_s": 106.0, "intervals": {}}])
     assert next(f for f in outside if f.metric == "output_tok_per_s").verdict == "outside interval"
     assert not all(f.ok for f in outside)
+    again = {"output_tok_per_s": {"mean": 108.0, "sd": 2.0, "n": 3, "low": 104.0, "high": 112.0}}
+    overlap = compare([level], [{**level, "output_tok_per_s": 108.0, "intervals": again}])
+    assert next(f for f in overlap if f.metric == "output_tok_per_s").verdict == "intervals overlap"
+    again["output_tok_per_s"]["low"] = 106.0
+    apart = compare([level], [{**level, "output_tok_per_s": 108.0, "intervals": again}])
+    assert next(f for f in apart if f.metric == "output_tok_per_s").verdict == "outside interval"
     missing = compare([level], [])
     assert {f.verdict for f in missing} == {"not measured"}
 
