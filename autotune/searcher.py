@@ -20,6 +20,7 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
+from autotune.dashboard_attrs import mark_feasibility, name_objectives, named_constraints
 from autotune.records import FailureKind, TrialOutcome, TrialRecord
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
@@ -52,8 +53,10 @@ def constraint_values(spec: StudySpec, record: TrialRecord) -> dict[str, float]:
 
 
 def set_constraints(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -> None:
-    for key, value in constraint_values(spec, record).items():
+    values = constraint_values(spec, record)
+    for key, value in values.items():
         trial.set_constraint(key, value)
+    mark_feasibility(trial.study, trial, values)
 
 
 def objective_values(spec: StudySpec, record: TrialRecord) -> list[float]:
@@ -83,6 +86,7 @@ def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
         directions=[o.direction for o in spec.objectives],
         load_if_exists=True,
     )
+    name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
     if not study.trials:
         for point in spec.points_to_evaluate:
             study.enqueue_trial(dict(point), skip_if_exists=True)
@@ -130,7 +134,7 @@ class OptunaStudySearcher(Searcher):
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
         # Every launch costs minutes: a point already measured is answered from its result, not launched again.
         self._finished: dict[str, _Result] = {
-            params_key(t.params): _Result(t.number, list(t.values), dict(t.constraints))
+            params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints))
             for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if "duplicate_of" not in t.user_attrs
         }
@@ -195,6 +199,7 @@ class OptunaStudySearcher(Searcher):
         """Tell the sampler the known result of an identical point (no launch, no record)."""
         for key, value in done.constraints.items():
             trial.set_constraint(key, value)
+        mark_feasibility(self.study, trial, done.constraints)
         trial.set_user_attr("duplicate_of", done.number)
         self.study.tell(trial, done.values)
 
