@@ -45,11 +45,12 @@ class StudyDriver:
     def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
                  max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
                  fresh: bool = False, stop_after_s: float | None = None, console: Console | None = None,
-                 storage: str | None = None) -> None:
+                 storage: str | None = None, metrics_port: int | None = None) -> None:
         self.spec = spec
         self.store = StudyStore(results_dir / spec.name)
         self.console = console or Console()
         self.storage = storage  # the Optuna storage URL (default: SQLite in the study directory)
+        self.metrics_port = metrics_port  # the local Ray node's Prometheus endpoint (default: Ray picks one)
         self._monitor: Any = None  # the study monitor (autotune.progress.monitor), alive while Tune runs
         self._pump: EventPump | None = None
         self.address = address
@@ -110,6 +111,8 @@ class StudyDriver:
                                  "simulator")
             if num_gpus is not None:
                 kwargs["num_gpus"] = num_gpus
+            if self.metrics_port:
+                kwargs["_metrics_export_port"] = self.metrics_port
             if _port_busy(self.dashboard_port):
                 raise AutotuneError(
                     f"port {self.dashboard_port} on 127.0.0.1 is in use (another Ray dashboard?), so this study's "
@@ -121,6 +124,8 @@ class StudyDriver:
             started = True
         url = getattr(ctx, "dashboard_url", None)
         self.console.say(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster")
+        if started and self.metrics_port:
+            self.console.say(f"study metrics (Prometheus): http://127.0.0.1:{self.metrics_port}/metrics")
         total = float(ray.cluster_resources().get("GPU", 0))
         return started, total
 

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "declares its profile's GPU count on a machine without GPUs)")
     p.add_argument("--max-concurrent", type=int, help="cap on trials at once (never above GPUs / GPUs per trial)")
     p.add_argument("--dashboard-port", type=int, default=8265)
+    p.add_argument("--metrics-port", type=int, help="the local Ray node's Prometheus metrics port, where the study's "
+                   "autotune_* metrics are scraped (default: Ray picks a free one)")
     p.add_argument("--serve-port", type=int, default=8000, help="Ray Serve HTTP port (bound to 127.0.0.1)")
     p.add_argument("--stop-after-s", type=float, help="start no new trial after this many seconds (running trials "
                    "finish; rerun the command to continue the study)")
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     driver = StudyDriver(spec, results_dir=Path(args.results_dir), address=args.address, num_gpus=args.num_gpus,
                          max_concurrent=args.max_concurrent, dashboard_port=args.dashboard_port,
                          serve_port=args.serve_port, fresh=args.fresh,
-                         stop_after_s=args.stop_after_s, console=console, storage=args.storage)
+                         stop_after_s=args.stop_after_s, console=console, storage=args.storage,
+                         metrics_port=args.metrics_port)
     try:
         code = driver.run()
     except AutotuneError as exc:
