@@ -10,7 +10,6 @@ healthy only when the engine answers, and HTTP requests to its route are proxied
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -23,7 +22,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from autotune import gpus, registry
 from autotune.engines import get_engine
@@ -32,6 +31,7 @@ from autotune.errors import AutotuneError, EngineError, LaunchError
 from autotune.launcher import ServerProcess, wait_gpus_free
 from autotune.progress import monitor as progress
 from autotune.progress.events import Phase, TrialEvent
+from autotune.proxy import EngineProxy
 from autotune.records import FailureKind
 from autotune.trial import LaunchSpec
 
@@ -53,6 +53,9 @@ class EngineArgs(BaseModel):
     ready_timeout_s: float = 900.0
     log_dir: str | None = None
     wait_ready_in_constructor: bool = False
+    health_follows_engine: bool = Field(
+        default=False, description="production: the replica is unhealthy whenever its engine is gone or failed, so "
+        "Serve replaces it (a study's replicas report a failed launch to the runner instead)")
     check_flags: bool = True
     owner: str | None = Field(default=None, description="study that owns the server (orphan sweep after a killed driver)")
     trial_number: int | None = Field(default=None, description="the Optuna trial number (progress events)")
@@ -120,6 +123,7 @@ class EngineServer:
         self.server: ServerProcess | None = None
         self.args: EngineArgs | None = None
         self.spec: LaunchSpec | None = None
+        self.proxy = EngineProxy()
         self._reset_trial_state()
         if args is not None:
             self._launch(EngineArgs.model_validate(args))
@@ -310,9 +314,18 @@ class EngineServer:
                 "gpu_mem_mib": gpus.memory_used_mib(self.gpu_ids or None)}
 
     def check_health(self) -> None:
-        """Serve calls this periodically: a server that died after becoming ready makes the replica unhealthy."""
+        """Serve calls this periodically. An engine that died after becoming ready makes the replica unhealthy; with
+        ``health_follows_engine`` (an exported config) so does one that failed or never came up, and Serve replaces
+        the replica, which starts a new engine."""
         if self.ready_s is not None and self.server is not None and not self.server.alive():
             raise RuntimeError(f"engine server exited; log tail:\n{self.server.log_tail(20)}")
+        if self.args is None or not self.args.health_follows_engine:
+            return
+        if self.failure is not None:
+            raise RuntimeError(f"engine failed: {self.failure['kind']}: {self.failure['message']}")
+        if self.server is None or not self.server.alive():
+            tail = self.server.log_tail(20) if self.server is not None else ""
+            raise RuntimeError(f"engine server is not running; log tail:\n{tail}")
 
     def __del__(self) -> None:
         server = getattr(self, "server", None)
@@ -326,39 +339,11 @@ class EngineServer:
         if path == "/autotune/status":
             return JSONResponse({"ready": self.ready_s is not None, "failure": self.failure,
                                  "trial": self.args.name if self.args else None,
+                                 "engine_pid": self.server.proc.pid if self.server and self.server.proc else None,
                                  "argv": list(self.spec.argv) if self.spec else []})
         if self.spec is None:
             return JSONResponse({"error": "no engine on this replica yet"}, status_code=503)
-        body = await request.body()
-        client = httpx.AsyncClient(timeout=None, trust_env=False)
-        upstream = client.build_request(
-            request.method, self.spec.base_url + path, params=request.query_params, content=body,
-            headers={"content-type": request.headers.get("content-type", "application/json")},
-        )
-        resp = await client.send(upstream, stream=True)
-        streaming = "text/event-stream" in resp.headers.get("content-type", "") or _wants_stream(body)
-
-        if streaming:
-            async def relay():  # type: ignore[no-untyped-def]
-                try:
-                    async for chunk in resp.aiter_raw():
-                        yield chunk
-                finally:
-                    await resp.aclose()
-                    await client.aclose()
-
-            return StreamingResponse(relay(), status_code=resp.status_code, media_type=resp.headers.get("content-type"))
-        data = await resp.aread()
-        await resp.aclose()
-        await client.aclose()
-        return Response(data, status_code=resp.status_code, media_type=resp.headers.get("content-type"))
-
-
-def _wants_stream(body: bytes) -> bool:
-    try:
-        return bool(json.loads(body or b"{}").get("stream"))
-    except (ValueError, AttributeError):
-        return False
+        return await self.proxy.forward(request, self.spec.base_url, path)
 
 
 def build_app(args: dict[str, Any]) -> serve.Application:

@@ -37,6 +37,8 @@ class ServeAppArgs:
     port: int
     gpus: int
     ready_timeout_s: float
+    wait_ready_in_constructor: bool = True  # the replica is placed only once its engine answers /health
+    health_follows_engine: bool = True  # an engine that is gone or failed makes the replica unhealthy (replaced)
 
 
 def app_name(study_name: str) -> str:

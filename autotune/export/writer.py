@@ -10,10 +10,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autotune.export.analysis import analyze
+from autotune.export.banner import engine_banner
 from autotune.export.command import exported_server
 from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
 from autotune.export.plots import pareto_svg, throughput_svg
+from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config
 from autotune.records import TrialRecord
@@ -24,6 +26,7 @@ LAUNCH_SH = "launch.sh"
 SERVE_CONFIG = "serve_config.yaml"
 REHEARSE_SH = "rehearse_sim.sh"
 REHEARSE_SERVE = "rehearse_sim_serve.yaml"
+RAY_LLM = "ray_serve_llm.yaml"
 SCRIPTS = (LAUNCH_SH, REHEARSE_SH)
 BEST_JSON = "best.json"
 PARETO_JSON = "pareto.json"
@@ -39,6 +42,7 @@ class ExportResult:
     serve_config: Path | None
     rehearsal_script: Path | None  # simulated studies: the simulator as measured
     rehearsal_serve_config: Path | None
+    ray_llm_config: Path | None  # Ray Serve LLM's SGLang server, where the installed Ray ships it
     best_json: Path
     pareto_json: Path
     report: Path
@@ -48,7 +52,8 @@ class ExportResult:
     @property
     def paths(self) -> tuple[Path, ...]:
         """Every file written, in a stable order."""
-        maybe = (self.launch_script, self.serve_config, self.rehearsal_script, self.rehearsal_serve_config)
+        maybe = (self.launch_script, self.serve_config, self.rehearsal_script, self.rehearsal_serve_config,
+                 self.ray_llm_config)
         fixed = (self.best_json, self.pareto_json, self.report, self.throughput_svg, self.pareto_svg)
         return tuple(p for p in maybe if p is not None) + fixed
 
@@ -85,6 +90,10 @@ def export_study(
         levels = a.load_levels
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
         texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server)
+        if ray_llm_available():
+            header = [f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
+                      f"# {engine_banner(best.engine, best.env)}"]
+            texts[RAY_LLM] = render_ray_llm_config(server.production, study_name=study_name, header=header)
         if server.rehearsal is not None:
             texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
             texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True)
@@ -97,7 +106,7 @@ def export_study(
     for name, text in texts.items():
         mode = 0o755 if name in SCRIPTS else 0o644
         _write_atomic(out / name, text, mode=mode & 0o700 if private else mode)
-    for stale in (LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE):
+    for stale in (LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE, RAY_LLM):
         if stale not in texts:
             (out / stale).unlink(missing_ok=True)
     return ExportResult(
@@ -108,6 +117,7 @@ def export_study(
         serve_config=out / SERVE_CONFIG if best is not None else None,
         rehearsal_script=out / REHEARSE_SH if REHEARSE_SH in texts else None,
         rehearsal_serve_config=out / REHEARSE_SERVE if REHEARSE_SERVE in texts else None,
+        ray_llm_config=out / RAY_LLM if RAY_LLM in texts else None,
         best_json=out / BEST_JSON,
         pareto_json=out / PARETO_JSON,
         report=out / REPORT_MD,

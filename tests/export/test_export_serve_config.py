@@ -50,7 +50,9 @@ def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_
     assert args["engine"] == "sglang" and args["gpus"] == 8
     assert (args["host"], args["port"]) == ("127.0.0.1", 0)
     assert args["unset_env"] == ["OMP_NUM_THREADS"] and args["ready_timeout_s"] >= 900
-    assert set(args) == {"name", "engine", "argv", "env", "unset_env", "host", "port", "gpus", "ready_timeout_s"}
+    assert args["wait_ready_in_constructor"] is True and args["health_follows_engine"] is True
+    assert set(args) == {"name", "engine", "argv", "env", "unset_env", "host", "port", "gpus", "ready_timeout_s",
+                         "wait_ready_in_constructor", "health_follows_engine"}
     assert "# Engine: SGLang 0.5.17 on 2 x NVIDIA H200" in text
     assert "serve deploy serve_config.yaml" in text
 
@@ -90,3 +92,20 @@ def test_validator_rejects_what_serve_would_reject_or_drop(record_factory, mutat
     mutate(doc)
     with pytest.raises(ExportError, match=match):
         validate_serve_config(doc)
+
+
+def test_ray_serve_llm_config_carries_the_sglang_server_args(record_factory):
+    from autotune.export.ray_llm import SERVER_CLS, engine_kwargs, ray_llm_config
+
+    rec = record_factory(0, tputs={1: 60}, flags={"mem-fraction-static": 0.83, "enable-torch-compile": True},
+                         env={"NCCL_ALGO": "Ring"})
+    cmd = exported_server(rec).production
+    kwargs = engine_kwargs(cmd)
+    assert kwargs == {"model_path": "/models/kimi-k2.5", "tp_size": 8, "mem_fraction_static": 0.83,
+                      "enable_torch_compile": True}
+    doc = ray_llm_config(cmd, study_name="demo")
+    (app,) = doc["applications"]
+    (llm,) = app["args"]["llm_configs"]
+    assert app["import_path"] == "ray.serve.llm:build_openai_app" and llm["server_cls"] == SERVER_CLS
+    assert llm["model_loading_config"]["model_source"] == "/models/kimi-k2.5"
+    assert llm["runtime_env"] == {"env_vars": {"NCCL_ALGO": "Ring"}}

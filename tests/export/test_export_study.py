@@ -14,6 +14,7 @@ import yaml
 from ray.serve.schema import ServeDeploySchema
 
 from autotune.export import ExportError, export_study
+from autotune.export.ray_llm import ray_llm_available
 from autotune.records import FailureKind, TrialOutcome
 
 SIM_BANNER = "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement"
@@ -29,6 +30,7 @@ def test_writes_every_artifact(exported):
     result, best_dir = exported
     names = sorted(p.name for p in result.paths)
     expected = ["best.json", "launch.sh", "pareto.json", "pareto.svg", "report.md", "serve_config.yaml"]
+    expected += ["ray_serve_llm.yaml"] if ray_llm_available() else []
     assert names == sorted([*expected, "throughput_vs_concurrency.svg"])
     assert all(p.parent == best_dir and p.is_file() for p in result.paths)
     assert result.launch_script is not None and result.launch_script.stat().st_mode & stat.S_IXUSR

@@ -1,0 +1,149 @@
+"""An exported Serve config deploys with Ray's own commands, as docs/results.md gives them for Ray 2.60 (token auth),
+serves a completion, and a replica whose engine is killed is reported unhealthy and replaced by one with a new engine.
+
+The study is simulated, so the config deployed is the export's simulator rehearsal (``rehearse_sim_serve.yaml``: the
+same deployment as ``serve_config.yaml``, with the engine the study measured). Run under the Ray lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from autotune.bench.client import run_plan
+from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.export import export_study
+from autotune.launcher import launched
+from autotune.records import EngineInfo, TrialOutcome, TrialRecord
+from autotune.registry import group_alive
+from autotune.trial import LaunchSpec
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1,), rounds=1, min_requests=2,
+                 warmup_requests=1)
+ENGINE = EngineInfo(engine="sim", version="0", simulated=True, gpu_name="SIMULATED NVIDIA H200", gpu_count=1,
+                    profile="h200-llama-1b", time_scale=10.0)
+
+
+def _export(root: Path) -> Path:
+    port = free_port()
+    argv = (sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--sim-time-scale", "10.0",
+            "--model-path", "/models/llama-1b", "--tp-size", "1", "--host", "127.0.0.1", "--port", str(port))
+    spec = LaunchSpec(engine="sim", argv=argv, env={}, host="127.0.0.1", port=port, gpus=0, ready_timeout_s=60)
+    with launched(spec, root / "measure.log") as server:
+        bench = run_plan(server.base_url, PLAN)
+    record = TrialRecord(study="deploy", trial_id="t0", number=0, params={}, flags={}, env={}, argv=list(argv),
+                         outcome=TrialOutcome.COMPLETE, engine=ENGINE, bench=bench,
+                         objectives={"output_tok_per_s@max": 1.0}, feasible=True)
+    result = export_study(root, study_name="deploy", objectives=[("output_tok_per_s@max", "maximize")],
+                          records=[record], load_levels=[1])
+    assert result.rehearsal_serve_config is not None
+    return result.rehearsal_serve_config
+
+
+def _serve_status(env: dict[str, str], dash: str) -> dict:
+    out = subprocess.run(["serve", "status", "-a", dash], capture_output=True, text=True, timeout=60, env=env)
+    return yaml.safe_load(out.stdout) or {} if out.returncode == 0 else {}
+
+
+def _deployment(status: dict, app: str) -> tuple[str, str]:
+    detail = (status.get("applications") or {}).get(app) or {}
+    dep = (detail.get("deployments") or {}).get("EngineServer") or {}
+    return str(detail.get("status")), str(dep.get("status"))
+
+
+def _wait(what: str, predicate, timeout_s: float):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) -> None:
+    config = _export(tmp_path)
+    doc = yaml.safe_load(config.read_text())
+    app = doc["applications"][0]["name"]
+    route = doc["applications"][0]["route_prefix"]
+    http = f"http://127.0.0.1:{doc['http_options']['port']}"
+    gcs, dash_port = free_port(), free_port()
+    dash = f"http://127.0.0.1:{dash_port}"
+    # Ray 2.60 enables token auth where a token exists; the CLI sends it only with RAY_AUTH_MODE=token (docs).
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token", "RAY_memory_monitor_refresh_ms": "0"}
+    subprocess.run(["ray", "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60, check=True)
+    head = subprocess.Popen(
+        ["ray", "start", "--head", "--port", str(gcs), "--dashboard-port", str(dash_port), "--num-cpus", "4",
+         "--disable-usage-stats", "--block"],
+        env=env, stdout=open(tmp_path / "ray.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        _wait("the Ray dashboard", lambda: _dashboard_up(dash), 90)
+        deploy = subprocess.run(["serve", "deploy", str(config), "-a", dash], capture_output=True, text=True,
+                                timeout=120, env=env)
+        assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+        _wait("the app RUNNING", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 120)
+        with httpx.Client(timeout=60, trust_env=False) as client:
+            first = _completion(client, http + route)
+            pid = client.get(f"{http}{route}/autotune/status").json()["engine_pid"]
+            assert pid and group_alive(pid)
+            t_kill = time.monotonic()
+            os.killpg(pid, signal.SIGKILL)
+            _wait("the replica reported unhealthy",
+                  lambda: _deployment(_serve_status(env, dash), app)[1] in ("UNHEALTHY", "UPDATING"), 60)
+            _wait("a replacement replica", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"),
+                  60)
+            replaced_after = time.monotonic() - t_kill
+            new_pid = _wait("the new engine", lambda: _new_pid(client, f"{http}{route}", pid), 30)
+            assert new_pid != pid and group_alive(new_pid)
+            second = _completion(client, http + route)
+        assert first and second and replaced_after < 90
+    finally:
+        engines = [p for p in (locals().get("pid"), locals().get("new_pid")) if p]
+        subprocess.run(["serve", "shutdown", "-y", "-a", dash], capture_output=True, env=env, timeout=120)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
+    leftover = [p for p in engines if group_alive(p)]
+    for p in leftover:  # this test's own engine servers, if Serve's shutdown did not stop them
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p, signal.SIGKILL)
+    assert not leftover, f"engine process groups {leftover} outlived serve shutdown"
+
+
+def _dashboard_up(dash: str) -> bool:
+    try:
+        return httpx.get(f"{dash}/api/version", timeout=2, trust_env=False).status_code in (200, 401, 403)
+    except httpx.HTTPError:
+        return False
+
+
+def _completion(client: httpx.Client, base: str) -> str:
+    r = client.post(f"{base}/v1/completions", json={"model": "m", "prompt": "hello", "max_tokens": 4})
+    assert r.status_code == 200, r.text
+    return str(r.json()["choices"][0]["text"])
+
+
+def _new_pid(client: httpx.Client, base: str, old: int) -> int | None:
+    try:
+        pid = client.get(f"{base}/autotune/status").json().get("engine_pid")
+    except (httpx.HTTPError, ValueError):
+        return None
+    return pid if pid and pid != old else None
