@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -21,17 +22,19 @@ from autotune.export.errors import ExportError
 from autotune.export.serve_config import app_name
 
 SERVER_CLS = "ray.llm._internal.serve.engines.sglang:SGLangServer"
+SGLANG_SERVER_FILE = "llm/_internal/serve/engines/sglang/sglang_engine.py"
 BUILDER = "ray.serve.llm:build_openai_app"
 _INT = re.compile(r"^-?\d+$")
 _FLOAT = re.compile(r"^-?(\d+\.\d*|\.\d+|\d+)([eE]-?\d+)?$")
 
 
 def ray_llm_available() -> bool:
-    """Whether the installed Ray ships Ray Serve LLM's SGLang server."""
-    try:
-        return importlib.util.find_spec("ray.llm._internal.serve.engines.sglang") is not None
-    except ModuleNotFoundError:
+    """Whether the installed Ray ships Ray Serve LLM's SGLang server (looked up on disk: importing ray.llm's packages
+    pulls in torch/transformers probes and logs warnings)."""
+    spec = importlib.util.find_spec("ray")
+    if spec is None or not spec.submodule_search_locations:
         return False
+    return any((Path(loc) / SGLANG_SERVER_FILE).is_file() for loc in spec.submodule_search_locations)
 
 
 def engine_kwargs(cmd: ServerCommand) -> dict[str, Any]:
