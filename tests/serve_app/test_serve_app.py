@@ -107,3 +107,28 @@ def test_a_gpu_slot_replica_runs_one_trial_after_another(tmp_path: Path, monkeyp
     late = slot.wait_ready("trial-002-c", settle_s=0.1)  # a config that never arrives: said, not waited on forever
     assert not late["ok"] and late["kind"] == FailureKind.DEPLOY_ERROR.value and "trial-002-c" in late["message"]
     slot.stop_server()
+
+
+def test_an_exported_replica_is_unhealthy_when_its_engine_is_gone(tmp_path: Path, monkeypatch) -> None:
+    """health_follows_engine: an engine killed, or one that failed to launch, fails Serve's health check (so Serve
+    replaces the replica); a study's slot replica without an engine stays healthy."""
+    monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    args = app_mod.EngineArgs(name="prod", engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"],
+                              log_dir=str(tmp_path), check_flags=False, ready_timeout_s=20,
+                              wait_ready_in_constructor=True, health_follows_engine=True)
+    replica = EngineServer(args.model_dump())
+    replica.check_health()  # ready and alive
+    os.killpg(replica.server.proc.pid, 9)
+    replica.server.proc.wait(timeout=10)
+    with pytest.raises(RuntimeError, match="engine server exited"):
+        replica.check_health()
+    broken = args.model_copy(update={"argv": [sys.executable, "-c", "import sys; sys.exit(3)", "--port", "0"]})
+    with pytest.raises(RuntimeError, match="crashed_at_launch"):
+        EngineServer(broken.model_dump())  # never ready: the constructor fails, Serve does not place it
+    lazy = EngineServer(broken.model_copy(update={"wait_ready_in_constructor": False}).model_dump())
+    deadline = time.monotonic() + 10
+    while lazy.server.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(RuntimeError, match="not running"):
+        lazy.check_health()
+    EngineServer().check_health()  # a slot replica waiting for its first trial
