@@ -5,11 +5,21 @@ parameters, (2) the study lives in an RDB storage (SQLite under ``results/<study
 (3) every outcome is recorded durably BEFORE the sampler is told, and (4) failed and invalid trials are told as
 infeasible through Optuna's constraints (``Trial.set_constraint``, ``<= 0`` feasible; the samplers read them), so the
 sampler learns the region instead of ignoring it.
+
+Where launches go (``docs/search.md`` has the benchmark behind each rule):
+- A proposal that repeats a measured or running point is not launched and not told again (copies of one result would
+  fill TPE's "good" group with one point and keep it proposing that point); after a few such proposals the searcher
+  launches an unmeasured neighbour of the proposal instead (one parameter changed).
+- A proposal the pre-launch screen (``autotune.prescreen``) expects to be wasted, because its running batch is capped
+  below the load being optimised or it is predicted not to fit in GPU memory, is set aside the same way; it is still
+  launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
+- Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 import warnings
@@ -24,9 +34,12 @@ from autotune.dashboard_attrs import mark_feasibility, name_objectives, named_co
 from autotune.records import FailureKind, TrialOutcome, TrialRecord
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
+from autotune.space.neighbours import neighbour
 
 LAUNCH_CONSTRAINT = "trial_failed"
-MAX_DUPLICATE_ASKS = 25
+MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
+NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is tried
+NEIGHBOUR_TRIES = 64
 
 
 @dataclass(frozen=True)
@@ -74,7 +87,9 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
         return optuna.samplers.NSGAIISampler(seed=spec.seed)
     with warnings.catch_warnings():  # multivariate/group are "experimental" in Optuna, and what conditionals need
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5)
+        # constant_liar: trials still running count as poor, so k slots asked at once do not get the same point
+        return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5,
+                                          constant_liar=True)
 
 
 def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
@@ -119,6 +134,7 @@ class OptunaStudySearcher(Searcher):
         make_missing_record: Callable[[int, str, dict[str, Any], str], TrialRecord],
         stop_after_s: float | None = None,
         on_raw_result: Callable[[int, str, str], str] | None = None,
+        screen: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
         first = spec.objectives[0]
         super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
@@ -139,6 +155,15 @@ class OptunaStudySearcher(Searcher):
             if "duplicate_of" not in t.user_attrs
         }
         self.duplicates_skipped = 0
+        self.screened_skipped = 0
+        self.neighbours_launched = 0
+        # Why a point is not worth its launch (None: launch it); the default knows the running cap and GPU memory.
+        if screen is None:
+            from autotune.prescreen import default_screen
+
+            screen = default_screen(spec)
+        self.screen = screen
+        self._rng = random.Random(spec.seed)
         self.stop_reason = ""  # set when every further trial would fail the same way
 
     def always_passed_flags(self) -> set[str]:
@@ -176,32 +201,70 @@ class OptunaStudySearcher(Searcher):
             return Searcher.FINISHED  # type: ignore[return-value]
         if self.suggested >= self.budget or (self.deadline is not None and time.monotonic() > self.deadline):
             return Searcher.FINISHED  # type: ignore[return-value]
-        running = {params_key(p) for _, p in self._live.values()}
-        for attempt in range(MAX_DUPLICATE_ASKS + 1):
-            trial = self.study.ask()
-            params = suggest(self.spec, trial)
-            key = params_key(params)
-            if attempt == MAX_DUPLICATE_ASKS:  # the space is (nearly) exhausted: measure a repeat
-                break
-            if key in self._finished:
-                self._tell_copy(trial, self._finished[key])
-            elif key in running:
-                trial.set_user_attr("duplicate_of", "a running trial")
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            else:
-                break
-            self.duplicates_skipped += 1
+        trial, params = self._propose({params_key(p) for _, p in self._live.values()})
         self._live[trial_id] = (trial, params)
         self.suggested += 1
         return {"params": params, "number": trial.number}
 
-    def _tell_copy(self, trial: optuna.Trial, done: _Result) -> None:
-        """Tell the sampler the known result of an identical point (no launch, no record)."""
-        for key, value in done.constraints.items():
-            trial.set_constraint(key, value)
-        mark_feasibility(self.study, trial, done.constraints)
-        trial.set_user_attr("duplicate_of", done.number)
-        self.study.tell(trial, done.values)
+    def _set_aside(self, key: str, params: dict[str, Any], running: set[str], seeded: bool) -> str | None:
+        """Why a proposal is not launched now (None: launch it)."""
+        if key in self._finished:
+            return f"repeats trial {self._finished[key].number}"
+        if key in running:
+            return "repeats a running trial"
+        if seeded:  # the study's own points_to_evaluate
+            return None
+        return self.screen(params)
+
+    def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
+        last: dict[str, Any] = {}
+        for attempt in range(MAX_DUPLICATE_ASKS):
+            trial = self.study.ask()
+            params = suggest(self.spec, trial)
+            key = params_key(params)
+            seeded = "fixed_params" in self.study._storage.get_trial_system_attrs(trial._trial_id)
+            reason = self._set_aside(key, params, running, seeded)
+            if reason is None:
+                return trial, params
+            self._skip(trial, key, reason)
+            last = params
+            if attempt + 1 >= NEIGHBOUR_AFTER:
+                alt = self._neighbour(params, running)
+                if alt is not None:
+                    self.neighbours_launched += 1
+                    return self._ask_fixed(alt)
+        return self._ask_fixed(last)  # the space is (nearly) exhausted or all screened: launch the last proposal
+
+    def _ask_fixed(self, params: dict[str, Any]) -> tuple[optuna.Trial, dict[str, Any]]:
+        self.study.enqueue_trial(params)
+        trial = self.study.ask()
+        return trial, suggest(self.spec, trial)
+
+    def _neighbour(self, params: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
+        """An unmeasured point near ``params`` that passes the screen, or None: a random walk of one-parameter steps
+        from ``params`` (restarting from it every few steps) that stops at the first such point."""
+        cand: dict[str, Any] | None = params
+        for step in range(NEIGHBOUR_TRIES):
+            cand = neighbour(self.spec, params if step % 8 == 0 or cand is None else cand, self._rng)
+            if cand is None:
+                return None
+            if self._set_aside(params_key(cand), cand, running, False) is None:
+                return cand
+        return None
+
+    def _skip(self, trial: optuna.Trial, key: str, reason: str) -> None:
+        """End a proposal without a launch; samplers ignore FAIL trials, so nothing is told twice."""
+        trial.set_user_attr("skipped", reason)
+        done = self._finished.get(key)
+        if done is not None:
+            trial.set_user_attr("duplicate_of", done.number)
+            self.duplicates_skipped += 1
+        elif reason == "repeats a running trial":
+            trial.set_user_attr("duplicate_of", "a running trial")
+            self.duplicates_skipped += 1
+        else:
+            self.screened_skipped += 1
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     # The study's state lives in its Optuna storage; Tune's searcher checkpoints have nothing to add.
     def save(self, checkpoint_path: str) -> None:

@@ -61,7 +61,7 @@ def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path
     s.on_trial_complete("c", None, error=True)  # the trial function itself crashed
 
     assert order == ["a", "b", "c"]
-    trials = study.get_trials()
+    trials = [t for t in study.get_trials() if "skipped" not in t.user_attrs]  # proposals set aside, not launched
     assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
     assert trials[0].constraints[LAUNCH_CONSTRAINT] == 0.0 and trials[0].values == [1000.0]
     assert trials[1].constraints[LAUNCH_CONSTRAINT] == 1.0, "a failed launch must be told as infeasible"
@@ -112,15 +112,14 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
                                                                         True).to_json())})
     assert sorted(seen) == [0.7, 0.8], "the second trial must not repeat the first (it was answered from it)"
     before = s.duplicates_skipped
-    third = s.suggest("c")  # both points measured: 25 copies are told, then a repeat is measured
+    third = s.suggest("c")  # both points measured: 25 repeats are set aside, then a repeat is measured
     assert third["params"]["mem"] in (0.7, 0.8)
     assert s.duplicates_skipped - before == 25
-    copies = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
-    assert len(copies) == s.duplicates_skipped
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in copies)
-    first = {t.number: t for t in study.get_trials()}
-    for t in copies:
-        assert t.values == first[t.user_attrs["duplicate_of"]].values
+    repeats = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
+    assert len(repeats) == s.duplicates_skipped
+    # a repeat is not told to the sampler as a second result: TPE would count one point many times
+    assert all(t.state == optuna.trial.TrialState.FAIL for t in repeats)
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials()) == 2
 
 
 def test_an_unreadable_record_is_kept_raw_and_told_as_failed(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -169,3 +168,85 @@ def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Pat
                   message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...")
     s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
     assert s.stop_reason == ""
+
+
+def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
+    import random
+
+    from autotune.space.neighbours import neighbour
+    from autotune.space.values import is_active
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    rng = random.Random(1)
+    start = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
+             "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
+             "mem_fraction_static": 0.85}
+    seen_off = False
+    for _ in range(200):
+        n = neighbour(spec, start, rng)
+        assert n is not None and n != start
+        for p in spec.params:  # exactly the active parameters are present, each with a value it can take
+            assert (p.name in n) == is_active(p, n)
+        if n["speculative_algorithm"] is None:
+            seen_off = True
+            assert set(n) == {"speculative_algorithm", "max_running_requests", "mem_fraction_static"}
+        else:
+            same = [k for k in start if start[k] == n.get(k)]
+            assert len(same) >= len(start) - 2  # one changed (topk 1 -> 2 or 4 adds draft tokens)
+            assert 0.75 <= n["mem_fraction_static"] <= 0.92
+    assert seen_off
+
+
+def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
+    return OptunaStudySearcher(spec, study, budget=100, on_record=lambda r, log: None,
+                               make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+                               screen=screen or (lambda p: None))
+
+
+def _complete(s, spec, tid: str, cfg: dict, value: float) -> None:  # type: ignore[no-untyped-def]
+    rec = replace(record_for(spec, cfg["number"], tid, cfg["params"], True),
+                  objectives={"output_tok_per_s@max": value})
+    s.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+
+
+def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    study = open_study(spec, None)
+    asked: list[dict] = []
+
+    def screen(p: dict) -> str | None:
+        asked.append(p)
+        return "capped" if p.get("max_running_requests") is None else None
+
+    s = _searcher(spec, study, screen)
+    first = s.suggest("a")  # the user's own launch (default cap) is a seed point: launched although capped
+    assert first["params"]["max_running_requests"] is None
+    _complete(s, spec, "a", first, 700.0)
+    second = s.suggest("b")
+    assert second["params"]["max_running_requests"] is None  # the second seed, too
+    _complete(s, spec, "b", second, 1500.0)
+    for i in range(15):
+        cfg = s.suggest(f"c{i}")
+        assert cfg["params"]["max_running_requests"] is not None, "a screened proposal was launched"
+        _complete(s, spec, f"c{i}", cfg, 1000.0 + i)
+    skipped = [t for t in study.get_trials() if t.user_attrs.get("skipped") == "capped"]
+    assert len(skipped) == s.screened_skipped and all(t.state == optuna.trial.TrialState.FAIL for t in skipped)
+
+
+def test_repeated_proposals_lead_to_an_unmeasured_neighbour(tmp_path: Path) -> None:
+    (tmp_path / "small.yaml").write_text(TINY.replace("sampler: random", "sampler: tpe").replace(
+        "choices: [0.7, 0.8]}", "choices: [0.7, 0.8]}\n  mrr: {flag: max-running-requests, type: categorical, "
+        "choices: [8, 16, 32, 64]}"))
+    spec = load_study(tmp_path / "small.yaml")
+    study = open_study(spec, None)
+    s = _searcher(spec, study)
+    measured = set()
+    for i in range(8):  # every point of the space, each once
+        cfg = s.suggest(f"t{i}")
+        key = (cfg["params"]["mem"], cfg["params"]["mrr"])
+        assert key not in measured, f"launch {i} repeats {key}"
+        measured.add(key)
+        _complete(s, spec, f"t{i}", cfg, 100.0 if key == (0.8, 64) else 50.0)
+    assert len(measured) == 8
+    told = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(told) == 8, "only measured points are told to the sampler"

@@ -1,0 +1,80 @@
+"""Pre-launch screen: does a point's launch look wasted before it is made? (``None``: launch it; else the reason.)
+
+Two rules, both from what the project already knows:
+- **Running cap below the load being optimised.** SGLang runs at most ``--max-running-requests`` requests at once, 48
+  by default with any speculative algorithm (``sglang_rules.effective_max_running_requests``). A point whose cap is
+  below the highest load level its objectives or constraints read queues the rest of that load: a measurement of the
+  cap, not of the point's other settings.
+- **Predicted not to fit in GPU memory** (``autotune.fit``): the weights leave no KV cache, or the memory outside the
+  static pool cannot hold the CUDA graphs. Sizes come from the simulator profile, or for SGLang from the model's
+  ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
+
+The searcher sets such points aside while it can find others (it never rejects them outright: a prediction can be
+wrong, and the study's own ``points_to_evaluate`` are never screened).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from autotune import fit, gpus
+from autotune.engines import sglang_rules
+from autotune.errors import AutotuneError, SpaceError
+from autotune.space import StudySpec, to_trial_config
+
+Screen = Callable[[dict[str, Any]], "str | None"]
+
+
+def top_level(spec: StudySpec) -> int | None:
+    """The highest concurrency any objective or constraint reads, or None when none reads a load level."""
+    levels = spec.plan.concurrencies
+    if not levels:
+        return None
+    read = [o.level for o in spec.objectives] + [c.level for c in spec.constraints]
+    nums = [max(levels) if lv == "max" else int(lv) for lv in read if lv == "max" or str(lv).isdigit()]
+    return max(nums) if nums else None
+
+
+def study_sizes(spec: StudySpec) -> fit.Sizes | None:
+    """The sizes ``autotune.fit`` needs for this study, or None (with a note on stderr) when they are unknown."""
+    try:
+        if spec.engine == "sim" and spec.sim is not None:
+            from autotune.sim.profile import load_profile
+
+            return fit.from_profile(load_profile(spec.sim.profile))
+        rows = gpus.query("memory.total")
+        if not rows:
+            return None
+        total = min(float(r[0]) for r in rows) * 1024 * 1024
+        drafters = tuple(
+            str(c) for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL for c in p.choices if c
+        )
+        return fit.from_model_dir(spec.server.model_path, total, drafters=drafters)
+    except (AutotuneError, OSError, ValueError, KeyError) as exc:
+        print(f"note: no GPU-memory prediction for study {spec.name!r}: {exc}", file=sys.stderr)
+        return None
+
+
+def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Screen:
+    """The study's screen. ``sizes=True`` reads them with ``study_sizes``; None or False: no memory prediction."""
+    top = top_level(spec)
+    known = study_sizes(spec) if sizes is True else (sizes or None)
+
+    def screen(params: dict[str, Any]) -> str | None:
+        try:
+            cfg = to_trial_config(spec, params)
+        except SpaceError:
+            return None  # the trial itself will say what is wrong
+        cap = sglang_rules.effective_max_running_requests(cfg.flags)
+        if top is not None and cap is not None and cap < top:
+            default = "SGLang's speculative default " if sglang_rules.MAX_RUNNING not in cfg.flags else ""
+            return f"running cap {cap} ({default}--max-running-requests) is below the top load level {top}"
+        if known is not None:
+            pred = fit.predict(known, cfg.flags, tp_size=cfg.tp_size)
+            if not pred.fits:
+                return f"predicted {pred.failure.value if pred.failure else 'not to fit'}: {pred.reason}"
+        return None
+
+    return screen

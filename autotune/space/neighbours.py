@@ -1,0 +1,71 @@
+"""Points one parameter away from a given point: the searcher's way to an unmeasured point near a good one."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.space.types import ParamSpec, StudySpec
+from autotune.space.values import accepts, is_active, same_value
+
+FLOAT_MOVE = 0.1  # a float moves by up to this share of its range
+
+
+def _other_value(p: ParamSpec, current: Any, rng: random.Random) -> Any:
+    """A value of ``p`` other than ``current`` (an adjacent one for numbers), or ``current`` when there is none."""
+    if p.type == "categorical":
+        others = [c for c in p.choices if not same_value(c, current)]
+        return rng.choice(others) if others else current
+    if p.type == "bool":
+        return not current
+    assert p.low is not None and p.high is not None
+    if p.type == "int":
+        step = int(p.step or 1)
+        moves = [v for v in (int(current) - step, int(current) + step) if p.low <= v <= p.high]
+        return rng.choice(moves) if moves else current
+    span = float(p.high) - float(p.low)
+    delta = span * FLOAT_MOVE * rng.uniform(0.3, 1.0) * rng.choice((-1, 1))
+    value = min(max(float(current) + delta, float(p.low)), float(p.high))
+    if p.step:
+        value = float(p.low) + round((value - float(p.low)) / float(p.step)) * float(p.step)
+    return round(value, 6)
+
+
+def _can_move(p: ParamSpec) -> bool:
+    if p.type == "categorical":
+        return len(p.choices) > 1
+    return p.type == "bool" or (p.low is not None and p.high is not None and p.low < p.high)
+
+
+def random_value(p: ParamSpec, rng: random.Random) -> Any:
+    if p.type == "categorical":
+        return rng.choice(list(p.choices))
+    if p.type == "bool":
+        return rng.random() < 0.5
+    assert p.low is not None and p.high is not None
+    if p.type == "int":
+        step = int(p.step or 1)
+        return rng.randrange(int(p.low), int(p.high) + 1, step)
+    value = rng.uniform(float(p.low), float(p.high))
+    if p.step:
+        value = float(p.low) + round((value - float(p.low)) / float(p.step)) * float(p.step)
+    return round(value, 6)
+
+
+def neighbour(spec: StudySpec, point: Mapping[str, Any], rng: random.Random) -> dict[str, Any] | None:
+    """``point`` with one active parameter changed; parameters that become active get a random value, ones that
+    become inactive are dropped. None when no parameter can change."""
+    movable = [p for p in spec.params if p.name in point and _can_move(p)]
+    if not movable:
+        return None
+    moved = rng.choice(movable)
+    changed = dict(point)
+    changed[moved.name] = _other_value(moved, point[moved.name], rng)
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        if not is_active(p, out):
+            continue
+        v = changed.get(p.name)
+        out[p.name] = v if p.name in changed and accepts(p, v) else random_value(p, rng)
+    return out

@@ -1,0 +1,156 @@
+"""Studies on a landscape: the project's searcher (as the Ray Tune trainable calls it, without Ray), random, grid.
+
+Every method pays for a launch only where a study would: a point SGLang's rules reject is recorded INVALID without a
+launch, a repeat the searcher answers from its earlier result costs nothing, a failed launch (OOM, capture) counts.
+After each launch the config autotune would export (``autotune.export.best.select_best`` over the measured records)
+is judged by its TRUE value on the landscape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ray.tune.search import Searcher
+
+from autotune.export.best import parse_objectives, select_best
+from autotune.records import TrialOutcome, TrialRecord
+from autotune.score import objective_key
+from autotune.searcher import OptunaStudySearcher, open_study
+from benchmarks.search.landscape import Landscape, enumerate_points, noisy
+
+GRID_FLOAT_POINTS = 4  # a float parameter's values on the grid: low, two between, high
+
+
+@dataclass(frozen=True)
+class Run:
+    """One simulated study. ``ratios[n]``: true value of the exported config after n + 1 launches / the optimum."""
+
+    method: str
+    space: str
+    variant: str
+    noise: float
+    seed: int
+    optimum: float
+    ratios: tuple[float, ...]
+    launched: tuple[dict[str, Any], ...]  # the launched points, in order
+    suggested: int  # points the method proposed (launches, invalid points, repeats answered without a launch)
+    invalid: int
+    failed: int  # launches that failed (OOM, capture)
+    infeasible: int  # launches that completed but broke an SLO (true value)
+    repeats: int  # launches of a point already measured
+    seed_within_2pct: bool  # a points_to_evaluate entry is already within 2% of the optimum
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Lab:
+    """Measures points on a landscape with noise, keeps the records, answers what autotune would export."""
+
+    def __init__(self, land: Landscape, noise: float, seed: int, optimum: float) -> None:
+        self.land, self.noise, self.optimum = land, noise, optimum
+        self.rng = random.Random(f"noise-{seed}")
+        self.records: list[TrialRecord] = []
+        self.ratios: list[float] = []
+        self.launched: list[dict[str, Any]] = []
+        self.invalid = self.failed = self.infeasible = self.repeats = 0
+        self._seen: set[str] = set()
+        spec = land.spec
+        self.objectives = parse_objectives([(objective_key(o.metric, o.level), o.direction) for o in spec.objectives])
+
+    def record(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
+        """The trial's record; a launch is counted unless the point is invalid."""
+        spec = self.land.spec
+        out = self.land.evaluate(params)
+        base = dict(study=spec.name, trial_id=trial_id, number=number, params=dict(params), flags={}, env={}, argv=[])
+        if out.outcome == "invalid":
+            self.invalid += 1
+            return TrialRecord(**base, outcome=TrialOutcome.INVALID, failure=out.failure, message=out.message)
+        key = json.dumps(params, sort_keys=True, default=str)
+        self.repeats += key in self._seen
+        self._seen.add(key)
+        if out.outcome == "failed":
+            self.failed += 1
+            rec = TrialRecord(**base, outcome=TrialOutcome.FAILED, failure=out.failure, message=out.message)
+        else:
+            self.infeasible += not out.feasible
+            value, metrics = noisy(out, self.noise, self.rng)
+            cons: dict[str, float] = {}
+            for c in spec.constraints:
+                k = objective_key(c.metric, c.level)
+                parts = ([metrics[k] - c.max] if c.max is not None else []) + ([c.min - metrics[k]] if c.min is not None else [])
+                cons[k] = max(parts) if parts else 0.0
+            rec = TrialRecord(**base, outcome=TrialOutcome.COMPLETE, objectives={self.land.objective_key: value},
+                              constraints=cons, feasible=all(v <= 0 for v in cons.values()))
+        self.records.append(rec)
+        self.launched.append(dict(params))
+        best = select_best(self.records, self.objectives).record
+        true = self.land.evaluate(best.params).true_value if best is not None else 0.0
+        self.ratios.append(true / self.optimum if self.optimum > 0 else 0.0)
+        return rec
+
+    def run(self, method: str, seed: int, suggested: int) -> Run:
+        spec = self.land.spec
+        seeds_true = [self.land.evaluate(dict(p)).true_value for p in spec.points_to_evaluate]
+        return Run(method, spec.name, self.land.variant.name, self.noise, seed, self.optimum, tuple(self.ratios),
+                   tuple(self.launched), suggested, self.invalid, self.failed, self.infeasible, self.repeats,
+                   any(v >= 0.98 * self.optimum for v in seeds_true))
+
+
+def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, noise: float, launches: int,
+                 slots: int = 1, method: str | None = None,
+                 make_searcher: Callable[..., OptunaStudySearcher] = OptunaStudySearcher) -> Run:
+    """The study's own searcher: ``suggest`` for up to ``slots`` trials at once, ``on_trial_complete`` in order."""
+    spec = dataclasses.replace(land.spec, sampler=sampler, seed=seed, name=f"bench-{sampler}-{seed}")
+    study = open_study(spec, None)  # in memory
+    lab = Lab(land, noise, seed, optimum)
+
+    def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
+        raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
+
+    searcher = make_searcher(spec, study, budget=launches * 20, on_record=lambda r, log: None,
+                             make_missing_record=missing)
+    pending: deque[tuple[str, dict[str, Any]]] = deque()
+    n = 0
+    finished = False
+    while len(lab.ratios) < launches:
+        while not finished and len(pending) < slots and len(lab.ratios) + len(pending) < launches:
+            tid = f"t{n}"
+            n += 1
+            cfg = searcher.suggest(tid)
+            if cfg is None or cfg == Searcher.FINISHED:
+                finished = True
+                break
+            pending.append((tid, cfg))
+        if not pending:
+            break
+        tid, cfg = pending.popleft()
+        rec = lab.record(cfg["number"], tid, cfg["params"])
+        searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+    return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n)
+
+
+def run_grid(land: Landscape, optimum: float, *, seed: int, noise: float, launches: int) -> Run:
+    """The study's seed points, then the grid (floats at ``GRID_FLOAT_POINTS`` values) in a seeded random order."""
+    lab = Lab(land, noise, seed, optimum)
+    grid = enumerate_points(land.spec, float_points=GRID_FLOAT_POINTS)
+    random.Random(f"grid-{seed}").shuffle(grid)
+    points = [dict(p) for p in land.spec.points_to_evaluate] + grid
+    seen: set[str] = set()
+    n = 0
+    for params in points:
+        if len(lab.ratios) >= launches:
+            break
+        key = json.dumps(params, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        n += 1
+        lab.record(n, f"g{n}", params)
+    return lab.run("grid", seed, n)
