@@ -78,3 +78,35 @@ def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Sc
         return None
 
     return screen
+
+
+def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
+    """For each of the study's ``points_to_evaluate`` whose running cap is below the top load level, the same point with
+    the cap lifted to the top load (the smallest value of the study's ``--max-running-requests`` parameter that
+    reaches it): the user's own launch, without the cap the screen would otherwise hold against the search."""
+    top = top_level(spec)
+    param = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    if top is None or param is None:
+        return []
+    if param.type == "categorical":
+        lifts = sorted(c for c in param.choices if isinstance(c, int) and not isinstance(c, bool) and c >= top)
+    elif param.type == "int" and param.low is not None and param.high is not None and param.high >= top:
+        lifts = [max(int(param.low), top)]
+    else:
+        lifts = []
+    if not lifts:
+        return []
+    out: list[dict[str, Any]] = []
+    known = [dict(p) for p in spec.points_to_evaluate]
+    for point in spec.points_to_evaluate:
+        try:
+            cfg = to_trial_config(spec, point)
+        except SpaceError:
+            continue
+        cap = sglang_rules.effective_max_running_requests(cfg.flags)
+        if cap is None or cap >= top:
+            continue
+        lifted = {**point, param.name: lifts[0]}
+        if lifted not in known and lifted not in out:
+            out.append(lifted)
+    return out

@@ -103,7 +103,9 @@ def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
     )
     name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
     if not study.trials:
-        for point in spec.points_to_evaluate:
+        from autotune.prescreen import uncapped_seeds
+
+        for point in [*spec.points_to_evaluate, *uncapped_seeds(spec)]:
             study.enqueue_trial(dict(point), skip_if_exists=True)
     return study
 

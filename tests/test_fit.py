@@ -83,3 +83,16 @@ def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
     s2 = default_screen(h200)
     assert "oom_at_launch" in (s2({"speculative_algorithm": None, "max_running_requests": None,
                                    "mem_fraction_static": 0.01}) or "")
+
+
+def test_a_capped_seed_point_is_also_measured_uncapped() -> None:
+    from autotune.prescreen import uncapped_seeds
+    from autotune.searcher import open_study
+    from autotune.space import suggest
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    assert uncapped_seeds(spec) == [{**spec.points_to_evaluate[0], "max_running_requests": 128}]
+    study = open_study(spec, None)
+    asked = [suggest(spec, study.ask()) for _ in range(3)]
+    assert asked[2]["max_running_requests"] == 128 and asked[2]["speculative_algorithm"] == "EAGLE3"
+    assert uncapped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []

@@ -41,15 +41,18 @@ def load_space(name: str) -> StudySpec:
     return dataclasses.replace(spec, name=name, constraints=cons)
 
 
-def cached_optimum(space: str, land: Landscape) -> Optimum:
-    """The enumerated optimum, cached on disk by the space file, the variant and the landscape code."""
-    key = hashlib.sha256(
+def cache_key(space: str, land: Landscape) -> str:
+    return hashlib.sha256(
         (ROOT / "search_spaces" / f"{space}.yaml").read_bytes()
         + repr(land.variant).encode()
         + repr(land.spec.constraints).encode()
         + f"{landscape_mod.LANDSCAPE_VERSION}/{landscape_mod.KV_BUCKET}".encode()
     ).hexdigest()[:16]
-    path = CACHE / f"{space}-{land.variant.name}-{key}.json"
+
+
+def cached_optimum(space: str, land: Landscape) -> Optimum:
+    """The enumerated optimum, cached on disk by the space file, the variant and the landscape version."""
+    path = CACHE / f"{space}-{land.variant.name}-{cache_key(space, land)}.json"
     if path.exists():
         d = json.loads(path.read_text())
         return Optimum(d["value"], d["params"], d["points"], d["feasible"])
@@ -63,6 +66,9 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
     space, variant = task["space"], next(v for v in VARIANTS if v.name == task["variant"])
     land = Landscape(load_space(space), variant)
     t0 = time.monotonic()
+    runs_file = CACHE / f"{space}-{variant.name}-{cache_key(space, land)}.runs.json"
+    if runs_file.exists():
+        land.load_runs(json.loads(runs_file.read_text()))
     opt = cached_optimum(space, land)
     out: list[dict[str, Any]] = []
     for noise in task["noise"]:
@@ -76,6 +82,8 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                     run = run_searcher(land, opt.value, sampler=sampler, seed=seed, noise=noise,
                                        launches=task["launches"], slots=task["slots"], method=name)
                 out.append(run.to_json())
+    CACHE.mkdir(exist_ok=True)
+    runs_file.write_text(json.dumps(land.dump_runs()))
     print(f"{space}/{variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
           f"{len(out)} runs in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     return out
