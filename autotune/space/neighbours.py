@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.space.types import ParamSpec, StudySpec
-from autotune.space.values import accepts, is_active, same_value
+from autotune.space.values import accepts, decimals, is_active, rounded, same_value
 
 FLOAT_MOVE = 0.1  # a float moves by up to this share of its range
 
@@ -25,11 +25,23 @@ def _other_value(p: ParamSpec, current: Any, rng: random.Random) -> Any:
         moves = [v for v in (int(current) - step, int(current) + step) if p.low <= v <= p.high]
         return rng.choice(moves) if moves else current
     span = float(p.high) - float(p.low)
-    delta = span * FLOAT_MOVE * rng.uniform(0.3, 1.0) * rng.choice((-1, 1))
-    value = min(max(float(current) + delta, float(p.low)), float(p.high))
+    sign = rng.choice((-1, 1))
+    value = _on_grid(p, float(current) + span * FLOAT_MOVE * rng.uniform(0.3, 1.0) * sign)
+    places = decimals(p)
+    if value == current and places is not None:  # the move was below the precision searched: one unit instead
+        unit = float(p.step) if p.step else 10.0 ** -places
+        value = _on_grid(p, float(current) + unit * sign)
+        if value == current:
+            value = _on_grid(p, float(current) - unit * sign)
+    return value
+
+
+def _on_grid(p: ParamSpec, value: float) -> float:
+    assert p.low is not None and p.high is not None
+    value = min(max(value, float(p.low)), float(p.high))
     if p.step:
         value = float(p.low) + round((value - float(p.low)) / float(p.step)) * float(p.step)
-    return round(value, 6)
+    return rounded(p, value)
 
 
 def _can_move(p: ParamSpec) -> bool:
@@ -47,10 +59,7 @@ def random_value(p: ParamSpec, rng: random.Random) -> Any:
     if p.type == "int":
         step = int(p.step or 1)
         return rng.randrange(int(p.low), int(p.high) + 1, step)
-    value = rng.uniform(float(p.low), float(p.high))
-    if p.step:
-        value = float(p.low) + round((value - float(p.low)) / float(p.step)) * float(p.step)
-    return round(value, 6)
+    return _on_grid(p, rng.uniform(float(p.low), float(p.high)))
 
 
 def neighbour(spec: StudySpec, point: Mapping[str, Any], rng: random.Random) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ from autotune.sim.offline import make_scheduler
 from autotune.sim.profile import Profile, load_profile
 from autotune.sim.scheduler import SimRequest
 from autotune.space import StudySpec, is_active, to_trial_config
+from autotune.space.values import rounded
 
 MEM_FLAG = "mem-fraction-static"
 KV_BUCKET = 1.10
@@ -298,8 +299,8 @@ def _values(p: Any, float_points: int | None) -> list[Any]:
     lo, hi = p.low, p.high
     if p.type == "int":
         return list(range(int(lo), int(hi) + 1, int(p.step or 1)))
-    if float_points:
-        return [round(lo + (hi - lo) * k / (float_points - 1), 6) for k in range(float_points)]
+    if float_points:  # at the precision the study searches (``round``), as the sampler's values are
+        return list(dict.fromkeys(rounded(p, lo + (hi - lo) * k / (float_points - 1)) for k in range(float_points)))
     step = p.step or FLOAT_GRID_STEP
     n = int(round((hi - lo) / step))
     return [round(lo + step * k, 6) for k in range(n + 1)]
