@@ -65,7 +65,8 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
     study_id = next(s["study_id"] for s in summaries if s["study_name"] == spec.name)
     detail = _get(app, f"/api/studies/{study_id}")
     assert detail["objective_names"] == [KEY]
-    trials = {next(a["value"] for a in t["user_attrs"] if a["key"] == "trial_id"): t for t in detail["trials"]}
+    launched = [t for t in detail["trials"] if not any(a["key"] == "skipped" for a in t["user_attrs"])]
+    trials = {next(a["value"] for a in t["user_attrs"] if a["key"] == "trial_id"): t for t in launched}
     assert set(trials) == set(kinds)
     names = [LAUNCH_CONSTRAINT, "ttft_ms.p99@max", "itl_ms.p99@max"]
     for tid, kind in kinds.items():
@@ -80,13 +81,15 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
 
     # Optuna's samplers read the same feasibility through the trial's constraints
     for t in optuna.load_study(study_name=spec.name, storage=store.db_url).trials:
+        if "skipped" in t.user_attrs:  # a proposal set aside without a launch (FAIL, ignored by the samplers)
+            continue
         by_name = {k: v for k, v in t.constraints.items() if not k.isdigit()}
         assert set(by_name) == set(names)
         assert t.system_attrs["constraints"] == [by_name[n] for n in names]  # the dashboard's list, same values
 
 
-def test_repeated_point_copy_is_marked_too(tmp_path: Path) -> None:
-    """A point answered from an earlier result (no launch) carries the same constraint list for the dashboard."""
+def test_a_repeated_point_shows_which_trial_it_repeats(tmp_path: Path) -> None:
+    """A point already measured is not launched again nor told again: the dashboard shows a FAIL trial that says so."""
     spec = replace(load_study(ROOT / "search_spaces" / "smoke.yaml"), params=load_study(
         ROOT / "search_spaces" / "smoke.yaml").params[:1], points_to_evaluate=())
     store = StudyStore(tmp_path / "s")
@@ -99,9 +102,10 @@ def test_repeated_point_copy_is_marked_too(tmp_path: Path) -> None:
     cfg = searcher.suggest("a")
     searcher.on_trial_complete("a", {"record_json": json.dumps(_record(spec, cfg["number"], "a", cfg["params"],
                                                                        "slow").to_json())})
-    searcher.suggest("b")  # the same point again: told as a copy of trial 0, then a new point is asked
-    copies = [t for t in study.trials if "duplicate_of" in t.user_attrs]
-    assert copies, "the enqueued repeat was not answered from the first result"
-    for t in copies:
-        assert t.system_attrs["constraints"] == [0.0, 500.0, -1.0]
-        assert t.user_attrs["feasible"] is False
+    second = searcher.suggest("b")  # the same point again: set aside, then a new point is asked
+    assert second["params"] != cfg["params"]
+    repeats = [t for t in study.trials if "duplicate_of" in t.user_attrs]
+    assert repeats, "the enqueued repeat was launched again"
+    for t in repeats:
+        assert t.state == optuna.trial.TrialState.FAIL and t.user_attrs["duplicate_of"] == cfg["number"]
+        assert t.user_attrs["skipped"].startswith("repeats trial")
