@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=0.10,
                    help="relative tolerance where the study recorded no interval (default 0.10)")
     p.add_argument("--out", type=Path, help="output folder (default: <study_dir>/verify)")
+    p.add_argument("--reexport", action="store_true",
+                   help="first write <study_dir>/best/ again with this version of the export (a study exported by an "
+                   "older autotune); the records are not changed")
     return p
 
 
@@ -82,8 +85,8 @@ def load_best(study_dir: Path) -> dict[str, Any]:
         raise VerifyError(f"{path}: the study has no best trial ({doc.get('reason', 'no reason recorded')})")
     if "export" not in doc:
         raise VerifyError(
-            f"{path} was written by an older autotune (no `export` section): export the study again with this "
-            "version (python -c \"from autotune.verify import reexport; reexport('STUDY_DIR')\")"
+            f"{path} was written by an older autotune (no `export` section): run verify with --reexport to export "
+            "the study again with this version first"
         )
     return doc
 
@@ -142,6 +145,8 @@ def launch_spec(target: Target, host: str, port: int, ready_timeout_s: float) ->
 
 def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]]:
     study_dir: Path = args.study_dir
+    if args.reexport:
+        reexport(study_dir)
     doc = load_best(study_dir)
     plan, study_ready_s = load_plan(study_dir)
     target = choose_target(study_dir, doc, args.script, args.as_measured)

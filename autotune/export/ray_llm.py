@@ -82,6 +82,8 @@ def validate_ray_llm_config(doc: dict[str, Any]) -> bool:
     where ``ray.serve.llm`` cannot be imported: it needs SGLang or vLLM installed."""
     from pydantic import ValidationError
 
+    if not any(importlib.util.find_spec(engine) is not None for engine in ("sglang", "vllm")):
+        return False  # ray.serve.llm refuses to import (after logging torch/transformers warnings)
     try:
         from ray.serve.llm import LLMConfig
     except ImportError:
