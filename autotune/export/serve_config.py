@@ -22,6 +22,7 @@ from autotune.secrets import REDACTED, is_secret
 IMPORT_PATH = "serve_app.app:build_app"
 DEPLOYMENT_NAME = "EngineServer"
 DEFAULT_READY_TIMEOUT_S = 900.0
+HEALTH_CHECK_PERIOD_S = 5
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ def serve_config(args: ServeAppArgs, *, http_port: int = 8000) -> dict[str, Any]
                         "name": DEPLOYMENT_NAME,
                         "num_replicas": 1,
                         "ray_actor_options": {"num_gpus": args.gpus, "num_cpus": 1},
+                        # a dead engine is noticed after 3 failed checks (Serve's threshold): about 15 s
+                        "health_check_period_s": HEALTH_CHECK_PERIOD_S,
+                        "health_check_timeout_s": 30,
                     }
                 ],
             }

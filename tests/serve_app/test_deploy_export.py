@@ -99,13 +99,21 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
             first = _completion(client, http + route)
             pid = client.get(f"{http}{route}/autotune/status").json()["engine_pid"]
             assert pid and group_alive(pid)
+            (old_replica,) = _wait("one running replica", lambda: _replicas(dash, app, "RUNNING"), 30)
             t_kill = time.monotonic()
             os.killpg(pid, signal.SIGKILL)
-            _wait("the replica reported unhealthy",
-                  lambda: _deployment(_serve_status(env, dash), app)[1] in ("UNHEALTHY", "UPDATING"), 60)
-            _wait("a replacement replica", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"),
-                  60)
+            # Serve's next health check fails (the engine is gone): the deployment is reported unhealthy, the replica
+            # is stopped, and a new one (with a new engine) takes its place.
+            seen: set[str] = set()
+
+            def replaced() -> bool:
+                seen.update(_statuses(dash, app, old_replica))
+                return "deployment:UNHEALTHY" in seen and bool(set(_replicas(dash, app, "RUNNING")) - {old_replica})
+
+            _wait(f"the replica reported unhealthy and replaced (seen: {seen})", replaced, 80)
             replaced_after = time.monotonic() - t_kill
+            _wait("serve status HEALTHY", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"),
+                  30)
             new_pid = _wait("the new engine", lambda: _new_pid(client, f"{http}{route}", pid), 30)
             assert new_pid != pid and group_alive(new_pid)
             second = _completion(client, http + route)
@@ -126,6 +134,31 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p, signal.SIGKILL)
     assert not leftover, f"engine process groups {leftover} outlived serve shutdown"
+
+
+def _token() -> dict[str, str]:
+    token = Path.home() / ".ray" / "auth_token"
+    return {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
+
+
+def _serve_api(dash: str, app: str) -> dict:
+    try:
+        r = httpx.get(f"{dash}/api/serve/applications/", headers=_token(), timeout=5, trust_env=False)
+        detail = (r.json().get("applications") or {}).get(app) or {} if r.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return (detail.get("deployments") or {}).get("EngineServer") or {}
+
+
+def _replicas(dash: str, app: str, state: str) -> list[str]:
+    return [r["replica_id"] for r in _serve_api(dash, app).get("replicas") or [] if r.get("state") == state]
+
+
+def _statuses(dash: str, app: str, replica: str) -> set[str]:
+    dep = _serve_api(dash, app)
+    out = {f"deployment:{dep.get('status')}"} if dep else set()
+    out |= {f"old replica:{r.get('state')}" for r in dep.get("replicas") or [] if r.get("replica_id") == replica}
+    return out
 
 
 def _dashboard_up(dash: str) -> bool:
