@@ -112,6 +112,8 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
 
             _wait(f"the replica reported unhealthy and replaced (seen: {seen})", replaced, 80)
             replaced_after = time.monotonic() - t_kill
+            print(f"engine {pid} killed; replica {old_replica} reported unhealthy and replaced in {replaced_after:.1f} s "
+                  f"(seen: {sorted(seen)})")
             _wait("serve status HEALTHY", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"),
                   30)
             new_pid = _wait("the new engine", lambda: _new_pid(client, f"{http}{route}", pid), 30)
