@@ -232,6 +232,7 @@ class StudyDriver:
 
     def _export(self) -> int:
         from autotune.export import export_study, format_summary_table
+        from autotune.report.render import write_html
 
         spec = self.spec
         records = self.store.load()
@@ -239,12 +240,14 @@ class StudyDriver:
         levels = list(spec.plan.concurrencies)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
                               load_levels=levels, study_only=spec.server.study_only)
+        html = write_html(result, title=f"autotune study {spec.name}")
         say = self.console.result
         say("")
         say(format_summary_table(records, objectives, levels).rstrip("\n"))
         best = result.best
         if best is None:
             say(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")
+            say(f"report: {html.resolve().as_uri()}")
             return 3
         engine = best.engine
         label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
@@ -255,6 +258,7 @@ class StudyDriver:
         say(f"  params: {json.dumps(best.params, default=str)}")
         say(f"  command: {' '.join(best.argv)}")
         say(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
+        say(f"report: {html.resolve().as_uri()} (one self-contained page)")
         if result.rehearsal_script is not None:
             say("  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
                 "simulator as measured")

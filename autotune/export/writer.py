@@ -11,10 +11,10 @@ from pathlib import Path
 
 from autotune.export.analysis import analyze
 from autotune.export.banner import engine_banner
+from autotune.export.charts import pareto_svg, throughput_svg
 from autotune.export.command import exported_server
 from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
-from autotune.export.plots import pareto_svg, throughput_svg
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config

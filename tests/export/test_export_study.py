@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import stat
 import subprocess
@@ -101,7 +102,8 @@ def test_svgs_are_well_formed(exported):
         texts = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
         assert "SIMULATED" in texts
     throughput = ET.fromstring((best_dir / "throughput_vs_concurrency.svg").read_text())
-    assert len([e for e in throughput.iter() if e.tag.endswith("polyline")]) == 5  # one per completed trial
+    lines = [e.get("id") for e in throughput.iter() if re.fullmatch(r"trial-\d+", e.get("id") or "")]
+    assert len(lines) == 5  # one line per completed trial
     labels = [t.text for t in throughput.iter() if t.tag.endswith("text")]
     assert "speculation stops winning at 32" in labels
 
