@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from autotune import gpus, registry
-from autotune.engines.base import classify_failure, key_error_line
+from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.errors import LaunchError
 from autotune.records import FailureKind
 from autotune.site import server_environment
@@ -102,7 +102,8 @@ class ServerProcess:
                     kind = classify_failure(tail, ready=False)
                     why = key_error_line(tail)
                     raise LaunchError(
-                        kind, f"server exited with code {code} before it was ready ({kind.value}): {why}", tail
+                        kind, f"server exited with code {code} before it was ready ({kind.value}): {why}", tail,
+                        flags=rejected_flags_in_log(tail),
                     )
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:

@@ -1,4 +1,7 @@
-"""Outcomes and durable per-trial records (frozen values, JSON round-trippable)."""
+"""Outcomes and durable per-trial records (frozen values, JSON round-trippable).
+
+``FailureKind`` and ``PhaseTimings`` live in the leaf module ``autotune.failures``; they are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +10,15 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from autotune.bench.types import BenchResult
+from autotune.failures import FailureKind, PhaseTimings
+
+__all__ = ["EngineInfo", "FailureKind", "PhaseTimings", "TrialOutcome", "TrialRecord"]
 
 
 class TrialOutcome(str, enum.Enum):
     COMPLETE = "complete"  # server ran, benchmark measured
     INVALID = "invalid"  # rejected before launch by validity rules (no launch spent)
     FAILED = "failed"  # launch or benchmark failed; see FailureKind
-
-
-class FailureKind(str, enum.Enum):
-    OOM_AT_LAUNCH = "oom_at_launch"  # not enough memory for weights / KV cache
-    GRAPH_CAPTURE_FAILED = "graph_capture_failed"  # CUDA graph capture failed (often OOM)
-    NCCL_ERROR = "nccl_error"
-    UNKNOWN_FLAG = "unknown_flag"  # installed release does not know a flag
-    INVALID_VALUE = "invalid_value"  # the release knows the flag but rejects its value (argparse "invalid choice")
-    ENGINE_UNAVAILABLE = "engine_unavailable"  # the engine is not installed / its --help fails on the worker
-    HELP_TIMEOUT = "help_timeout"  # the engine's --help (the flag check) did not finish in time
-    INVALID_CONFIG = "invalid_config"  # rejected by validity rules
-    HEALTH_TIMEOUT = "health_timeout"  # process alive but never ready
-    CRASHED_AT_LAUNCH = "crashed_at_launch"  # exited before ready, other reason
-    CRASHED_UNDER_LOAD = "crashed_under_load"  # died while benchmarked
-    BENCH_ERROR = "bench_error"  # requests failed / server answered errors
-    DEPLOY_ERROR = "deploy_error"  # Ray Serve could not place or start the replica
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class PhaseTimings:
-    """Seconds; None when the phase was not seen. Parsed from the server log and measured by the runner."""
-
-    launch_to_ready_s: float | None = None  # engine process start -> /health 200 (measured)
-    weights_loaded_s: float | None = None  # from log: offset of 'Load weight end'
-    kv_cache_tokens: int | None = None  # from log: 'KV Cache is allocated ... #tokens: N'
-    graph_capture_s: float | None = None  # from log: capture begin -> end
-    max_total_num_tokens: int | None = None
-    max_running_requests: int | None = None
-    deploy_to_ready_s: float | None = None  # serve.run -> ready (includes Ray/Serve)
-    serve_run_s: float | None = None  # the serve.run call: replica placed, its process started, constructor run
-    replica_start_s: float | None = None  # serve.run called -> replica constructor entered (Ray/Serve + imports)
-    preflight_s: float | None = None  # flag check against the installed release's --help (cached per node)
-    gpu_wait_s: float | None = None  # before the launch: until the GPUs' memory read free (a previous server exiting)
-    bench_s: float | None = None
-    teardown_s: float | None = None
-    trial_wall_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +57,8 @@ class TrialRecord:
     failure: FailureKind | None = None
     message: str = ""
     log_tail: str = ""
+    rejected_flags: list[str] = field(default_factory=list)  # flags the engine refused (UNKNOWN_FLAG / INVALID_VALUE)
+    unset_env: list[str] = field(default_factory=list)  # inherited variables removed from the server's environment
     engine: EngineInfo | None = None
     bench: BenchResult | None = None
     phases: PhaseTimings = field(default_factory=PhaseTimings)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,7 +30,8 @@ import optuna
 from ray.tune.search import Searcher
 
 from autotune.dashboard_attrs import mark_feasibility, name_objectives, named_constraints
-from autotune.records import FailureKind, TrialOutcome, TrialRecord
+from autotune.failures import FailureKind
+from autotune.records import TrialOutcome, TrialRecord
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
 from autotune.space.neighbours import neighbour
@@ -189,9 +189,7 @@ class OptunaStudySearcher(Searcher):
             candidates, what = self.fixed_flags(), "a value fixed in server.flags that every trial passes"
         else:
             return
-        argparse_named = re.findall(r"argument (?:-\w+/)?--([\w-]+)", record.message)
-        named = sorted(f for f in candidates if f in argparse_named
-                       or (not argparse_named and re.search(rf"--{re.escape(f)}(?![\w-])", record.message)))
+        named = sorted(candidates & set(record.rejected_flags))  # the flags the engine named, as the record holds them
         if named:
             self.stop_reason = (
                 f"stopping the study: the installed engine rejects --{', --'.join(named)}, {what}, so every trial "

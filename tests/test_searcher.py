@@ -150,6 +150,7 @@ def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -
     assert "cuda-graph-max-bs-decode" not in s.always_passed_flags()  # conditional
     cfg = s.suggest("a")
     rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  rejected_flags=["attention-backend"],
                   message="the installed engine (sglang 0.5.9) does not know --attention-backend (did you mean "
                           "--attention-backend-x?). Remove the flag from the study file or install a release that has it")
     s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
@@ -165,6 +166,7 @@ def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Pat
                             make_missing_record=lambda *a: pytest.fail("unexpected"))
     cfg = s.suggest("a")
     rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  rejected_flags=["cuda-graph-max-bs-decode"],
                   message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...")
     s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
     assert s.stop_reason == ""
@@ -250,3 +252,23 @@ def test_repeated_proposals_lead_to_an_unmeasured_neighbour(tmp_path: Path) -> N
     assert len(measured) == 8
     told = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(told) == 8, "only measured points are told to the sampler"
+
+
+def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A message that merely mentions an always-passed flag does not stop the study; the record's rejected flags do,
+    for an invalid value as for an unknown flag."""
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    cfg = s.suggest("a")
+    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  rejected_flags=["no-such-flag"], message="does not know --no-such-flag (unlike --attention-backend)")
+    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    assert s.stop_reason == ""
+    cfg = s.suggest("b")
+    rec = replace(record_for(spec, cfg["number"], "b", cfg["params"], False), failure=FailureKind.INVALID_VALUE,
+                  rejected_flags=["attention-backend"], message="argument --attention-backend: invalid choice: 'x'")
+    s.on_trial_complete("b", {"record_json": json.dumps(rec.to_json())})
+    assert "--attention-backend" in s.stop_reason

@@ -104,6 +104,20 @@ def key_error_line(log_tail: str, max_chars: int = 300) -> str:
     return lines[-1][:max_chars] if lines else ""
 
 
+# argparse's error lines: "error: argument --attention-backend: invalid choice: 'x' (choose from ...)",
+# "error: unrecognized arguments: --no-such-flag 1", "error: ambiguous option: --cuda-graph-max-bs could match ...".
+_ARGPARSE_ARGUMENT = re.compile(r"error: (?:argument (?:-\w+/)?|ambiguous option: )--([\w-]+)")
+_ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]*)")
+
+
+def rejected_flags_in_log(log_tail: str) -> tuple[str, ...]:
+    """The flags (without dashes) that the server's argparse rejected, as its error lines name them."""
+    names = _ARGPARSE_ARGUMENT.findall(log_tail)
+    for listed in _ARGPARSE_UNRECOGNIZED.findall(log_tail):
+        names += [tok[2:].split("=", 1)[0] for tok in listed.split() if tok.startswith("--")]
+    return tuple(dict.fromkeys(names))
+
+
 def classify_failure(log_tail: str, *, ready: bool) -> FailureKind:
     """Map a dead server's log tail to a failure kind. ``ready`` says whether it had become ready before dying."""
     for kind, pattern in _FAILURE_PATTERNS:

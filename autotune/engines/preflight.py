@@ -66,7 +66,8 @@ def check_argv(argv: Sequence[str], known: frozenset[str], aliases: Sequence[tup
             hints.append(f"--{name}" + (f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""))
         raise UnknownFlagError(
             f"the installed engine ({release}) does not know {', '.join(hints)}. Remove the flag from the study file "
-            f"or install a release that has it; `--help` of the engine lists what it accepts."
+            f"or install a release that has it; `--help` of the engine lists what it accepts.",
+            flags=unknown,
         )
     return out
 

@@ -7,12 +7,13 @@ import contextlib
 import io
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from autotune.engines.base import classify_failure, key_error_line
+from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.engines.preflight import run_help
 from autotune.errors import EngineError
 from autotune.records import FailureKind
@@ -41,6 +42,7 @@ def argparse_error(argv: list[str]) -> str:
 ])
 def test_argparse_rejections_are_classified_by_cause(argv: list[str], kind: FailureKind) -> None:
     assert classify_failure(argparse_error(argv), ready=False) is kind
+    assert rejected_flags_in_log(argparse_error(argv)) == (argv[0][2:],)
 
 
 def test_help_timeout_is_its_own_kind() -> None:
@@ -81,7 +83,8 @@ def _launch_failure(spec, number: int, params: dict, argv: list[str]) -> dict:  
     kind = classify_failure(tail, ready=False)
     rec = base_record(spec, None, trial_id="a", number=number, params=params, started_at=now_iso())
     msg = f"server exited with code 2 before it was ready ({kind.value}): {key_error_line(tail)}"
-    return failed_record(rec, spec, kind, msg, tail).to_json()
+    flags = list(rejected_flags_in_log(tail))  # what the launcher puts in its LaunchError, and the runner in the record
+    return replace(failed_record(rec, spec, kind, msg, tail), rejected_flags=flags).to_json()
 
 
 def test_one_bad_choice_of_a_sampled_categorical_does_not_stop_the_study(tmp_path: Path) -> None:
