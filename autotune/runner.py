@@ -1,7 +1,10 @@
-"""One trial, end to end: config -> validity rules -> Serve app -> ready -> benchmark -> teardown -> record.
+"""One trial, end to end: config -> validity rules -> deploy -> ready -> benchmark -> teardown -> record.
 
-Runs inside a Ray Tune trial. Every outcome (invalid point, failed launch, crash under load, Ray error) becomes a
-``TrialRecord``; nothing here raises past ``run_trial``, so the study goes on and the sampler learns from failures.
+Runs inside a Ray Tune trial. ``run_trial`` does the I/O through two seams, a ``Deployer`` (Ray Serve in a study) and
+the ``Replica`` it hands back (``autotune.replica``); ``observe`` collects the replica's typed answers and ``assemble``
+turns them into the ``TrialRecord`` without side effects. Every outcome (invalid point, failed launch, crash under
+load, Ray error) becomes a record; nothing here raises past ``run_trial``, so the study goes on and the sampler learns
+from failures.
 """
 
 from __future__ import annotations
@@ -11,28 +14,25 @@ import json
 import os
 import platform
 import time
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from importlib import metadata
+from typing import Any
 
-from autotune import __version__, slots
-from autotune.bench.plan_codec import plan_to_json
-from autotune.bench.types import BenchResult
+from autotune import __version__
+from autotune.bench.types import BenchPlan
 from autotune.engines import get_engine
-from autotune.engines.base import Engine, parse_log_phases
+from autotune.engines.base import Engine, classify_failure, parse_log_phases
 from autotune.engines.sglang_rules import violations
-from autotune.errors import AutotuneError
-from autotune.progress import monitor as progress
+from autotune.errors import AutotuneError, failure_kind, rejected_flags
 from autotune.progress.events import Phase, TrialEvent
-from autotune.records import EngineInfo, FailureKind, PhaseTimings, TrialOutcome, TrialRecord
-from autotune.score import failed_score, score
+from autotune.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
+from autotune.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
+from autotune.score import failed_score, objective_key, score
 from autotune.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
 from autotune.space import StudySpec, to_trial_config
-from autotune.trial import LaunchSpec, TrialConfig
-
-if TYPE_CHECKING:
-    from serve_app.app import EngineArgs
+from autotune.trial import TrialConfig
 
 
 def now_iso() -> str:
@@ -51,12 +51,13 @@ def app_name(number: int, trial_id: str) -> str:
 
 
 def versions() -> dict[str, str]:
+    """Versions of what ran the trial, read from package metadata (nothing is imported)."""
     out = {"autotune": __version__, "python": platform.python_version()}
-    for mod in ("ray", "optuna", "httpx"):
+    for dist in ("ray", "optuna", "httpx"):
         try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - a version is informational
-            out[mod] = "unknown"
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "unknown"
     return out
 
 
@@ -80,45 +81,176 @@ def base_record(spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, numb
 
 
 def failed_record(record: TrialRecord, spec: StudySpec, kind: FailureKind, message: str, log_tail: str = "",
-                  outcome: TrialOutcome = TrialOutcome.FAILED) -> TrialRecord:
+                  outcome: TrialOutcome = TrialOutcome.FAILED, *, finished_at: str | None = None) -> TrialRecord:
     s = failed_score(spec.objectives, spec.constraints)
     return replace(record, outcome=outcome, failure=kind, message=message, log_tail=log_tail,
-                   objectives=s.objectives, constraints=s.constraints, feasible=False, finished_at=now_iso())
+                   objectives=s.objectives, constraints=s.constraints, feasible=False,
+                   finished_at=finished_at or now_iso())
 
 
-def engine_info(spec: StudySpec, engine: Engine, info: Mapping[str, Any] | None, gpus: int) -> EngineInfo:
-    info = info or {}
-    server_info = info.get("server_info") or {}
-    sim = server_info.get("sim") if isinstance(server_info, dict) else None
+def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int) -> EngineInfo:
+    report = report or ServerReport()
+    server_info = report.server_info or {}
     if engine.simulated:
-        sim = sim or {}
+        sim = server_info.get("sim") or {}
         return EngineInfo(
             engine="sim",
-            version=str(info.get("release") or engine.release()).split()[-1],  # autotune's release, not SGLang's it mimics
+            version=str(report.release or engine.release()).split()[-1],  # autotune's release, not SGLang's it mimics
             simulated=True,
             gpu_name=f"SIMULATED {sim.get('gpu_name', '?')}",
             gpu_count=int(sim.get("gpu_count", gpus)),
             profile=spec.sim.profile if spec.sim else None,
             time_scale=float(sim.get("time_scale", spec.sim.time_scale if spec.sim else 1.0)),
-            node=info.get("node"),
+            node=report.node,
         )
-    names = info.get("gpu_names") or []
-    release = str(info.get("release") or engine.release())
+    release = str(report.release or engine.release())
     return EngineInfo(
         engine="sglang",
         version=str(server_info.get("version") or release.replace("sglang ", "")),
         simulated=False,
-        gpu_name=names[0] if names else "unknown GPU",
-        gpu_count=len(names) or gpus,
-        node=info.get("node"),
+        gpu_name=report.gpu_names[0] if report.gpu_names else "unknown GPU",
+        gpu_count=len(report.gpu_names) or gpus,
+        node=report.node,
     )
 
 
-def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int,
-              owner: str | None = None) -> tuple[TrialRecord, str]:
+@dataclass(frozen=True)
+class Observation:
+    """What the runner saw of one deployed trial, in order; None where the trial did not get that far."""
+
+    app: str
+    serve_run_s: float
+    ready: Ready | Failure | None = None
+    bench: BenchRun | None = None
+    report: ServerReport | None = None
+    teardown: Teardown | None = None
+    error: Failure | None = None  # a call to the replica raised (the replica died, Ray timed out, ...)
+    release_error: str = ""  # giving the replica back failed
+    deploy_to_ready_s: float | None = None  # deploy call -> ready
+    replica_start_s: float | None = None  # deploy call -> the replica began the launch
+    teardown_s: float | None = None
+
+
+def _as_failure(exc: BaseException) -> Failure:
+    return Failure(failure_kind(exc), f"{type(exc).__name__}: {exc}", getattr(exc, "log_tail", ""), rejected_flags(exc))
+
+
+EventSink = Callable[[TrialEvent], None]
+
+
+def observe(replica: Replica, plan: BenchPlan, *, name: str, app: str, serve_run_s: float, t_deploy: float,
+            deploy_epoch: float, event: Callable[..., TrialEvent], send: EventSink) -> Observation:
+    """Wait for the server, benchmark it when ready, read its report, and stop it (always). Never raises.
+
+    ``event(phase, **fields)`` makes the trial's progress event and ``send`` passes it on."""
+    ready: Ready | Failure | None = None
+    bench: BenchRun | None = None
+    report: ServerReport | None = None
+    error: Failure | None = None
+    deploy_to_ready: float | None = None
+    try:
+        ready = replica.wait_ready(name)
+        deploy_to_ready = time.monotonic() - t_deploy
+        if isinstance(ready, Ready):
+            send(event(Phase.READY, seconds=deploy_to_ready))
+            bench = replica.benchmark(plan)
+        report = replica.info()
+    except Exception as exc:  # noqa: BLE001 - any error of the replica is recorded; the study goes on
+        error = _as_failure(exc)
+    send(event(Phase.TEARING_DOWN))
+    t_down = time.monotonic()
+    try:
+        # SIGKILL and return: the server's exit overlaps the next trial's start, whose replica waits for the GPUs to
+        # read free before it launches (phases.gpu_wait_s of that trial).
+        teardown = replica.stop_server(defer=True)
+    except Exception as exc:  # noqa: BLE001
+        teardown = Teardown(error=f"{type(exc).__name__}: {exc}")
+    init_epoch = report.init_epoch if report is not None else None
+    return Observation(app=app, serve_run_s=serve_run_s, ready=ready, bench=bench, report=report, teardown=teardown,
+                       error=error, deploy_to_ready_s=deploy_to_ready if isinstance(ready, Ready) else None,
+                       replica_start_s=(init_epoch - deploy_epoch) if init_epoch else None,
+                       teardown_s=time.monotonic() - t_down)
+
+
+def _failure_of(engine: Engine, obs: Observation) -> Failure | None:
+    """Why the trial failed, from what the replica said, or None when it completed."""
+    if obs.error is not None:
+        return obs.error
+    if isinstance(obs.ready, Failure):
+        return obs.ready
+    bench = obs.bench
+    if bench is None:
+        return Failure(FailureKind.UNKNOWN, "the replica answered neither ready nor failed")
+    if bench.ok and not bench.alive:
+        return Failure(FailureKind.CRASHED_UNDER_LOAD, "server exited during the benchmark")
+    if not bench.ok:
+        kind = FailureKind.BENCH_ERROR if bench.alive else classify_failure(bench.log_tail, ready=True)
+        return Failure(kind, bench.message, bench.log_tail)
+    return None
+
+
+def _notes(obs: Observation) -> list[str]:
+    notes = []
+    if obs.teardown is not None and obs.teardown.error:
+        notes.append(f"teardown: {obs.teardown.error}")
+    if obs.release_error:
+        notes.append(f"release: {obs.release_error}")
+    if obs.report is not None and obs.report.orphans_killed:
+        notes.append(f"the slot's replica killed {obs.report.orphans_killed} server(s) left by a replica Ray restarted")
+    if obs.report is not None and obs.report.omp_num_threads_in_replica is not None:
+        notes.append(f"replica OMP_NUM_THREADS={obs.report.omp_num_threads_in_replica} (removed from the server env)")
+    return notes
+
+
+def assemble(spec: StudySpec, engine: Engine, record: TrialRecord, obs: Observation, *, gpus: int,
+             trial_wall_s: float, finished_at: str) -> TrialRecord:
+    """The trial's record from what the replica said (pure: no I/O, no clock)."""
+    report = obs.report
+    log_text = report.log_text if report is not None else ""
+    ready_s = obs.ready.ready_s if isinstance(obs.ready, Ready) else None
+    bench = obs.bench.result if obs.bench is not None else None
+    phases = replace(
+        parse_log_phases(log_text), launch_to_ready_s=ready_s, deploy_to_ready_s=obs.deploy_to_ready_s,
+        bench_s=obs.bench.bench_s if obs.bench is not None else None, serve_run_s=obs.serve_run_s,
+        preflight_s=report.preflight_s if report else None, gpu_wait_s=report.gpu_wait_s if report else None,
+        replica_start_s=obs.replica_start_s, teardown_s=obs.teardown_s, trial_wall_s=trial_wall_s,
+    )
+    einfo = replace(engine_info(spec, engine, report, gpus), serve_app=obs.app,
+                    replica_launches=report.launches if report is not None else None)
+    record = replace(record, engine=einfo, phases=phases, bench=bench,
+                     argv=list(report.argv) if report is not None and report.argv else record.argv,
+                     unset_env=list(report.unset_env) if report is not None and report.argv else record.unset_env)
+    notes = _notes(obs)
+    failure = _failure_of(engine, obs)
+    if failure is not None:
+        tail = failure.log_tail or "\n".join(log_text.splitlines()[-40:])
+        message = failure.message + ("; " + "; ".join(notes) if notes else "")
+        rec = failed_record(record, spec, failure.kind, message, tail, finished_at=finished_at)
+        return replace(rec, rejected_flags=list(failure.flags))
+    assert bench is not None  # _failure_of returns a failure unless the benchmark completed
+    s = score(bench, spec.objectives, spec.constraints)
+    return replace(record, outcome=TrialOutcome.COMPLETE, failure=None, objectives=s.objectives,
+                   constraints=s.constraints, feasible=s.feasible, message="; ".join(notes), finished_at=finished_at,
+                   log_tail="\n".join(log_text.splitlines()[-20:]))
+
+
+def serve_deployer(spec: StudySpec) -> Deployer:
+    from autotune.serve.handle import ServeDeployer
+
+    return ServeDeployer(ready_wait_s=spec.ready_timeout_s + 300, bench_wait_s=spec.plan.level_timeout_s * 4)
+
+
+def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int, owner: str | None = None,
+              deployer: Deployer | None = None, send: EventSink | None = None) -> tuple[TrialRecord, str]:
     """Run one trial; returns its record and the server log text, secrets redacted. Never raises for trial-level
-    failures."""
-    record, log_text, env = _run_trial(spec, params, trial_id=trial_id, number=number, owner=owner)
+    failures. ``deployer`` puts the server on a replica (Ray Serve unless given); ``send`` takes the trial's progress
+    events (the study's monitor, found by ``owner``, unless given)."""
+    if send is None:
+        from autotune.progress import monitor
+
+        send = partial(monitor.send, owner)
+    record, log_text, env = _run_trial(spec, params, trial_id=trial_id, number=number, owner=owner, deployer=deployer,
+                                       send=send)
     return redact_record(record, log_text, env, spec.server.secret_env)
 
 
@@ -139,15 +271,13 @@ def redact_record(record: TrialRecord, log_text: str, env: Mapping[str, str],
     return safe, text(log_text)
 
 
-def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int,
-               owner: str | None = None) -> tuple[TrialRecord, str, dict[str, str]]:
-    from serve_app.app import EngineArgs
-
+def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int, owner: str | None,
+               deployer: Deployer | None, send: EventSink) -> tuple[TrialRecord, str, dict[str, str]]:
     t_trial = time.monotonic()
-    started = now_iso()
-    progress.send(owner, TrialEvent(number, trial_id, Phase.STARTED, params=dict(params)))
+    event = partial(TrialEvent, number, trial_id)
+    send(event(Phase.STARTED, params=dict(params)))
     cfg = to_trial_config(spec, params)
-    record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=started)
+    record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso())
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
     if problems:
         return failed_record(record, spec, FailureKind.INVALID_CONFIG, "; ".join(problems),
@@ -155,117 +285,23 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
 
     engine = engine_for(spec)
     lspec = engine.launch_spec(cfg, port=0, nccl_port=0, ready_timeout_s=spec.ready_timeout_s)
-    record = replace(record, argv=list(lspec.argv), env=dict(lspec.env))
+    record = replace(record, argv=list(lspec.argv), env=dict(lspec.env), unset_env=list(lspec.unset_env))
     name = app_name(number, trial_id)
-    args = EngineArgs(name=name, engine=engine.name, argv=list(lspec.argv), env=dict(lspec.env),
-                      unset_env=list(lspec.unset_env), host=lspec.host, port=0, gpus=lspec.gpus,
-                      ready_timeout_s=lspec.ready_timeout_s, owner=owner, trial_number=number, trial_id=trial_id)
-    pool = slots.find(owner)
+    deployer = deployer or serve_deployer(spec)
+    send(event(Phase.LAUNCHING))
+    t_deploy = time.monotonic()
     try:
-        slot = slots.acquire(pool) if pool is not None else None
+        deployed = deployer.deploy(DeployRequest(name=name, study=spec.name, launch=lspec, owner=owner, number=number,
+                                                 trial_id=trial_id))
     except AutotuneError as exc:
-        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, str(exc)), "", dict(lspec.env)
-    try:
-        return (*_deploy_and_measure(spec, engine, lspec, record, args, slot, t_trial), dict(lspec.env))
-    finally:
-        if slot is not None:
-            pool.release.remote(slot)
-
-
-def _deploy_and_measure(spec: StudySpec, engine: Engine, lspec: LaunchSpec, record: TrialRecord, args: EngineArgs,
-                        slot: int | None, t_trial: float) -> tuple[TrialRecord, str]:
-    from ray import serve
-
-    from serve_app.app import build_app, build_slot_app
-
-    name = args.name
-    # On a GPU slot the app keeps the slot's name and the trial's config is its user_config; without a slot pool
-    # (a trial run outside the driver) the trial gets an application of its own.
-    serve_app = slots.slot_app_name(spec.name, slot) if slot is not None else name
-    app = build_slot_app(args.model_dump()) if slot is not None else build_app(args.model_dump())
-    owner, event = args.owner, partial(TrialEvent, record.number, record.trial_id)
-    progress.send(owner, event(Phase.LAUNCHING))
-    t_deploy, t_deploy_epoch = time.monotonic(), time.time()
-    try:
-        handle = serve.run(app, name=serve_app, route_prefix=f"/{serve_app}")
-        serve_run_s = time.monotonic() - t_deploy
-    except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean the same here
-        return failed_record(record, spec, FailureKind.DEPLOY_ERROR, f"Ray Serve could not deploy {serve_app}: {exc}"), ""
-
-    info: dict[str, Any] | None = None
-    bench: BenchResult | None = None
-    failure: tuple[FailureKind, str, str] | None = None
-    ready_s: float | None = None
-    bench_s: float | None = None
-    deploy_to_ready: float | None = None
-    teardown: dict[str, Any] = {}
-    try:
-        ready = handle.wait_ready.remote(name).result(timeout_s=spec.ready_timeout_s + 300)
-        deploy_to_ready = time.monotonic() - t_deploy
-        if not ready["ok"]:
-            failure = (FailureKind(ready["kind"]), ready["message"], ready.get("log_tail", ""))
-        else:
-            ready_s = float(ready["ready_s"])
-            progress.send(owner, event(Phase.READY, seconds=deploy_to_ready))
-            b = handle.benchmark.remote(plan_to_json(spec.plan)).result(timeout_s=spec.plan.level_timeout_s * 4)
-            bench_s = float(b["bench_s"])
-            if b["ok"]:
-                bench = BenchResult.from_json(b["result"])
-                if not b["alive"]:
-                    failure = (FailureKind.CRASHED_UNDER_LOAD, "server exited during the benchmark", "")
-            else:
-                kind = engine.classify_failure(b.get("log_tail", ""), ready=True) if not b["alive"] \
-                    else FailureKind.BENCH_ERROR
-                failure = (kind, b["message"], b.get("log_tail", ""))
-        info = handle.info.remote().result(timeout_s=120)
-    except Exception as exc:  # noqa: BLE001 - replica died, Ray timeout, ...: recorded, the study goes on
-        failure = (FailureKind.DEPLOY_ERROR, f"{type(exc).__name__}: {exc}", "")
-    finally:
-        progress.send(owner, event(Phase.TEARING_DOWN))
-        t_down = time.monotonic()
-        try:
-            # SIGKILL and return: the server's exit overlaps the next trial's start, whose replica waits for the
-            # GPUs to read free before it launches (phases.gpu_wait_s of that trial).
-            teardown = handle.stop_server.remote(defer=True).result(timeout_s=180)
-        except Exception as exc:  # noqa: BLE001
-            teardown = {"error": f"{type(exc).__name__}: {exc}"}
-        if slot is None:
-            try:
-                serve.delete(serve_app, _blocking=False)
-            except Exception as exc:  # noqa: BLE001
-                teardown["error"] = f"{teardown.get('error', '')} serve.delete failed: {exc}".strip()
-        teardown_total = time.monotonic() - t_down
-
-    log_text = (info or {}).get("log_text", "")
-    parsed = parse_log_phases(log_text) if log_text else PhaseTimings()
-    init_epoch = (info or {}).get("init_epoch")
-    phases = replace(parsed, launch_to_ready_s=ready_s, deploy_to_ready_s=deploy_to_ready, bench_s=bench_s,
-                     serve_run_s=serve_run_s, preflight_s=(info or {}).get("preflight_s"),
-                     gpu_wait_s=(info or {}).get("gpu_wait_s"),
-                     replica_start_s=(init_epoch - t_deploy_epoch) if init_epoch else None,
-                     teardown_s=teardown_total, trial_wall_s=time.monotonic() - t_trial)
-    einfo = replace(engine_info(spec, engine, info, lspec.gpus), serve_app=serve_app,
-                    replica_launches=(info or {}).get("launches"))
-    record = replace(record, engine=einfo, phases=phases, bench=bench,
-                     argv=list((info or {}).get("argv") or record.argv))
-    notes = []
-    if teardown.get("error"):
-        notes.append(f"teardown: {teardown['error']}")
-    if info and info.get("orphans_killed"):
-        notes.append(f"the slot's replica killed {info['orphans_killed']} server(s) left by a replica Ray restarted")
-    if info and info.get("omp_num_threads_in_replica") is not None:
-        notes.append(f"replica OMP_NUM_THREADS={info['omp_num_threads_in_replica']} (removed from the server env)")
-    if failure is not None:
-        kind, message, tail = failure
-        tail = tail or "\n".join(log_text.splitlines()[-40:])
-        rec = failed_record(record, spec, kind, message + ("; " + "; ".join(notes) if notes else ""), tail)
-        return replace(rec, bench=bench), log_text
-    assert bench is not None
-    s = score(bench, spec.objectives, spec.constraints)
-    record = replace(record, outcome=TrialOutcome.COMPLETE, failure=None, objectives=s.objectives, constraints=s.constraints,
-                     feasible=s.feasible, message="; ".join(notes), finished_at=now_iso(),
-                     log_tail="\n".join(log_text.splitlines()[-20:]))
-    return record, log_text
+        return failed_record(record, spec, failure_kind(exc), str(exc)), "", dict(lspec.env)
+    obs = observe(deployed.replica, spec.plan, name=name, app=deployed.app, serve_run_s=deployed.serve_run_s,
+                  t_deploy=t_deploy, deploy_epoch=deployed.deploy_epoch, event=event, send=send)
+    release_error = deployer.release(deployed)
+    obs = replace(obs, release_error=release_error)
+    record = assemble(spec, engine, record, obs, gpus=lspec.gpus, trial_wall_s=time.monotonic() - t_trial,
+                      finished_at=now_iso())
+    return record, obs.report.log_text if obs.report is not None else "", dict(lspec.env)
 
 
 def tune_trainable(spec: StudySpec, owner: str | None = None):  # type: ignore[no-untyped-def]
@@ -278,7 +314,7 @@ def tune_trainable(spec: StudySpec, owner: str | None = None):  # type: ignore[n
         record, log_text = run_trial(spec, config["params"], trial_id=ctx.get_trial_id(), number=int(config["number"]),
                                      owner=owner)
         first = spec.objectives[0]
-        value = record.objectives.get(f"{first.metric}@{first.level}", 0.0)
+        value = record.objectives.get(objective_key(first.metric, first.level), 0.0)
         tune.report({"objective0": value, "feasible": record.feasible, "outcome": record.outcome.value,
                      "failure": record.failure.value if record.failure else "",
                      "record_json": json.dumps(record.to_json()), "log_text": log_text[-200_000:]})

@@ -1,1 +1,1 @@
-"""Ray Serve application that owns one engine server (SGLang or the simulator) per deployment replica."""
+"""Import path kept for Serve configs exported before the app moved to ``autotune.serve`` (``serve_app.app:build_app``)."""

@@ -1,4 +1,4 @@
-"""BenchPlan <-> JSON, to hand a plan to a remote replica as a plain string."""
+"""BenchPlan <-> JSON, as study.json stores a plan (``autotune.verify`` reads it back)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,13 @@ from ray.serve.schema import ServeDeploySchema
 
 from autotune.export.command import exported_server
 from autotune.export.errors import ExportError
-from autotune.export.serve_config import render_serve_config, serve_app_args, serve_config, validate_serve_config
+from autotune.export.serve_config import (
+    IMPORT_PATH,
+    render_serve_config,
+    serve_app_args,
+    serve_config,
+    validate_serve_config,
+)
 
 
 def _app(text: str) -> dict:
@@ -55,6 +61,21 @@ def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_
                          "wait_ready_in_constructor", "health_follows_engine"}
     assert "# Engine: SGLang 0.5.17 on 2 x NVIDIA H200" in text
     assert "serve deploy serve_config.yaml" in text
+
+
+def test_unset_env_comes_from_the_record_and_the_shim_path_builds_the_app(record_factory, real_engine):
+    """The variables the trial's launch removed reach the exported args, and the exported import path resolves to the
+    deployment's builder, which accepts the args."""
+    import importlib
+
+    rec = replace(record_factory(0, tputs={1: 60}), engine=real_engine, unset_env=["OMP_NUM_THREADS", "MKL_X"])
+    args = _app(render_serve_config(rec, study_name="s"))["args"]
+    assert args["unset_env"] == ["OMP_NUM_THREADS", "MKL_X"]
+    module, _, attr = IMPORT_PATH.partition(":")
+    from autotune.serve.app import EngineArgs, build_app
+
+    assert getattr(importlib.import_module(module), attr) is build_app
+    EngineArgs.model_validate(args)  # the deployment accepts what the export writes
 
 
 def test_simulated_study_exports_sglang_and_a_rehearsal(record_factory):

@@ -7,15 +7,16 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 import yaml
 
 from autotune import runner
 from autotune.driver import _spec_json
 from autotune.export import export_study
-from autotune.records import PhaseTimings, TrialOutcome
+from autotune.records import TrialOutcome
+from autotune.replica import Teardown
 from autotune.space import load_study
 from tests.export.conftest import LEVELS, OBJECTIVES, make_record
+from tests.test_runner import FakeDeployer, FakeReplica
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
@@ -42,23 +43,19 @@ def test_study_json_holds_no_secret(tmp_path: Path) -> None:
     assert _leaks(text) == [] and "HF_TOKEN" in text and "HTTPS_PROXY" in text
 
 
-def test_trial_record_and_log_hold_no_secret_but_the_server_gets_it(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trial_record_and_log_hold_no_secret_but_the_server_gets_it(tmp_path: Path) -> None:
     spec = secret_spec(tmp_path)
-    seen: dict[str, dict[str, str]] = {}
 
-    def fake_deploy(spec, engine, lspec, record, args, slot, t_trial):  # type: ignore[no-untyped-def]
-        seen["env"] = dict(args.env)  # what the replica (and so the server) is given
-        log = f"server started with token {TOKEN}\n"
-        rec = replace(record, outcome=TrialOutcome.COMPLETE, failure=None, message=f"proxy {CUSTOM}",
-                      log_tail=log, phases=PhaseTimings(trial_wall_s=1.0))
-        return rec, log
-
-    monkeypatch.setattr(runner, "_deploy_and_measure", fake_deploy)
-    monkeypatch.setattr(runner.slots, "find", lambda owner: None)
+    log = f"server started with token {TOKEN}\n"
+    replica = FakeReplica(report=replace(FakeReplica().report, log_text=log),
+                          teardown=Teardown(error=f"proxy {CUSTOM} refused"))  # a secret in the record's message
+    deployer = FakeDeployer(replica)
     params = {"mem_fraction_static": 0.8, "max_running_requests": 16}
-    record, log_text = runner.run_trial(spec, params, trial_id="t", number=0)
-    assert seen["env"]["HF_TOKEN"] == TOKEN and seen["env"]["HTTPS_PROXY"] == CUSTOM
+    record, log_text = runner.run_trial(spec, params, trial_id="t", number=0, deployer=deployer,
+                                        send=lambda event: None)
+    server_env = deployer.requests[0].launch.env  # what the replica (and so the server) is given
+    assert server_env["HF_TOKEN"] == TOKEN and server_env["HTTPS_PROXY"] == CUSTOM
+    assert record.outcome is TrialOutcome.COMPLETE and "proxy" in record.message
     assert _leaks(json.dumps(record.to_json())) == [] and _leaks(log_text) == []
     assert record.env["HF_TOKEN"] == "<redacted>" and record.env["NCCL_NVLS_ENABLE"] == "0"
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import LaunchError
-from autotune.records import FailureKind
+from autotune.failures import FailureKind
 from autotune.registry import group_alive
-from serve_app import app as app_mod
+from autotune.replica import Failure, Ready, ServerReport, Teardown
+from autotune.serve import app as app_mod
 
 SERVER = r"""
 import http.server, sys, subprocess
@@ -41,13 +42,13 @@ def make_server(tmp_path: Path) -> object:
 def test_deferred_stop_returns_at_once_and_the_group_dies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
     server = make_server(tmp_path)
-    assert server.wait_ready()["ok"]
+    assert isinstance(server.wait_ready(), Ready)
     pgid = server.server.proc.pid
     t0 = time.monotonic()
     out = server.stop_server(defer=True)
-    assert out["deferred"] is True and out["error"] == ""
+    assert isinstance(out, Teardown) and out.deferred is True and out.error == ""
     assert time.monotonic() - t0 < 0.5, "a deferred stop only sends SIGKILL"
-    assert server.server is None and server.stop_server(defer=True)["teardown_s"] == 0.0
+    assert server.server is None and server.stop_server(defer=True).teardown_s == 0.0
     deadline = time.monotonic() + 10
     while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -83,29 +84,30 @@ def slot_config(tmp_path: Path, name: str) -> dict[str, object]:
 def test_a_gpu_slot_replica_runs_one_trial_after_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
     slot = EngineServer()  # a slot app's replica: no engine until Serve hands it a trial's user_config
-    assert slot.server is None and slot.launches == 0 and slot.info()["argv"] == []
+    assert slot.server is None and slot.launches == 0 and slot.info().argv == ()
     slot.reconfigure(slot_config(tmp_path, "trial-000-a"))
-    assert slot.wait_ready("trial-000-a")["ok"]
+    assert isinstance(slot.wait_ready("trial-000-a"), Ready)
     first = slot.server.proc.pid
     assert (tmp_path / "trial-000-a.log").exists()
 
     # the next trial's config: the running engine is killed, the new one launched on the same replica
     slot.reconfigure(slot_config(tmp_path, "trial-001-b"))
     assert slot.launches == 2 and slot.ready_s is None
-    assert slot.wait_ready("trial-001-b")["ok"]
+    assert isinstance(slot.wait_ready("trial-001-b"), Ready)
     assert slot.server.proc.pid != first
     deadline = time.monotonic() + 10
     while group_alive(first) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not group_alive(first)
     info = slot.info()
-    assert info["launches"] == 2 and info["replica_pid"] == os.getpid()
+    assert isinstance(info, ServerReport) and info.launches == 2 and info.replica_pid == os.getpid()
+    assert info.unset_env == () and info.argv[-1] == slot.spec.argv[-1]
 
     slot.reconfigure(slot_config(tmp_path, "trial-001-b"))  # Serve re-sending the same config: no relaunch
     assert slot.launches == 2
 
     late = slot.wait_ready("trial-002-c", settle_s=0.1)  # a config that never arrives: said, not waited on forever
-    assert not late["ok"] and late["kind"] == FailureKind.DEPLOY_ERROR.value and "trial-002-c" in late["message"]
+    assert isinstance(late, Failure) and late.kind is FailureKind.DEPLOY_ERROR and "trial-002-c" in late.message
     slot.stop_server()
 
 
@@ -132,3 +134,4 @@ def test_an_exported_replica_is_unhealthy_when_its_engine_is_gone(tmp_path: Path
     with pytest.raises(RuntimeError, match="not running"):
         lazy.check_health()
     EngineServer().check_health()  # a slot replica waiting for its first trial
+

@@ -1,0 +1,375 @@
+"""``EngineServer``: a Ray Serve deployment whose replica starts the engine process, owns its lifetime, and proxies to it.
+
+In a study, each trial deploys its engine with ``serve.run`` onto one of the study's GPU slot applications
+(``<study>-slot-<k>``, one per trial that can run at once, visible in the Ray dashboard with the trial's config as the
+deployment's ``user_config``), then asks the replica to wait for readiness, to benchmark its server on the same node, and
+to shut it down. In production the
+exported ``serve_config.yaml`` deploys the same class with ``wait_ready_in_constructor: true``: the replica becomes
+healthy only when the engine answers, and HTTP requests to its route are proxied to the engine on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from autotune import gpus, registry
+from autotune.bench.types import BenchPlan
+from autotune.engines import get_engine
+from autotune.engines.preflight import preflight
+from autotune.errors import AutotuneError, LaunchError, failure_kind, rejected_flags
+from autotune.failures import FailureKind
+from autotune.launcher import ServerProcess, wait_gpus_free
+from autotune.progress import monitor as progress
+from autotune.progress.events import Phase, TrialEvent
+from autotune.proxy import EngineProxy
+from autotune.replica import BenchRun, Failure, Ready, ServerReport, Teardown
+from autotune.trial import LaunchSpec
+
+
+class EngineArgs(BaseModel):
+    """The application's arguments (``args:`` in a Serve config file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="application / server name, used for the log file")
+    engine: str = Field(description="'sglang' or 'sim'")
+    argv: list[str] = Field(description="exact server argv; '--port 0' means: pick a free port on the replica's node; "
+                            "an argv that starts with '-m' runs on the replica's own Python interpreter")
+    env: dict[str, str] = Field(default_factory=dict, description="variables set for the server")
+    unset_env: list[str] = Field(default_factory=list, description="inherited variables removed (e.g. OMP_NUM_THREADS)")
+    host: str = "127.0.0.1"
+    port: int = 0
+    gpus: int = 1
+    ready_timeout_s: float = 900.0
+    log_dir: str | None = None
+    wait_ready_in_constructor: bool = False
+    health_follows_engine: bool = Field(
+        default=False, description="production: the replica is unhealthy whenever its engine is gone or failed, so "
+        "Serve replaces it (a study's replicas report a failed launch to the runner instead)")
+    check_flags: bool = True
+    owner: str | None = Field(default=None, description="study that owns the server (orphan sweep after a killed driver)")
+    trial_number: int | None = Field(default=None, description="the Optuna trial number (progress events)")
+    trial_id: str | None = Field(default=None, description="the Ray Tune trial id (progress events)")
+
+
+def _failure(exc: AutotuneError) -> Failure:
+    return Failure(failure_kind(exc), str(exc), getattr(exc, "log_tail", ""), rejected_flags(exc))
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _with_interpreter(argv: list[str]) -> list[str]:
+    """``["-m", module, ...]`` (an exported config) runs on this replica's interpreter; other argvs are kept."""
+    return [sys.executable, *argv] if argv[:1] == ["-m"] else list(argv)
+
+
+def _with_port(argv: list[str], flag: str, port: int) -> list[str]:
+    out = list(argv)
+    if flag in out:
+        out[out.index(flag) + 1] = str(port)
+    return out
+
+
+GPU_WAIT_TIMEOUT_S = 60.0
+
+
+def _wait_gpus_before_launch(gpu_ids: list[str]) -> float | None:
+    """Seconds until this replica's GPUs read free (None without GPUs or nvidia-smi); a clear error if they stay busy."""
+    if not gpu_ids:
+        return None
+    try:
+        return wait_gpus_free(gpu_ids, timeout_s=GPU_WAIT_TIMEOUT_S)
+    except LaunchError as exc:
+        raise LaunchError(
+            FailureKind.DEPLOY_ERROR,
+            f"GPU(s) {','.join(gpu_ids)} still in use {GPU_WAIT_TIMEOUT_S:.0f} s before the launch "
+            f"({exc}). Another process holds them: a previous server that did not exit, or a process outside "
+            "autotune; check `nvidia-smi` and free them, then rerun the same command (finished trials are kept).",
+        ) from exc
+
+
+@serve.deployment(
+    name="EngineServer",
+    max_ongoing_requests=4096,
+    health_check_period_s=10,
+    health_check_timeout_s=60,
+    graceful_shutdown_wait_loop_s=0.1,  # the engine is stopped explicitly first; nothing is left to drain
+    graceful_shutdown_timeout_s=15,
+)
+class EngineServer:
+    """One engine server per replica at a time; implements ``autotune.replica.Replica`` for the trial runner.
+
+    Built with ``args`` (production, or one application per trial), the constructor launches the engine. A study's GPU
+    slot application is built without ``args`` and gets each trial's engine through ``user_config``: Serve calls
+    :meth:`reconfigure` on the live replica, so a trial does not pay for a new Ray worker process (5-6 s per trial on
+    the lent H200 machine, 2026-11-30).
+    """
+
+    def __init__(self, args: dict[str, Any] | None = None) -> None:
+        self.node = socket.gethostname()
+        self.gpu_ids = gpus.visible_ids()
+        self.pid = os.getpid()
+        self.launches = 0  # engines this replica has started (more than 1: a GPU slot reused across trials)
+        self.server: ServerProcess | None = None
+        self.args: EngineArgs | None = None
+        self.spec: LaunchSpec | None = None
+        self.proxy = EngineProxy()
+        self._reset_trial_state()
+        if args is not None:
+            self._launch(EngineArgs.model_validate(args))
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve's in-place update (``user_config``): stop the current engine, if any, and launch the new one.
+
+        Never raises: a launch failure is kept for ``wait_ready`` to report, and the replica stays healthy for the next
+        trial."""
+        args = EngineArgs.model_validate(config)
+        if self.args is not None and args.name == self.args.name:
+            return  # the same trial's config again (Serve re-sends it after a replica restart): already launched
+        self.stop_server(defer=True)  # the previous trial's engine, if the runner has not stopped it
+        self._launch(args)
+
+    def _reset_trial_state(self) -> None:
+        self.init_epoch = time.time()  # when this replica began the launch (phases.replica_start_s)
+        self.failure: Failure | None = None
+        self.ready_s: float | None = None
+        self.teardown_s: float | None = None
+        self.preflight_s: float | None = None
+        self.gpu_wait_s: float | None = None
+        self.orphans_killed = 0  # servers of a dead replica of this study killed before this launch
+
+    def _launch(self, args: EngineArgs) -> None:
+        self._reset_trial_state()
+        self.args = args
+        port = args.port or _free_port(args.host)
+        argv = _with_port(_with_interpreter(args.argv), "--port", port)
+        if "--nccl-port" in argv and argv[argv.index("--nccl-port") + 1] == "0":
+            argv = _with_port(argv, "--nccl-port", _free_port(args.host))
+        spec = LaunchSpec(
+            engine=args.engine,
+            argv=tuple(argv),
+            env=args.env,
+            host=args.host,
+            port=port,
+            gpus=args.gpus,
+            unset_env=tuple(args.unset_env),
+            ready_timeout_s=args.ready_timeout_s,
+        )
+        log_dir = Path(args.log_dir or os.environ.get("AUTOTUNE_LOG_DIR", "/tmp/autotune-logs"))
+        self.log_path = log_dir / f"{args.name}.log"
+        engine = get_engine(args.engine)
+        self.release = engine.release()
+        try:
+            if args.check_flags:
+                t0 = time.monotonic()
+                spec = preflight(engine, spec, release=self.release)
+                self.preflight_s = time.monotonic() - t0
+            if args.owner:
+                self.orphans_killed = len(registry.sweep_orphans(args.owner))  # left by a replica Ray restarted
+            self.gpu_wait_s = _wait_gpus_before_launch(self.gpu_ids)
+            self.server = ServerProcess(spec, self.log_path, owner=args.owner)
+            self.server.start()
+            self.launches += 1
+        except AutotuneError as exc:
+            self.failure = _failure(exc)
+        self.spec = spec
+        if args.wait_ready_in_constructor:
+            result = self.wait_ready()
+            if isinstance(result, Failure):
+                raise RuntimeError(f"{result.kind.value}: {result.message}\n{result.log_tail}")
+
+    # --- used by the trial runner through the deployment handle -------------------------------------------
+    def wait_ready(self, expected: str | None = None, settle_s: float = 30.0) -> Ready | Failure:
+        """Block until the engine is ready; the failure (kind, message, log tail) when it will not be.
+
+        ``expected``: the trial whose engine the caller deployed; on a GPU slot, wait up to ``settle_s`` for Serve to
+        deliver that trial's ``user_config`` before answering for it."""
+        deadline = time.monotonic() + settle_s
+        while expected is not None and (self.args is None or self.args.name != expected):
+            if time.monotonic() > deadline:
+                current = self.args.name if self.args else None
+                return Failure(FailureKind.DEPLOY_ERROR,
+                               f"Ray Serve did not deliver {expected}'s config to its GPU slot in {settle_s:g} s "
+                               f"(the replica runs {current})")
+            time.sleep(0.05)
+        if self.failure is not None:
+            return self.failure
+        if self.server is None:
+            return Failure(FailureKind.UNKNOWN, "no server")
+        if self.ready_s is not None:
+            return Ready(self.ready_s)
+        try:
+            self.ready_s = self.server.wait_ready()
+        except LaunchError as exc:
+            self.failure = _failure(exc)
+            return self.failure
+        return Ready(self.ready_s)
+
+    async def benchmark(self, plan: BenchPlan) -> BenchRun:
+        """Run the benchmark against the local engine (same node: no network hop in the latencies)."""
+        from autotune.bench.client import arun_plan
+
+        t0 = time.monotonic()
+        try:
+            result = await arun_plan(self.spec.base_url, plan, on_level=self._level_started)
+        except AutotuneError as exc:
+            alive = self.server is not None and self.server.alive()
+            return BenchRun(ok=False, alive=alive, bench_s=time.monotonic() - t0, message=str(exc),
+                            log_tail=self.log_tail())
+        alive = self.server is not None and self.server.alive()
+        return BenchRun(ok=True, alive=alive, bench_s=time.monotonic() - t0, result=result)
+
+    def _level_started(self, index: int, count: int, concurrency: int) -> None:
+        """Tell the study's monitor that load level ``index`` of ``count`` began (the driver prints it)."""
+        args = self.args
+        if args is None or args.trial_number is None:
+            return
+        progress.send(args.owner, TrialEvent(args.trial_number, args.trial_id or "", Phase.BENCHMARKING, level=index,
+                                             levels=count, concurrency=concurrency))
+
+    def info(self) -> ServerReport:
+        """Everything the record needs about this server: argv, env, node, GPUs, versions, server_info, log phases."""
+        server_info: dict[str, Any] | None = None
+        if self.spec is None:
+            return ServerReport(node=self.node, gpu_ids=tuple(self.gpu_ids),
+                                gpu_names=tuple(gpus.names(self.gpu_ids or None)), replica_pid=self.pid,
+                                launches=self.launches)
+        if self.server is not None and self.server.alive():
+            try:
+                with httpx.Client(timeout=10, trust_env=False) as c:
+                    for path in ("/server_info", "/get_server_info"):
+                        r = c.get(self.spec.base_url + path)
+                        if r.status_code == 200:
+                            server_info = r.json()
+                            break
+            except httpx.HTTPError:
+                server_info = None
+        log_text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return ServerReport(
+            argv=tuple(self.spec.argv),
+            env=dict(self.spec.env),
+            unset_env=tuple(self.spec.unset_env),
+            node=self.node,
+            gpu_ids=tuple(self.gpu_ids),
+            gpu_names=tuple(gpus.names(self.gpu_ids or None)),
+            release=self.release,
+            server_info=server_info,
+            log_text=log_text[-200_000:],
+            ready_s=self.ready_s,
+            init_epoch=self.init_epoch,
+            preflight_s=self.preflight_s,
+            gpu_wait_s=self.gpu_wait_s,
+            replica_pid=self.pid,
+            launches=self.launches,
+            orphans_killed=self.orphans_killed,
+            omp_num_threads_in_replica=os.environ.get("OMP_NUM_THREADS"),
+        )
+
+    def log_tail(self) -> str:
+        return self.server.log_tail() if self.server is not None else ""
+
+    def stop_server(self, grace_s: float = 0.0, defer: bool = False) -> Teardown:
+        """Stop the engine's whole process group and check that its GPUs are free again.
+
+        A trial's server is disposable: SIGKILL to the group frees the GPU in 1-2 s, SIGTERM's drain takes 7 s
+        (measured on the H200). Production deployments pass a grace period.
+
+        ``defer=True`` (the trial runner): SIGKILL the group and return at once; a thread reaps it. The GPU-free check
+        then happens where it matters, before the next launch on these GPUs (``gpu_wait_s``), so the exit overlaps
+        Ray Tune starting the next trial and Serve placing its replica.
+        """
+        if self.server is None:
+            return Teardown()
+        t0 = time.monotonic()
+        if defer:
+            server, self.server = self.server, None
+            server.kill()
+            threading.Thread(target=server.stop, kwargs={"grace_s": 0.0}, name="reap-engine", daemon=True).start()
+            self.teardown_s = time.monotonic() - t0
+            return Teardown(teardown_s=self.teardown_s, deferred=True)
+        self.server.stop(grace_s=grace_s)
+        gpu_free_s: float | None = None
+        error = ""
+        try:
+            gpu_free_s = wait_gpus_free(self.gpu_ids or None)
+        except LaunchError as exc:
+            error = str(exc)
+        self.teardown_s = time.monotonic() - t0
+        self.server = None
+        return Teardown(teardown_s=self.teardown_s, gpu_free_s=gpu_free_s, error=error,
+                        gpu_mem_mib=gpus.memory_used_mib(self.gpu_ids or None))
+
+    def check_health(self) -> None:
+        """Serve calls this periodically. An engine that died after becoming ready makes the replica unhealthy; with
+        ``health_follows_engine`` (an exported config) so does one that failed or never came up, and Serve replaces
+        the replica, which starts a new engine."""
+        if self.ready_s is not None and self.server is not None and not self.server.alive():
+            raise RuntimeError(f"engine server exited; log tail:\n{self.server.log_tail(20)}")
+        if self.args is None or not self.args.health_follows_engine:
+            return
+        if self.failure is not None:
+            raise RuntimeError(f"engine failed: {self.failure.kind.value}: {self.failure.message}")
+        if self.server is None or not self.server.alive():
+            tail = self.server.log_tail(20) if self.server is not None else ""
+            raise RuntimeError(f"engine server is not running; log tail:\n{tail}")
+
+    def __del__(self) -> None:
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.stop(grace_s=2.0)
+
+    # --- production traffic: proxy HTTP to the engine on loopback ------------------------------------------
+    async def __call__(self, request: Request) -> Response:
+        route = request.scope.get("root_path", "")
+        path = request.url.path[len(route):] or "/"
+        if path == "/autotune/status":
+            failure = asdict(self.failure) if self.failure is not None else None
+            return JSONResponse({"ready": self.ready_s is not None, "failure": failure,
+                                 "trial": self.args.name if self.args else None,
+                                 "engine_pid": self.server.proc.pid if self.server and self.server.proc else None,
+                                 "argv": list(self.spec.argv) if self.spec else []})
+        if self.spec is None:
+            return JSONResponse({"error": "no engine on this replica yet"}, status_code=503)
+        return await self.proxy.forward(request, self.spec.base_url, path)
+
+
+def build_app(args: dict[str, Any]) -> serve.Application:
+    """Application builder for ``serve deploy`` / ``serve run autotune.serve.app:build_app``; ``serve_app.app:build_app`` is the same."""
+    parsed = EngineArgs.model_validate(args)
+    return EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1}).bind(parsed.model_dump())
+
+
+SLOT_VERSION = "autotune-gpu-slot"
+
+
+def build_slot_app(args: dict[str, Any]) -> serve.Application:
+    """A study's GPU slot: the same deployment, the trial's engine passed as ``user_config``.
+
+    Redeploying it with another trial's config under the same name is an in-place update: Serve keeps the replica and
+    calls ``reconfigure``, as long as the code version stays the same. Ray 2.60 draws a random version for every
+    ``serve.run`` of an application object unless the deployment carries one (``Deployment._version``; the public
+    ``options(version=)`` was removed), so it is pinned here; where a Ray release lacks that attribute, every trial
+    gets a new replica, which is slower but just as correct."""
+    parsed = EngineArgs.model_validate(args)
+    dep = EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},
+                               user_config=parsed.model_dump())
+    if hasattr(dep, "_version"):
+        dep._version = SLOT_VERSION
+    return dep.bind()

@@ -1,0 +1,127 @@
+"""The trial runner's side of the Serve boundary: deploy a trial's server (``ServeDeployer``) and call its replica
+through a deployment handle (``ServeReplica``, an ``autotune.replica.Replica``).
+
+Ray's own exceptions stop here: each is translated into ``ReplicaError`` (``raise ... from exc``), whose failure kind
+``autotune.errors.failure_kind`` knows. The runner never sees a Ray type.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from autotune import slots
+from autotune.bench.types import BenchPlan
+from autotune.errors import AutotuneError, ReplicaError
+from autotune.replica import BenchRun, Deployed, DeployRequest, Failure, Ready, ServerReport, Teardown
+
+T = TypeVar("T")
+
+
+def _ray_error_types() -> tuple[type[BaseException], ...]:
+    """What Ray raises across a deployment handle or ``serve.run``: its errors (an actor died, a get timed out, a
+    replica method raised: ``RayTaskError``), Serve's, a plain ``TimeoutError``, and the ``RuntimeError`` that
+    ``serve.run`` raises when an application fails to deploy."""
+    from ray.exceptions import RayError
+    from ray.serve.exceptions import RayServeException
+
+    return (RayError, RayServeException, TimeoutError, RuntimeError)
+
+
+@contextmanager
+def ray_errors(what: str) -> Iterator[None]:
+    """Translate Ray's exceptions raised inside the block into ``ReplicaError`` naming ``what`` was being done."""
+    try:
+        yield
+    except AutotuneError:
+        raise
+    except _ray_error_types() as exc:
+        raise ReplicaError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class ServeReplica:
+    """A ``Replica`` behind a Serve deployment handle; every call waits at most its timeout."""
+
+    def __init__(self, handle: Any, *, ready_wait_s: float, bench_wait_s: float, info_wait_s: float = 120.0,
+                 stop_wait_s: float = 180.0) -> None:
+        self.handle = handle
+        self.ready_wait_s = ready_wait_s
+        self.bench_wait_s = bench_wait_s
+        self.info_wait_s = info_wait_s
+        self.stop_wait_s = stop_wait_s
+
+    def _call(self, method: str, wait_s: float, *args: Any, **kwargs: Any) -> Any:
+        with ray_errors(f"the replica's {method} call failed"):
+            return getattr(self.handle, method).remote(*args, **kwargs).result(timeout_s=wait_s)
+
+    def wait_ready(self, expected: str | None = None) -> Ready | Failure:
+        return self._call("wait_ready", self.ready_wait_s, expected)
+
+    def benchmark(self, plan: BenchPlan) -> BenchRun:
+        return self._call("benchmark", self.bench_wait_s, plan)
+
+    def info(self) -> ServerReport:
+        return self._call("info", self.info_wait_s)
+
+    def stop_server(self, *, defer: bool = False) -> Teardown:
+        return self._call("stop_server", self.stop_wait_s, defer=defer)
+
+
+class ServeDeployer:
+    """Deploys a trial's server with ``serve.run``: onto a free GPU slot of the study (the slot's replica is updated
+    in place through ``user_config``), or, where the study has no slot pool (a trial run outside the driver), as an
+    application of its own that ``release`` deletes."""
+
+    def __init__(self, *, ready_wait_s: float, bench_wait_s: float,
+                 acquire: Callable[[Any], int] = slots.acquire) -> None:
+        self.ready_wait_s = ready_wait_s
+        self.bench_wait_s = bench_wait_s
+        self.acquire = acquire
+        self._pools: dict[str, Any] = {}
+
+    def deploy(self, request: DeployRequest) -> Deployed:
+        from ray import serve
+
+        from autotune.serve.app import EngineArgs, build_app, build_slot_app
+
+        launch = request.launch
+        args = EngineArgs(name=request.name, engine=launch.engine, argv=list(launch.argv), env=dict(launch.env),
+                          unset_env=list(launch.unset_env), host=launch.host, port=0, gpus=launch.gpus,
+                          ready_timeout_s=launch.ready_timeout_s, owner=request.owner, trial_number=request.number,
+                          trial_id=request.trial_id).model_dump()
+        pool = slots.find(request.owner)
+        try:
+            slot = self.acquire(pool) if pool is not None else None
+        except AutotuneError as exc:
+            raise ReplicaError(f"{request.name} got no GPU slot: {exc}") from exc
+        app_name = slots.slot_app_name(request.study, slot) if slot is not None else request.name
+        app = build_slot_app(args) if slot is not None else build_app(args)
+        t0, epoch = time.monotonic(), time.time()
+        try:
+            with ray_errors(f"Ray Serve could not deploy {app_name}"):
+                handle = serve.run(app, name=app_name, route_prefix=f"/{app_name}")
+        except ReplicaError:
+            if pool is not None:
+                pool.release.remote(slot)
+            raise
+        if pool is not None:
+            self._pools[app_name] = (pool, slot)
+        replica = ServeReplica(handle, ready_wait_s=self.ready_wait_s, bench_wait_s=self.bench_wait_s)
+        return Deployed(replica=replica, app=app_name, serve_run_s=time.monotonic() - t0, deploy_epoch=epoch)
+
+    def release(self, deployed: Deployed) -> str:
+        from ray import serve
+
+        held = self._pools.pop(deployed.app, None)
+        if held is not None:
+            pool, slot = held
+            pool.release.remote(slot)
+            return ""
+        try:
+            with ray_errors(f"serve.delete({deployed.app}) failed"):
+                serve.delete(deployed.app, _blocking=False)
+        except ReplicaError as exc:
+            return str(exc)
+        return ""

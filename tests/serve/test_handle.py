@@ -1,0 +1,60 @@
+"""The Serve handle adapter: typed answers pass through, Ray's exceptions become ReplicaError (DEPLOY_ERROR)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ray.exceptions import GetTimeoutError, RayActorError
+from ray.serve.exceptions import RayServeException
+
+from autotune.errors import ReplicaError, failure_kind
+from autotune.failures import FailureKind
+from autotune.replica import Ready, Teardown
+from autotune.serve.handle import ServeReplica
+
+
+class _Method:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.args: tuple[Any, ...] = ()
+        self.timeout_s: float | None = None
+
+    def remote(self, *args: Any, **kwargs: Any) -> _Method:
+        self.args = (*args, *kwargs.items())
+        return self
+
+    def result(self, timeout_s: float) -> Any:
+        self.timeout_s = timeout_s
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+class _Handle:
+    def __init__(self, **answers: Any) -> None:
+        for name, answer in answers.items():
+            setattr(self, name, _Method(answer))
+
+
+def test_answers_pass_through_with_their_timeouts() -> None:
+    handle = _Handle(wait_ready=Ready(2.0), stop_server=Teardown(deferred=True))
+    replica = ServeReplica(handle, ready_wait_s=11.0, bench_wait_s=22.0)
+    assert replica.wait_ready("trial-1") == Ready(2.0) and handle.wait_ready.timeout_s == 11.0
+    assert handle.wait_ready.args == ("trial-1",)
+    assert replica.stop_server(defer=True).deferred and handle.stop_server.args == (("defer", True),)
+
+
+@pytest.mark.parametrize("exc", [RayActorError(), GetTimeoutError("get timed out"), RayServeException("gone"),
+                                 RuntimeError("Deploying application x failed")])
+def test_ray_errors_become_replica_errors(exc: BaseException) -> None:
+    replica = ServeReplica(_Handle(info=exc), ready_wait_s=1.0, bench_wait_s=1.0)
+    with pytest.raises(ReplicaError, match="the replica's info call failed") as info:
+        replica.info()
+    assert info.value.__cause__ is exc and failure_kind(info.value) is FailureKind.DEPLOY_ERROR
+
+
+def test_other_errors_are_not_swallowed() -> None:
+    replica = ServeReplica(_Handle(info=KeyError("bug")), ready_wait_s=1.0, bench_wait_s=1.0)
+    with pytest.raises(KeyError):
+        replica.info()
