@@ -21,7 +21,7 @@ import httpx
 from autotune import gpus, registry
 from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.errors import LaunchError
-from autotune.records import FailureKind
+from autotune.failures import FailureKind
 from autotune.site import server_environment
 from autotune.trial import LaunchSpec
 

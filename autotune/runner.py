@@ -276,14 +276,14 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     t_trial = time.monotonic()
     event = partial(TrialEvent, number, trial_id)
     send(event(Phase.STARTED, params=dict(params)))
-    cfg = to_trial_config(spec, params)
+    engine = engine_for(spec)
+    cfg = engine.normalize(to_trial_config(spec, params))
     record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso())
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
     if problems:
         return failed_record(record, spec, FailureKind.INVALID_CONFIG, "; ".join(problems),
                              outcome=TrialOutcome.INVALID), "", dict(cfg.env)
 
-    engine = engine_for(spec)
     lspec = engine.launch_spec(cfg, port=0, nccl_port=0, ready_timeout_s=spec.ready_timeout_s)
     record = replace(record, argv=list(lspec.argv), env=dict(lspec.env), unset_env=list(lspec.unset_env))
     name = app_name(number, trial_id)

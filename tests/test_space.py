@@ -12,7 +12,7 @@ import optuna
 import pytest
 import yaml
 
-from autotune.engines import sglang_rules
+from autotune.engines import get_engine, sglang_rules
 from autotune.errors import SpaceError
 from autotune.space import StudyOverrides, StudySpec, load_study, suggest, to_trial_config
 
@@ -304,9 +304,10 @@ def test_to_trial_config_merges_fixed_and_sampled(tmp_path: Path) -> None:
         "speculative-draft-model-path": "/d",
         "speculative-num-steps": 3,
         "speculative-eagle-topk": 1,
-        "speculative-num-draft-tokens": 4,  # normalize: topk 1 -> steps + 1
         "disable-custom-all-reduce": True,
     }
+    # the engine applies what SGLang does silently: topk 1 -> draft tokens = steps + 1
+    assert get_engine("sim").normalize(cfg).flags["speculative-num-draft-tokens"] == 4
     assert cfg.env == {
         "NCCL_NVLS_ENABLE": "0",
         "SGLANG_SIMULATE_ACC_LEN": "3.0",

@@ -10,8 +10,10 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from autotune.records import FailureKind, PhaseTimings
+from autotune.engines import sglang_rules
+from autotune.failures import FailureKind, PhaseTimings
 from autotune.site import SitePolicy, check_study_env, site_policy
 from autotune.trial import FlagValue, LaunchSpec, TrialConfig
 
@@ -148,6 +150,11 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def command(self) -> tuple[str, ...]:
         """What runs a server, before its flags: ``(python, "-m", "sglang.launch_server")``."""
+
+    def normalize(self, cfg: TrialConfig) -> TrialConfig:
+        """The configuration as the server will run it: what SGLang changes silently applied (the simulator takes the
+        same flags and makes the same changes), so a trial's recorded flags are what ran."""
+        return replace(cfg, flags=sglang_rules.normalize(cfg.flags))
 
     def launch_spec(
         self,

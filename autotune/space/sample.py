@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from autotune.engines import sglang_rules
 from autotune.errors import SpaceError
 from autotune.space.schema import suggest as suggest_name
 from autotune.space.types import StudySpec
@@ -36,11 +35,12 @@ def suggest(spec: StudySpec, trial: optuna.Trial) -> dict[str, Any]:
 
 
 def to_trial_config(spec: StudySpec, values: Mapping[str, Any]) -> TrialConfig:
-    """Merge fixed server flags/env, workload properties (as env) and the sampled values, then ``normalize``.
+    """Merge fixed server flags/env, workload properties (as env) and the sampled values.
 
     ``None`` and ``False`` omit a flag or leave a variable unset; ``True`` is a bare switch (``"1"`` in env);
     env values are strings. A value for a parameter whose condition fails is ignored, as the sampler would.
-    Raises ``SpaceError`` for an unknown parameter name or a value the parameter cannot take.
+    Raises ``SpaceError`` for an unknown parameter name or a value the parameter cannot take. The engine then applies
+    what the server would change silently (``Engine.normalize``).
     """
     names = [p.name for p in spec.params]
     for k in values:
@@ -72,7 +72,7 @@ def to_trial_config(spec: StudySpec, values: Mapping[str, Any]) -> TrialConfig:
     return TrialConfig(
         model_path=spec.server.model_path,
         tp_size=spec.server.tp_size,
-        flags=sglang_rules.normalize(flags),
+        flags={k: v for k, v in flags.items() if v is not None and v is not False},
         env=env,
         params=active,
         host=spec.server.host,

@@ -1,0 +1,170 @@
+"""The layering, checked from the source: no import cycle between autotune's units (its subpackages and top-level
+modules), none between ``autotune`` and ``serve_app``, and the forbidden edges absent.
+
+Every ``import`` statement counts, also one inside a function or under ``TYPE_CHECKING``: a lazy import is still a
+dependency. The graph is printed by ``python -m tests.test_import_graph`` (docs/architecture.md describes it).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (from, to): edges the layering forbids. "serve_app" is only an import path for exported configs.
+FORBIDDEN = {
+    ("autotune.space", "autotune.engines"): "the search space knows no engine (the engine normalizes a trial's flags)",
+    ("autotune.failures", "*"): "failures is a leaf: every layer names a FailureKind",
+    ("autotune.trial", "*"): "trial is a leaf: the values between the searcher and the engine",
+    ("autotune.replica", "autotune.serve"): "the Serve boundary's records know nothing of Serve",
+    ("autotune.replica", "autotune.runner"): "the Serve boundary's records know nothing of the runner",
+    ("autotune.bench", "autotune.records"): "the benchmark does not know trial records",
+    ("autotune.engines", "autotune.records"): "engines speak failures and phases, not records",
+}
+LEAVES_ALLOWED = {"autotune.failures", "autotune.trial"}  # a leaf may import only these (and the package's version)
+
+
+def unit(module: str) -> str | None:
+    """The graph's node for a module: ``serve_app``, ``autotune.<subpackage or module>``, or None (not ours)."""
+    parts = module.split(".")
+    if parts[0] == "serve_app":
+        return "serve_app"
+    if parts[0] != "autotune" or len(parts) == 1:
+        return None
+    return f"autotune.{parts[1]}"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(tree: ast.AST) -> list[str]:
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from autotune import slots`` imports the module autotune.slots; ``from autotune import __version__``
+            # only the package
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module == "autotune"]
+    return out
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for package in ("autotune", "serve_app"):
+        for path in sorted((root / package).rglob("*.py")):
+            src = unit(module_name(path, root))
+            if src is None:
+                continue
+            graph[src]
+            for name in imported(ast.parse(path.read_text(), filename=str(path))):
+                dst = unit(name)
+                if dst is not None and dst != src and exists(root, dst):
+                    graph[src].add(dst)
+    return dict(graph)
+
+
+def exists(root: Path, node: str) -> bool:
+    """Whether a node names a package or module (``from autotune import __version__`` names neither)."""
+    path = root / Path(*node.split("."))
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one node (Tarjan), each as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def forbidden_edges(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for (src, dst), why in FORBIDDEN.items():
+        for target in sorted(graph.get(src, ())):
+            if dst == "*" and target in LEAVES_ALLOWED or dst not in ("*", target):
+                continue
+            found.append(f"{src} -> {target}: {why}")
+    return found
+
+
+def test_the_graph_sees_the_packages() -> None:
+    graph = import_graph()
+    assert {"autotune.space", "autotune.engines", "autotune.serve", "autotune.runner", "serve_app"} <= set(graph)
+    assert graph["serve_app"] == {"autotune.serve"}, "serve_app is an import shim, nothing more"
+    assert "autotune.serve" in graph["autotune.runner"]  # a lazy import inside a function counts
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_forbidden_edges() -> None:
+    assert forbidden_edges(import_graph()) == []
+
+
+def test_nothing_in_autotune_imports_serve_app() -> None:
+    graph = import_graph()
+    assert [src for src, dsts in graph.items() if "serve_app" in dsts] == []
+
+
+@pytest.mark.parametrize(("edges", "expected"), [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+    ({"a": {"b"}, "b": set()}, []),
+])
+def test_the_cycle_check_finds_a_cycle(edges: dict[str, set[str]], expected: list[list[str]]) -> None:
+    assert cycles(edges) == expected
+
+
+def test_the_checks_fail_on_a_broken_copy(tmp_path: Path) -> None:
+    """A copy of the tree with space importing engines, and a bench <-> errors cycle, is reported."""
+    import shutil
+
+    for package in ("autotune", "serve_app"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "autotune" / "space" / "broken.py").write_text("from autotune.engines import get_engine\n")
+    with (tmp_path / "autotune" / "errors.py").open("a") as f:
+        f.write("\nfrom autotune.bench.types import BenchPlan  # noqa\n")
+    graph = import_graph(tmp_path)
+    assert any("autotune.space -> autotune.engines" in e for e in forbidden_edges(graph))
+    assert any({"autotune.bench", "autotune.errors"} <= set(c) for c in cycles(graph))
+
+
+if __name__ == "__main__":
+    for src, dsts in sorted(import_graph().items()):
+        print(f"{src:28} -> {', '.join(sorted(dsts)) or '-'}")
