@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from autotune.engines import sglang_rules
+from autotune.engines.sglang_facts import ARGPARSE_ARGUMENT, ARGPARSE_UNRECOGNIZED, FAILURE_PATTERNS, LOG_PATTERNS
 from autotune.failures import FailureKind, PhaseTimings
 from autotune.site import SitePolicy, check_study_env, site_policy
 from autotune.trial import FlagValue, LaunchSpec, TrialConfig
@@ -46,25 +47,15 @@ def flags_to_argv(flags: Mapping[str, FlagValue | None]) -> list[str]:
     return argv
 
 
-_LOG_PATTERNS: dict[str, re.Pattern[str]] = {
-    "weights": re.compile(r"Load weight end\. elapsed=\s*([0-9.]+)\s*s"),
-    "kv_tokens": re.compile(r"KV Cache is allocated\..*#tokens:\s*(\d+)"),
-    # 0.5.17: "Capture target decode CUDA graph end. elapsed=2.34 s"; older: "Capture cuda graph end. Time elapsed: 3.2 s"
-    "graph": re.compile(r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\.\s*(?:Time )?elapsed[:=]\s*([0-9.]+)\s*s"),
-    "max_total": re.compile(r"max_total_num_tokens=(\d+)"),
-    "max_running": re.compile(r"max_running_requests=(\d+)"),
-}
-
-
 def parse_log_phases(text: str) -> PhaseTimings:
     """Launch phases from an SGLang (or simulated) server log. Draft-model lines add to the weight/graph totals."""
 
     def total(key: str) -> float | None:
-        vals = [float(m) for m in _LOG_PATTERNS[key].findall(text)]
+        vals = [float(m) for m in LOG_PATTERNS[key].findall(text)]
         return round(sum(vals), 3) if vals else None
 
     def first_int(key: str) -> int | None:
-        m = _LOG_PATTERNS[key].search(text)
+        m = LOG_PATTERNS[key].search(text)
         return int(m.group(1)) if m else None
 
     return PhaseTimings(
@@ -74,24 +65,6 @@ def parse_log_phases(text: str) -> PhaseTimings:
         max_total_num_tokens=first_int("max_total"),
         max_running_requests=first_int("max_running"),
     )
-
-
-_FAILURE_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
-    # argparse: a value the release rejects for a flag it knows, then a flag it does not know
-    (FailureKind.INVALID_VALUE, re.compile(r"argument [^\n]*: (invalid choice|invalid \w+ value|expected one argument)")),
-    (FailureKind.UNKNOWN_FLAG, re.compile(r"unrecognized arguments|ambiguous option")),
-    (FailureKind.ENGINE_UNAVAILABLE, re.compile(r"No module named '?sglang|No module named sglang")),
-    (FailureKind.NCCL_ERROR, re.compile(r"NCCL error|NCCL WARN Error|ncclInvalidUsage|ncclSystemError")),
-    (FailureKind.GRAPH_CAPTURE_FAILED, re.compile(r"Capture cuda graph failed|CUDA graph capture failed", re.I)),
-    (
-        FailureKind.OOM_AT_LAUNCH,
-        re.compile(
-            r"Not enough memory|no GPU memory for the KV cache|CUDA out of memory|OutOfMemoryError"
-            r"|increase --mem-fraction-static",
-            re.I,
-        ),
-    ),
-)
 
 
 _ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b: |NCCL WARN|error: ")
@@ -106,23 +79,17 @@ def key_error_line(log_tail: str, max_chars: int = 300) -> str:
     return lines[-1][:max_chars] if lines else ""
 
 
-# argparse's error lines: "error: argument --attention-backend: invalid choice: 'x' (choose from ...)",
-# "error: unrecognized arguments: --no-such-flag 1", "error: ambiguous option: --cuda-graph-max-bs could match ...".
-_ARGPARSE_ARGUMENT = re.compile(r"error: (?:argument (?:-\w+/)?|ambiguous option: )--([\w-]+)")
-_ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]*)")
-
-
 def rejected_flags_in_log(log_tail: str) -> tuple[str, ...]:
     """The flags (without dashes) that the server's argparse rejected, as its error lines name them."""
-    names = _ARGPARSE_ARGUMENT.findall(log_tail)
-    for listed in _ARGPARSE_UNRECOGNIZED.findall(log_tail):
+    names = ARGPARSE_ARGUMENT.findall(log_tail)
+    for listed in ARGPARSE_UNRECOGNIZED.findall(log_tail):
         names += [tok[2:].split("=", 1)[0] for tok in listed.split() if tok.startswith("--")]
     return tuple(dict.fromkeys(names))
 
 
 def classify_failure(log_tail: str, *, ready: bool) -> FailureKind:
     """Map a dead server's log tail to a failure kind. ``ready`` says whether it had become ready before dying."""
-    for kind, pattern in _FAILURE_PATTERNS:
+    for kind, pattern in FAILURE_PATTERNS:
         if pattern.search(log_tail):
             return kind
     return FailureKind.CRASHED_UNDER_LOAD if ready else FailureKind.CRASHED_AT_LAUNCH

@@ -10,6 +10,7 @@ from importlib import metadata
 
 from autotune.engines.base import Engine
 from autotune.engines.preflight import run_help
+from autotune.engines.sglang_facts import FLAG_RENAMES
 
 
 def installed_sglang_version() -> str:
@@ -22,12 +23,7 @@ def installed_sglang_version() -> str:
 class SGLangEngine(Engine):
     name = "sglang"
     simulated = False
-    # (name in the study, name in another release). 0.5.23 made --cuda-graph-max-bs ambiguous; <=0.5.10 lacks -decode.
-    FLAG_ALIASES = (
-        ("cuda-graph-max-bs", "cuda-graph-max-bs-decode"),
-        ("cuda-graph-max-bs-decode", "cuda-graph-max-bs"),
-        ("server-info", "get-server-info"),
-    )
+    FLAG_ALIASES = FLAG_RENAMES
 
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable

@@ -1,9 +1,10 @@
 """SGLang's validity rules, applied before a launch so that no launch is spent on a point the server would reject.
 
 Pure functions over a trial's flags (keyed without dashes, as in ``TrialConfig.flags``) and environment; SGLang is
-never imported. The rules come from SGLang's ``srt/arg_groups/speculative_hook.py`` (see ``shared/design/SGLANG.md``)
-and from what real launches on the H200 showed (NCCL settings); NVLink multicast follows the site policy
-(``autotune.site``).
+never imported. The rules come from SGLang's ``srt/arg_groups/speculative_hook.py`` and from what real launches on
+the H200 showed (NCCL settings); NVLink multicast follows the site policy (``autotune.site``). The SGLang facts they
+use are in ``sglang_facts``, shared with the simulator (``tests/engines/test_sglang_contract.py`` checks that the two
+agree).
 
 - ``normalize(flags)`` makes the changes SGLang itself would make silently (topk 1 forces draft tokens = steps + 1),
   so a trial's recorded flags are what the server runs with, and drops omitted flags (None / False).
@@ -18,9 +19,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.engines.sglang_facts import (
+    EAGLE_FAMILY,
+    NEEDS_DRAFT_MODEL,
+    NGRAM_DEFAULT_BFS_BREADTH,
+    PAGED_TREE_BACKENDS,
+    SIMULATE_ACC_LEN,
+    SPEC_ALGORITHMS,
+    SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
+    canonical_algorithm,
+    is_given,
+    max_draft_tokens,
+    simulated_accept_length,
+    simulated_accept_overflows,
+    speculative_algorithm,
+)
 from autotune.site import SitePolicy, nvls_problems, study_env_problems
-
-SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 
 ALGORITHM = "speculative-algorithm"
 DRAFT_MODEL = "speculative-draft-model-path"
@@ -32,9 +46,6 @@ PAGE_SIZE = "page-size"
 ATTENTION_BACKEND = "attention-backend"
 DECODE_ATTENTION_BACKEND = "decode-attention-backend"
 
-EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})  # NEXTN is an alias of EAGLE
-NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
-PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 
 # NCCL algorithm names (lower case) and the ones AllGather / ReduceScatter can use on one node with NVLS off.
 NCCL_ALGOS = frozenset({"ring", "tree", "collnet", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"})
@@ -42,7 +53,7 @@ RING_ONLY_COLLECTIVES = frozenset({"allgather", "reducescatter"})
 
 
 def _omitted(value: Any) -> bool:
-    return value is None or value is False
+    return not is_given(value)
 
 
 def _as_int(value: Any) -> int | None:
@@ -62,11 +73,9 @@ def _as_int(value: Any) -> int | None:
 
 
 def algorithm(flags: Mapping[str, Any]) -> str | None:
-    """The speculative algorithm, upper case, or None when speculation is off."""
-    value = flags.get(ALGORITHM)
-    if _omitted(value) or str(value).strip() == "" or str(value).strip().upper() == "NONE":
-        return None
-    return str(value).strip().upper()
+    """The speculative algorithm SGLang runs (upper case, ``NEXTN`` as ``EAGLE``), or None when speculation is off."""
+    name = speculative_algorithm(flags)
+    return canonical_algorithm(name) if name is not None else None
 
 
 def effective_max_running_requests(flags: Mapping[str, Any]) -> int | None:
@@ -115,11 +124,15 @@ def violations(
 
 
 def _speculative(f: Mapping[str, Any]) -> list[str]:
-    algo = algorithm(f)
-    if algo is None:
+    given = speculative_algorithm(f)
+    if given is None:
         return []
+    if given not in SPEC_ALGORITHMS:
+        return [f"--speculative-algorithm {f.get(ALGORITHM)!r} is not one SGLang accepts (argparse exits at start). "
+                f"Fix: use {', '.join(SPEC_ALGORITHMS)}, or leave the flag out (null) to turn speculation off"]
+    algo = canonical_algorithm(given)
     out: list[str] = []
-    if algo in NEEDS_DRAFT_MODEL and _omitted(f.get(DRAFT_MODEL)):
+    if given in NEEDS_DRAFT_MODEL and _omitted(f.get(DRAFT_MODEL)):
         out.append(
             f"--speculative-algorithm {algo} needs --speculative-draft-model-path: SGLang has no draft model to load "
             "(only DeepSeek-style models with built-in MTP heads find one themselves; use NEXTN for those). "
@@ -169,7 +182,7 @@ def _eagle_shape(f: Mapping[str, Any]) -> list[str]:
             "Fix: set draft tokens, or use topk 1 (draft tokens = steps + 1)"
         )
     else:
-        limit = topk + (steps - 1) * topk * topk
+        limit = max_draft_tokens(steps, topk) - 1
         if draft - 1 > limit:
             out.append(
                 f"--speculative-num-draft-tokens {draft} is too large for steps {steps} x topk {topk}: the draft tree "
@@ -190,18 +203,16 @@ def _eagle_shape(f: Mapping[str, Any]) -> list[str]:
 
 
 def _simulated_accept(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
-    """SGLANG_SIMULATE_ACC_LEN draws each step's accept length up to steps + 1 (0.5.17, ``spec_utils``), whatever the
-    tree's size: with fewer draft tokens the verify step writes past the tree and the server dies at its warmup
-    ('The expanded size of the tensor (4) must match the existing size (5)', steps 4 x topk 2 x 4 draft tokens on the
-    H200, 2026-11-30)."""
+    """``sglang_facts.simulated_accept_overflows``: a simulated accept length needs steps + 1 draft tokens."""
     try:
-        simulated = float(env.get("SGLANG_SIMULATE_ACC_LEN", "-1")) > 0
+        simulated = simulated_accept_length(env) is not None
     except ValueError:
-        return []
+        return [f"{SIMULATE_ACC_LEN}={env.get(SIMULATE_ACC_LEN)!r} is not a number: SGLang fails at start. "
+                "Fix: use a number such as 3.0, or leave it unset"]
     if not simulated or algorithm(f) not in EAGLE_FAMILY:
         return []
     steps, draft = _as_int(f.get(STEPS)), _as_int(f.get(DRAFT_TOKENS))
-    if steps is None or draft is None or draft >= steps + 1:
+    if steps is None or draft is None or not simulated_accept_overflows(steps, draft):
         return []
     return [
         f"--speculative-num-draft-tokens {draft} < steps {steps} + 1 with SGLANG_SIMULATE_ACC_LEN set: SGLang draws "
@@ -213,9 +224,10 @@ def _simulated_accept(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]
 def _ngram_pages(f: Mapping[str, Any]) -> list[str]:
     """NGRAM sets topk to its BFS breadth (10 by default): page size > 1 then needs flashinfer."""
     breadth = _as_int(f.get("speculative-ngram-max-bfs-breadth"))
+    breadth = NGRAM_DEFAULT_BFS_BREADTH if breadth is None else breadth
     page = _as_int(f.get(PAGE_SIZE))
     backend = _backend(f)
-    if (breadth is None or breadth > 1) and page is not None and page > 1 and backend not in (None, "flashinfer"):
+    if breadth > 1 and page is not None and page > 1 and backend not in (None, "flashinfer"):
         return [
             f"NGRAM (tree breadth > 1) with --page-size {page} needs attention backend flashinfer, got {backend}: "
             "SGLang raises ValueError at start. Fix: use page size 1 or --attention-backend flashinfer"
@@ -231,8 +243,8 @@ def _backend(f: Mapping[str, Any]) -> str | None:
 def _nccl(env: Mapping[str, str], *, tp_size: int) -> list[str]:
     """NCCL_ALGO must leave AllGather / ReduceScatter an algorithm (Ring) at tensor parallel > 1."""
     value = env.get("NCCL_ALGO")
-    if value is None or not str(value).strip():
-        return []
+    if value is None or not str(value).strip() or tp_size <= 1:
+        return []  # at tensor parallel 1 the server runs no collective: NCCL never reads its settings
     out: list[str] = []
     proto = env.get("NCCL_PROTO")
     with_proto = f" (NCCL_PROTO={proto})" if proto else ""

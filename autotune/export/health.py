@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autotune.engines.sglang_facts import SPEC_DEFAULT_MAX_RUNNING_REQUESTS as SPEC_DEFAULT_MAX_RUNNING
 from autotune.export.metrics import (
     accept_lengths,
     draft_model_path,
@@ -16,7 +17,6 @@ from autotune.export.metrics import (
 from autotune.records import TrialRecord
 
 BROKEN_ACCEPT_LENGTH = 1.05
-SPEC_DEFAULT_MAX_RUNNING = 48
 BROKEN_DRAFTER = "broken drafter / wrong algorithm for this drafter (accept length ~1.0): no draft token accepted"
 
 

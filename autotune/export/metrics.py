@@ -8,9 +8,9 @@ from typing import Any
 
 from autotune.bench.stats import Interval
 from autotune.bench.types import LevelSummary
+from autotune.engines.sglang_facts import is_given
+from autotune.engines.sglang_facts import speculative_algorithm as sglang_speculative_algorithm
 from autotune.records import TrialOutcome, TrialRecord
-
-_OFF_VALUES = {"", "none", "off", "false", "disabled", "0"}
 
 
 def level(record: TrialRecord, concurrency: int) -> LevelSummary | None:
@@ -99,15 +99,13 @@ def argv_value(argv: Sequence[str], name: str) -> str | None:
 
 
 def is_set(value: Any) -> bool:
-    """True for a flag value that turns the flag on (not None / False / 'none' / 'off')."""
-    if value is None or value is False:
-        return False
-    return str(value).strip().lower() not in _OFF_VALUES
+    """True for a flag value that puts the flag on the command line (not None / False)."""
+    return is_given(value)
 
 
 def speculative_algorithm(record: TrialRecord) -> str | None:
-    value = record.flags.get("speculative-algorithm")
-    return str(value) if is_set(value) else None
+    """The trial's ``--speculative-algorithm`` as given, or None when speculation was off."""
+    return sglang_speculative_algorithm(record.flags)
 
 
 def is_speculative(record: TrialRecord) -> bool:

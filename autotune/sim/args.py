@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+from autotune.engines.sglang_facts import NGRAM_DEFAULT_BFS_BREADTH, SPEC_ALGORITHMS
+
 ATTENTION_BACKENDS = (
     "triton",
     "flashinfer",
@@ -206,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--speculative-accept-threshold-acc", type=float, default=1.0)
     g.add_argument("--speculative-attention-mode", choices=("prefill", "decode"), default="prefill")
     g.add_argument("--speculative-draft-attention-backend", default=None)
-    g.add_argument("--speculative-ngram-max-bfs-breadth", type=int, default=10)
+    g.add_argument("--speculative-ngram-max-bfs-breadth", type=int, default=NGRAM_DEFAULT_BFS_BREADTH)
     g.add_argument("--nccl-port", type=int, default=None)
     g.add_argument("--dist-init-addr", default=None)
     g.add_argument("--nnodes", type=int, default=1)

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from autotune.engines.sglang_facts import EAGLE_FAMILY, SPEC_DEFAULT_MAX_RUNNING_REQUESTS, simulated_accept_overflows
 from autotune.sim.args import ServerArgs
 from autotune.sim.model import ModelKnobs, PerfModel, graph_batch_sizes, kv_bytes_per_token
 from autotune.sim.nccl import NcclConfigError, NcclSettings, custom_ar_supported, nccl_buffer_gb, parse_nccl_env
 from autotune.sim.profile import Profile
-from autotune.sim.spec import EAGLE_FAMILY, SpecConfig, SpecError, resolve_spec
+from autotune.sim.spec import SpecConfig, SpecError, resolve_spec
 
 CAPTURE_HINT = (
     "Possible solutions:",
@@ -136,7 +137,7 @@ def resolve(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> SimCo
     if args.max_running_requests is not None:
         mrr = max(1, args.max_running_requests // dp)
     elif spec is not None:
-        mrr = d.spec_max_running_requests
+        mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
         warnings.append(f"max_running_requests is set to {mrr} for speculative decoding (pass --max-running-requests)")
     else:
         pool = min(max(int(tokens / max(context_len, 1) * 512), 2048), d.default_max_running_requests_cap)
@@ -288,6 +289,13 @@ def _failure(
                 + CAPTURE_HINT,
             )
         return LaunchFailure("warmup", (warn, err))
+    if spec is not None and spec.fixed_accept_length is not None and spec.algorithm in EAGLE_FAMILY \
+            and simulated_accept_overflows(spec.num_steps, spec.num_draft_tokens):
+        return LaunchFailure("warmup", (
+            f"RuntimeError: The expanded size of the tensor ({spec.num_draft_tokens}) must match the existing size "
+            f"({spec.num_steps + 1}) at non-singleton dimension 1. Target sizes: [-1, {spec.num_draft_tokens}]. "
+            f"(SGLANG_SIMULATE_ACC_LEN draws accept lengths up to steps + 1 = {spec.num_steps + 1})",
+        ))
     if need > avail:
         free_mib = max(avail - (need - m_graph(profile, graph_max, spec)), 0.0) * 1024 / 1.073741824
         oom = (

@@ -172,7 +172,7 @@ def parse_nccl_env(env: Mapping[str, str]) -> NcclSettings:
     if algo_env:
         parsed = _parse_list(algo_env, ALGOS, _ALGO_NAMES, "NCCL_ALGO")
         base = parsed.get("*", set(ALGOS))
-        other_algos = base
+        other_algos = parsed.get("allgather", base) & parsed.get("reducescatter", base)
         ar_algos = parsed.get("allreduce", base)
     protos_ar, protos_other, ll128_forced = set(PROTOS), set(PROTOS), False
     if proto_env:

@@ -97,7 +97,6 @@ class EngineDefaults:
     chunked_prefill_size: int = 8192
     max_prefill_tokens: int = 16384
     attention_backend: str = "triton"
-    spec_max_running_requests: int = 48
     new_token_ratio: float = 0.5  # share of max_new_tokens reserved in the KV cache per running request
     prefill_graph_off_decode_factor: float = 1.0  # decode slowdown with --disable-prefill-cuda-graph (0.5.17: measured)
     default_max_running_requests_cap: int = 4096  # req_to_token pool size bound on the unset limit

@@ -1,6 +1,7 @@
 """Speculative decoding as SGLang resolves it (steps / topk / draft-token rules) and the acceptance model. Pure.
 
-Rules (SGLang ``srt/arg_groups/speculative_hook.py``, see ../shared/design/SGLANG.md):
+Rules (SGLang ``srt/arg_groups/speculative_hook.py``; the facts shared with the pre-launch rules are in
+``autotune.engines.sglang_facts``):
 - NEXTN becomes EAGLE; any algorithm caps ``--max-running-requests`` at 48 when unset (applied in ``model.resolve``).
 - steps / topk / draft tokens: all unset -> the model family's defaults; otherwise set together (steps without topk fails).
 - topk 1 forces draft tokens = steps + 1 (with a warning).
@@ -17,10 +18,16 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from autotune.engines.sglang_facts import (
+    NGRAM_DEFAULT_DRAFT_TOKENS,
+    PAGED_TREE_BACKENDS,
+    SIMULATE_ACC_LEN,
+    canonical_algorithm,
+    max_draft_tokens,
+    simulated_accept_length,
+)
 from autotune.sim.args import ServerArgs
 from autotune.sim.profile import Drafter, Profile
-
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 
 
 class SpecError(Exception):
@@ -125,14 +132,19 @@ def resolve_spec(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> 
     algo = args.speculative_algorithm
     if algo is None:
         return None
-    if algo == "NEXTN":
-        algo = "EAGLE"
+    algo = canonical_algorithm(algo)
     warnings: list[str] = []
     steps, topk, draft = args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens
     if algo == "NGRAM":
         topk = args.speculative_ngram_max_bfs_breadth
-        draft = draft if draft is not None else 12
+        draft = draft if draft is not None else NGRAM_DEFAULT_DRAFT_TOKENS
         steps = draft // topk
+        backend = args.attention_backend or profile.defaults.attention_backend
+        if topk > 1 and args.page_size > 1 and backend != "flashinfer":
+            raise SpecError(
+                f"ValueError: NGRAM speculative decoding with page_size > 1 (tree breadth {topk}) is only supported "
+                f"by the flashinfer attention backend (got {backend})"
+            )
         ng = profile.ngram
         probs = tuple(chain_probs(ng.accept_probs, ng.accept_decay, max(0, draft - 1)))
         return SpecConfig("NGRAM", steps, topk, draft, None, probs, None, ())
@@ -166,14 +178,14 @@ def resolve_spec(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> 
         raise SpecError("AssertionError: --speculative-num-draft-tokens must be set when --speculative-eagle-topk > 1")
     if topk > 1 and args.page_size > 1:
         backend = args.attention_backend or profile.defaults.attention_backend
-        if backend not in ("flashinfer", "fa3", "triton"):
+        if backend not in PAGED_TREE_BACKENDS:
             raise SpecError(
                 f"ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported by the flashinfer, fa3 "
                 f"and triton attention backends (got {backend})"
             )
     if draft < 2:
         raise SpecError("ValueError: --speculative-num-draft-tokens must be >= 2")
-    if topk > 1 and draft - 1 > topk + (steps - 1) * topk * topk:
+    if topk > 1 and draft > max_draft_tokens(steps, topk):
         raise SpecError(
             f"RuntimeError: selected index k out of range (num_draft_tokens={draft} exceeds the draft tree of "
             f"steps={steps}, topk={topk})"
@@ -182,13 +194,10 @@ def resolve_spec(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> 
     if algo == "EAGLE" and drafter.kind == "eagle3":
         chain = [0.0] * steps  # EAGLE with an EAGLE-3 drafter: proposes nothing useful, no error (SGLang PR #21272)
     probs = widen(chain, topk, draft - 1, drafter.topk_miss_ratio)
-    fixed: float | None = None
-    raw = env.get("SGLANG_SIMULATE_ACC_LEN")
-    if raw:
-        try:
-            fixed = float(raw)
-        except ValueError as exc:
-            raise SpecError(
-                f"ValueError: could not convert string to float: {raw!r} (SGLANG_SIMULATE_ACC_LEN)"
-            ) from exc
+    try:
+        fixed = simulated_accept_length(env)
+    except ValueError as exc:
+        raise SpecError(
+            f"ValueError: could not convert string to float: {env.get(SIMULATE_ACC_LEN)!r} ({SIMULATE_ACC_LEN})"
+        ) from exc
     return SpecConfig(algo, steps, topk, draft, drafter, probs, fixed, tuple(warnings))

@@ -132,6 +132,7 @@ def test_crossover_when_speculation_never_or_always_wins(record_factory):
 
 
 def test_off_algorithm_value_counts_as_no_speculation(record_factory):
+    """Off is an omitted flag (None or False), the one idea of off in autotune.engines.sglang_facts."""
     off = record_factory(0, tputs={1: 50, 8: 300}, flags={"speculative-algorithm": None})
-    none_str = record_factory(1, tputs={1: 40, 8: 200}, flags={"speculative-algorithm": "none"})
-    assert "No speculative trial" in crossover([off, none_str], (1, 8)).summary
+    false = record_factory(1, tputs={1: 40, 8: 200}, flags={"speculative-algorithm": False})
+    assert "No speculative trial" in crossover([off, false], (1, 8)).summary

@@ -1,0 +1,107 @@
+"""What autotune knows about SGLang, each fact written once: the pre-launch rules (``sglang_rules``), the simulated
+server (``autotune.sim``), the log parser (``engines.base``) and the reports (``autotune.export``) all read it here.
+
+Where a fact differs between releases, the releases are named. ``tests/engines/test_sglang_contract.py`` checks that the
+simulator and the pre-launch rules agree on generated configurations and that the simulator's log lines parse.
+Pure data and pure functions; SGLang is never imported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.failures import FailureKind
+
+# ---- speculative decoding (SGLang ``srt/arg_groups/speculative_hook.py``, 0.5.x) -------------------------------------
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # --speculative-algorithm's choices
+ALGORITHM_ALIASES: Mapping[str, str] = {"NEXTN": "EAGLE"}  # SGLang rewrites the name before anything else
+EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})  # draft trees of steps x topk (names after the aliases)
+# Need --speculative-draft-model-path as written on the command line. NEXTN does not: DeepSeek-style models with
+# built-in MTP heads find their drafter themselves.
+NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+# Any speculative algorithm caps the running requests at this unless --max-running-requests is given.
+SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
+# topk > 1 with page size > 1: the attention backends that support the paged draft tree.
+PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+NGRAM_DEFAULT_BFS_BREADTH = 10  # NGRAM's topk is its BFS breadth
+NGRAM_DEFAULT_DRAFT_TOKENS = 12
+
+
+def is_given(value: Any) -> bool:
+    """Whether a flag value puts the flag on the command line: ``None`` and ``False`` omit it (the one idea of off)."""
+    return value is not None and value is not False
+
+
+def speculative_algorithm(flags: Mapping[str, Any]) -> str | None:
+    """The ``--speculative-algorithm`` as given (upper case), or None when speculation is off (the flag omitted)."""
+    value = flags.get("speculative-algorithm")
+    return str(value).strip().upper() if is_given(value) else None
+
+
+def canonical_algorithm(name: str) -> str:
+    """The algorithm SGLang runs for a name it accepts (``NEXTN`` runs as ``EAGLE``)."""
+    return ALGORITHM_ALIASES.get(name, name)
+
+
+SIMULATE_ACC_LEN = "SGLANG_SIMULATE_ACC_LEN"  # EAGLE-family verification accepts this many tokens a step on average
+
+
+def simulated_accept_length(env: Mapping[str, str]) -> float | None:
+    """``SGLANG_SIMULATE_ACC_LEN`` when it is on (a number > 0), else None. Raises ValueError for a value that is not a
+    number (SGLang's ``float()`` fails at start)."""
+    raw = env.get(SIMULATE_ACC_LEN)
+    if raw is None or not str(raw).strip():
+        return None
+    value = float(raw)
+    return value if value > 0 else None
+
+
+def simulated_accept_overflows(steps: int, draft_tokens: int) -> bool:
+    """With a simulated accept length, SGLang draws each step's accept length up to steps + 1 whatever the tree's size:
+    fewer draft tokens and the first verify writes past the tree, and the server dies at its warmup
+    ("The expanded size of the tensor (4) must match the existing size (5)": steps 4 x topk 2 x 4 draft tokens)."""
+    return draft_tokens < steps + 1
+
+
+def max_draft_tokens(steps: int, topk: int) -> int:
+    """The most draft tokens a tree of ``steps`` x ``topk`` holds: draft_tokens - 1 <= topk + (steps - 1) * topk^2.
+    More fails at runtime ("selected index k out of range")."""
+    return topk + (steps - 1) * topk * topk + 1
+
+
+# ---- flag spellings per release --------------------------------------------------------------------------------------
+# (what a study says, what another release calls it): 0.5.23 made --cuda-graph-max-bs ambiguous (it split into
+# -decode / -prefill); 0.5.10 and older have only --cuda-graph-max-bs; --server-info was --get-server-info.
+FLAG_RENAMES: tuple[tuple[str, str], ...] = (
+    ("cuda-graph-max-bs", "cuda-graph-max-bs-decode"),
+    ("cuda-graph-max-bs-decode", "cuda-graph-max-bs"),
+    ("server-info", "get-server-info"),
+)
+
+# ---- log lines (what ``launch_server`` prints while it starts) -------------------------------------------------------
+LOG_PATTERNS: Mapping[str, re.Pattern[str]] = {
+    "weights": re.compile(r"Load weight end\. elapsed=\s*([0-9.]+)\s*s"),
+    "kv_tokens": re.compile(r"KV Cache is allocated\..*#tokens:\s*(\d+)"),
+    # 0.5.17: "Capture target decode CUDA graph end. elapsed=2.34 s"; older: "Capture cuda graph end. Time elapsed: 3.2 s"
+    "graph": re.compile(r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\.\s*(?:Time )?elapsed[:=]\s*([0-9.]+)\s*s"),
+    "max_total": re.compile(r"max_total_num_tokens=(\d+)"),
+    "max_running": re.compile(r"max_running_requests=(\d+)"),
+}
+
+# A dead server's log tail -> why (first match wins). argparse first: a value the release rejects for a flag it knows,
+# then a flag it does not know.
+FAILURE_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
+    (FailureKind.INVALID_VALUE, re.compile(r"argument [^\n]*: (invalid choice|invalid \w+ value|expected one argument)")),
+    (FailureKind.UNKNOWN_FLAG, re.compile(r"unrecognized arguments|ambiguous option")),
+    (FailureKind.ENGINE_UNAVAILABLE, re.compile(r"No module named '?sglang|No module named sglang")),
+    (FailureKind.NCCL_ERROR, re.compile(r"NCCL error|NCCL WARN Error|ncclInvalidUsage|ncclSystemError")),
+    (FailureKind.GRAPH_CAPTURE_FAILED, re.compile(r"Capture cuda graph failed|CUDA graph capture failed", re.I)),
+    (FailureKind.OOM_AT_LAUNCH, re.compile(r"Not enough memory|no GPU memory for the KV cache|CUDA out of memory"
+                                           r"|OutOfMemoryError|increase --mem-fraction-static", re.I)),
+)
+# argparse's error lines: "error: argument --attention-backend: invalid choice: 'x' (choose from ...)",
+# "error: unrecognized arguments: --no-such-flag 1", "error: ambiguous option: --cuda-graph-max-bs could match ...".
+ARGPARSE_ARGUMENT = re.compile(r"error: (?:argument (?:-\w+/)?|ambiguous option: )--([\w-]+)")
+ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]*)")
