@@ -236,7 +236,7 @@ class StudyDriver:
 
         spec = self.spec
         records = self.store.load()
-        objectives = [(f"{o.metric}@{o.level}", o.direction) for o in spec.objectives]
+        objectives = [(o.key, o.direction) for o in spec.objectives]
         levels = list(spec.plan.concurrencies)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
                               load_levels=levels, study_only=spec.server.study_only)

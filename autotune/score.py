@@ -12,13 +12,9 @@ from dataclasses import dataclass
 
 from autotune.bench.metrics import metric_value
 from autotune.bench.types import BenchResult
-from autotune.space import Constraint, Objective
+from autotune.space import Constraint, Objective, objective_key
 
 UNMEASURED_VIOLATION = 1e9
-
-
-def objective_key(metric: str, level: int | str) -> str:
-    return f"{metric}@{level}"
 
 
 def worst_value(direction: str) -> float:

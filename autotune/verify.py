@@ -31,6 +31,7 @@ from autotune.bench.types import BenchPlan
 from autotune.errors import AutotuneError, LaunchError
 from autotune.launcher import ServerProcess
 from autotune.site import nvls_problems, site_policy, study_env_problems
+from autotune.space import objective_key
 from autotune.trial import LaunchSpec
 from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, compare
 from autotune.verify_sglang import bench_serving_available, run_bench_serving
@@ -252,7 +253,7 @@ def reexport(study_dir: str | Path) -> Path:
 
     root = Path(study_dir)
     study = json.loads((root / "study.json").read_text())
-    objectives = [(f"{o['metric']}@{o['level']}", o["direction"]) for o in study["objectives"]]
+    objectives = [(objective_key(o["metric"], o["level"]), o["direction"]) for o in study["objectives"]]
     result = export_study(root, study_name=study["name"], objectives=objectives, records=StudyStore(root).load(),
                           load_levels=list(study["plan"]["concurrencies"]),
                           study_only=study["server"].get("study_only") or {})

@@ -104,7 +104,8 @@ def flags_in_help(help_text: str) -> frozenset[str]:
 
 
 class Engine(abc.ABC):
-    """Turns a TrialConfig into a LaunchSpec, checks it on the worker, and reads the server's log.
+    """Turns a TrialConfig into a LaunchSpec and checks it on the worker. Both engines print SGLang's log lines, which
+    ``parse_log_phases`` and ``classify_failure`` read.
 
     Ownership: the engine never starts or stops processes (``autotune.launcher`` does). ``launch_spec`` is pure;
     ``preflight`` may run subprocesses on the worker that will launch the server.
@@ -162,9 +163,3 @@ class Engine(abc.ABC):
 
     # Release-dependent renames: (what the study says, what an older/newer release calls it).
     FLAG_ALIASES: Sequence[tuple[str, str]] = ()
-
-    def parse_log(self, text: str) -> PhaseTimings:
-        return parse_log_phases(text)
-
-    def classify_failure(self, log_tail: str, *, ready: bool) -> FailureKind:
-        return classify_failure(log_tail, ready=ready)

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.export.banner import study_banner
-from autotune.export.best import BestChoice, Objective, parse_load_levels, parse_objectives, select_best
+from autotune.export.best import BestChoice, parse_load_levels, parse_objectives, select_best
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
 from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
 from autotune.records import TrialRecord
+from autotune.space import Objective
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,6 @@ class StudyAnalysis:
     @property
     def peak_level(self) -> int:
         return self.load_levels[-1]
-
-    @property
-    def low_level(self) -> int:
-        return self.load_levels[0]
 
 
 def analyze(

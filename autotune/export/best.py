@@ -1,4 +1,5 @@
-"""The study's objectives, typed, and the choice of the best trial (feasible, best primary objective)."""
+"""The study's objectives (``autotune.space.Objective``, from ``(key, direction)`` pairs) and the choice of the best
+trial (feasible, best primary objective)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,9 @@ from typing import Literal, cast
 
 from autotune.export.errors import ExportError
 from autotune.records import TrialOutcome, TrialRecord
+from autotune.space import Objective, parse_objective_key
 
 Direction = Literal["maximize", "minimize"]
-
-
-@dataclass(frozen=True)
-class Objective:
-    key: str  # "<metric>@<level>", as in TrialRecord.objectives
-    direction: Direction
-
-    def better(self, a: float, b: float) -> bool:
-        return a > b if self.direction == "maximize" else a < b
 
 
 @dataclass(frozen=True)
@@ -46,7 +39,11 @@ def parse_objectives(objectives: Sequence[tuple[str, str]]) -> tuple[Objective, 
         key, direction = item
         if direction not in ("maximize", "minimize"):
             raise ExportError(f"objective {key!r}: direction {direction!r} must be 'maximize' or 'minimize'")
-        parsed.append(Objective(key=str(key), direction=cast(Direction, direction)))
+        try:
+            metric, level = parse_objective_key(str(key))
+        except ValueError as exc:
+            raise ExportError(f"objective {key!r}: {exc}") from exc
+        parsed.append(Objective(metric=metric, level=level, direction=cast(Direction, direction)))
     return tuple(parsed)
 
 

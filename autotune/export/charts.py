@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
+from autotune.export.accessors import speculative_algorithm, throughput
 from autotune.export.analysis import StudyAnalysis
-from autotune.export.metrics import speculative_algorithm, throughput
 from autotune.records import TrialOutcome, TrialRecord
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")

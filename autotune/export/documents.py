@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from autotune.export.accessors import is_speculative
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.banner import engine_banner
 from autotune.export.command import ExportedServer, ServerCommand, option_argv
-from autotune.export.metrics import is_speculative
 from autotune.export.pareto import ParetoPoint
 from autotune.records import TrialRecord
 

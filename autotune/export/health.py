@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.engines.sglang_facts import SPEC_DEFAULT_MAX_RUNNING_REQUESTS as SPEC_DEFAULT_MAX_RUNNING
-from autotune.export.metrics import (
+from autotune.export.accessors import (
     accept_lengths,
     draft_model_path,
     flag_value,

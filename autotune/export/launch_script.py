@@ -11,6 +11,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from autotune.export.accessors import fmt, throughput, tpot_median, ttft_p99
 from autotune.export.banner import engine_banner
 from autotune.export.command import (
     DEFAULT_PORT,
@@ -21,7 +22,6 @@ from autotune.export.command import (
     exported_server,
 )
 from autotune.export.errors import ExportError
-from autotune.export.metrics import fmt, throughput, tpot_median, ttft_p99
 from autotune.export.study_only import StudyOnly
 from autotune.records import TrialRecord
 from autotune.secrets import REDACTED, is_secret

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.export.metrics import is_speculative, throughput, tpot_median
+from autotune.export.accessors import is_speculative, throughput, tpot_median
 from autotune.records import TrialOutcome, TrialRecord
 
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.export.metrics import is_speculative, level, throughput
+from autotune.export.accessors import is_speculative, level, throughput
 from autotune.records import TrialOutcome, TrialRecord
 
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autotune.engines.base import key_error_line
-from autotune.export.analysis import StudyAnalysis
-from autotune.export.best import objective_value
-from autotune.export.command import ExportedServer
-from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
-from autotune.export.metrics import (
+from autotune.export.accessors import (
     accept_lengths,
     compact_params,
     draft_model_path,
@@ -24,6 +20,10 @@ from autotune.export.metrics import (
     tpot_median,
     ttft_p99,
 )
+from autotune.export.analysis import StudyAnalysis
+from autotune.export.best import objective_value
+from autotune.export.command import ExportedServer
+from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
 from autotune.records import TrialOutcome, TrialRecord
 
 THROUGHPUT_SVG = "throughput_vs_concurrency.svg"

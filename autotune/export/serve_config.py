@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
+from autotune.export.accessors import argv_value
 from autotune.export.banner import engine_banner
 from autotune.export.command import ExportedServer, ServerCommand, exported_server, option_argv
 from autotune.export.errors import ExportError
-from autotune.export.metrics import argv_value
 from autotune.records import TrialRecord
 from autotune.secrets import REDACTED, is_secret
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autotune.export.accessors import compact_params, fmt, fmt_pm, objective_interval, outcome_label
 from autotune.export.analysis import analyze
 from autotune.export.best import objective_value
-from autotune.export.metrics import compact_params, fmt, fmt_pm, objective_interval, outcome_label
 from autotune.records import TrialOutcome, TrialRecord
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO
 
-from autotune.export.metrics import compact_params
+from autotune.export.accessors import compact_params
 from autotune.progress.eta import eta_seconds, fmt_duration
 from autotune.progress.events import Phase, TrialEvent
 from autotune.records import TrialRecord

@@ -98,10 +98,6 @@ class ServerArgs:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("sim_")}
 
 
-def _bool_env(text: str) -> bool:
-    return text.lower() in ("1", "true", "yes")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m autotune.sim.server",

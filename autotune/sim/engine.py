@@ -126,7 +126,10 @@ class _InFlight:
     start: float
 
 
-class Engine:
+class EngineLoop:
+    """The simulated server's engine: the scheduler stepping its batches on the virtual clock (``autotune.engines``'
+    ``SimEngine`` is the adapter that launches this server like SGLang)."""
+
     def __init__(
         self,
         cfg: SimConfig,

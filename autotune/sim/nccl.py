@@ -132,9 +132,6 @@ class NcclSettings:
         """AllGather only has Ring (here): a global NCCL_ALGO without Ring leaves it no algorithm (graph capture fails)."""
         return "ring" not in self.other_algos
 
-    @property
-    def other_protos_empty(self) -> bool:
-        return not self.other_protos
 
 
 def _parse_list(

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from autotune.sim.engine import Engine, Handle
+from autotune.sim.engine import EngineLoop, Handle
 from autotune.sim.streaming import output_text, prompt_tokens_of
 
 
@@ -36,7 +36,7 @@ class _Delta:
         self.sent = 0
         self.created = int(time.time())
 
-    def __call__(self, engine: Engine, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
+    def __call__(self, engine: EngineLoop, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
         full = output_text(h.output, vocab)
         piece, self.sent = full[self.sent :], len(full)
         finish = "length" if final else None
@@ -95,7 +95,7 @@ async def _openai(request: web.Request, st: Any, run_request: Any, chat: bool) -
         builder = _Delta(model, chat, bool(opts.get("include_usage")))
         return await run_request(request, st, n_prompt, max_new, True, builder)
 
-    def whole(engine: Engine, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
+    def whole(engine: EngineLoop, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
         text = output_text(h.output, vocab)
         if chat:
             choice: dict[str, Any] = {

@@ -22,11 +22,11 @@ from aiohttp import web
 from autotune import __version__
 from autotune.sim.args import ServerArgs, build_parser, parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
-from autotune.sim.engine import Engine
+from autotune.sim.engine import EngineLoop
 from autotune.sim.launch_log import Logger, print_failure, run_launch, speedup_for
-from autotune.sim.metrics import render_metrics
 from autotune.sim.openai_api import chat_completions, completions, list_models
 from autotune.sim.profile import ProfileError, load_profile
+from autotune.sim.prometheus import render_metrics
 from autotune.sim.streaming import generate_chunk, prompt_tokens_of, sse, token_updates
 from autotune.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
 
@@ -39,7 +39,7 @@ class State:
     def __init__(self, cfg: SimConfig, log: Logger) -> None:
         self.cfg = cfg
         self.log = log
-        self.engine: Engine | None = None
+        self.engine: EngineLoop | None = None
         self.ready = False
         self.launch_time_s = cfg.launch.total_s
 
@@ -310,7 +310,7 @@ async def serve(cfg: SimConfig, log: Logger) -> int:
         print_failure(log, failure)
         await runner.cleanup()
         return 1
-    st.engine = Engine(
+    st.engine = EngineLoop(
         cfg,
         time_scale=args.sim_time_scale,
         seed=args.sim_seed,

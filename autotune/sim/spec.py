@@ -46,10 +46,6 @@ class SpecConfig:
     warnings: tuple[str, ...] = ()
 
     @property
-    def max_accept_length(self) -> int:
-        return len(self.accept_probs) + 1
-
-    @property
     def accept_cap(self) -> int:
         """Most tokens one verify step can yield: the tree's depth + 1."""
         return min(self.num_draft_tokens, self.num_steps + 1) if self.algorithm != "NGRAM" else self.num_draft_tokens

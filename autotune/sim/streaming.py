@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from autotune.sim.engine import Engine, Handle
+from autotune.sim.engine import EngineLoop, Handle
 from autotune.virtual_clock import META_ARRIVAL, META_TIMES
 
 VOCAB_TEXT_BASE = 1000
@@ -83,14 +82,7 @@ def prompt_tokens_of(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
-@dataclass(frozen=True)
-class RequestParams:
-    prompt_tokens: int
-    max_new_tokens: int
-    stream: bool
-
-
-def meta_info(engine: Engine, h: Handle, *, final: bool) -> dict[str, Any]:
+def meta_info(engine: EngineLoop, h: Handle, *, final: bool) -> dict[str, Any]:
     """SGLang's ``meta_info`` from what the engine has published, then the virtual-clock fields (last, see
     ``autotune/virtual_clock.py``): the request's arrival and the (time, tokens) pairs since the previous chunk."""
     r = h.req
@@ -146,7 +138,7 @@ class Raw(str):
     """A pre-serialized JSON body (``sse`` and the server send it as is)."""
 
 
-def generate_chunk(engine: Engine, h: Handle, final: bool, vocab: int) -> Raw:
+def generate_chunk(engine: EngineLoop, h: Handle, final: bool, vocab: int) -> Raw:
     """``{"text", "output_ids", "meta_info"}`` serialized by slicing precomputed strings (text needs no escaping)."""
     n = h.output
     tt = token_text(vocab)
@@ -154,4 +146,4 @@ def generate_chunk(engine: Engine, h: Handle, final: bool, vocab: int) -> Raw:
     return Raw(f'{{"text":"{tt.text(n)}","output_ids":{tt.ids_json(n)},"meta_info":{meta}}}')
 
 
-ChunkBuilder = Callable[[Engine, Handle, bool, int], dict[str, Any]]
+ChunkBuilder = Callable[[EngineLoop, Handle, bool, int], dict[str, Any]]

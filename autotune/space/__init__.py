@@ -18,6 +18,8 @@ from autotune.space.types import (
     StopRule,
     StudyOverrides,
     StudySpec,
+    objective_key,
+    parse_objective_key,
 )
 from autotune.space.values import condition_holds, is_active
 
@@ -36,6 +38,8 @@ __all__ = [
     "condition_holds",
     "is_active",
     "load_study",
+    "objective_key",
+    "parse_objective_key",
     "suggest",
     "to_trial_config",
 ]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.space.names import STUDY_NAME_RE, env_problems, flag_problems
-from autotune.space.schema import Problem, StudyFileModel, suggest
+from autotune.space.schema import Problem, StudyFileModel, did_you_mean
 from autotune.space.types import LATENCY_METRICS, METRIC_NAMES
 
 
@@ -93,7 +93,7 @@ def _metric(key: str, metric: str) -> list[Problem]:
     if metric in LATENCY_METRICS:
         fix = f"add a statistic, e.g. `{metric}.p99` (mean, median, p90, p99)"
     else:
-        close = suggest(metric, METRIC_NAMES)
+        close = did_you_mean(metric, METRIC_NAMES)
         fix = f"did you mean `{close}`?" if close else f"use one of {', '.join(METRIC_NAMES)}"
     return [Problem(key, f"unknown metric `{metric}`", fix)]
 

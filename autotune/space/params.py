@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune.space.names import PARAM_NAME_RE, env_problems, flag_problems
-from autotune.space.schema import ParamModel, Problem, suggest
+from autotune.space.schema import ParamModel, Problem, did_you_mean
 from autotune.space.types import CONDITION_OPS, Condition, ParamSpec
 from autotune.space.values import accepts, condition_holds, describe, env_str, is_number, numeric_param, same_value
 
@@ -140,7 +140,7 @@ def _when(
                 fix = f"move `{ref}` above `{name}` under params (conditions may only name EARLIER parameters, so sampling runs in file order)"
                 out.append(Problem(ckey, f"`{ref}` is declared after `{name}`", fix))
             else:
-                close = suggest(ref, list(earlier))
+                close = did_you_mean(ref, list(earlier))
                 fix = (
                     f"did you mean `{close}`?"
                     if close
@@ -172,7 +172,7 @@ def _when(
             for op, v in cond.items():
                 okey = f"{ckey}.{op}"
                 if op not in CONDITION_OPS:
-                    close = _OP_ALIASES.get(str(op).strip().lower()) or suggest(str(op), CONDITION_OPS)
+                    close = _OP_ALIASES.get(str(op).strip().lower()) or did_you_mean(str(op), CONDITION_OPS)
                     fix = f"did you mean `{close}`?" if close else f"use one of {', '.join(CONDITION_OPS)}"
                     out.append(Problem(okey, f"unknown operator `{op}`", fix))
                 elif v is not None and not isinstance(v, (str, int, float, bool)):
@@ -313,7 +313,7 @@ def check_points(
             out.append(Problem(pkey, "empty point", "give parameter values, or remove the point"))
         for k in point:
             if k not in by_name:
-                close = suggest(k, list(by_name))
+                close = did_you_mean(k, list(by_name))
                 fix = f"did you mean `{close}`?" if close else f"use parameter names from params: {', '.join(by_name)}"
                 out.append(Problem(f"{pkey}.{k}", f"unknown parameter `{k}`", fix))
         for p in params:

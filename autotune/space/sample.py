@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import SpaceError
-from autotune.space.schema import suggest as suggest_name
+from autotune.space.schema import did_you_mean
 from autotune.space.types import StudySpec
 from autotune.space.values import accepts, describe, env_str, is_active, rounded
 from autotune.trial import TrialConfig
@@ -45,7 +45,7 @@ def to_trial_config(spec: StudySpec, values: Mapping[str, Any]) -> TrialConfig:
     names = [p.name for p in spec.params]
     for k in values:
         if k not in names:
-            close = suggest_name(k, names)
+            close = did_you_mean(k, names)
             hint = f"did you mean `{close}`?" if close else f"use names from params: {', '.join(names)}"
             raise SpaceError(f"{spec.source}: trial values name unknown parameter `{k}`. Fix: {hint}")
     flags: dict[str, Any] = dict(spec.server.flags)

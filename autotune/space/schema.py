@@ -51,7 +51,7 @@ def key_path(loc: Iterable[str | int]) -> str:
     return out or "(top level)"
 
 
-def suggest(word: str, options: Iterable[str]) -> str | None:
+def did_you_mean(word: str, options: Iterable[str]) -> str | None:
     """The closest option to a probable typo, or None."""
     found = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
     return found[0] if found else None
@@ -341,7 +341,7 @@ def _problem_from_error(err: Any) -> Problem:
     if kind == "extra_forbidden":
         valid = _keys_at(StudyFileModel, loc[:-1]) or []
         bad = str(loc[-1])
-        close = suggest(bad, valid)
+        close = did_you_mean(bad, valid)
         fix = f"did you mean `{close}`?" if close else f"remove it; valid keys here: {', '.join(valid)}"
         return Problem(key, f"unknown key `{bad}`", fix)
     if kind == "missing":

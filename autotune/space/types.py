@@ -43,6 +43,20 @@ class StudyOverrides:
     seed: int | None = None
 
 
+def objective_key(metric: str, level: Level) -> str:
+    """The key of a metric at a load level in records and reports (``output_tok_per_s@max``); the only place the
+    form is written. ``parse_objective_key`` reads it back."""
+    return f"{metric}@{level}"
+
+
+def parse_objective_key(key: str) -> tuple[str, Level]:
+    """``"ttft_ms.p99@32"`` -> ``("ttft_ms.p99", 32)``; raises ValueError for a key without ``@``."""
+    metric, sep, level = key.rpartition("@")
+    if not sep or not metric or not level:
+        raise ValueError(f"{key!r} is not <metric>@<level> (e.g. output_tok_per_s@max)")
+    return metric, int(level) if level.isdigit() else level  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class Objective:
     """One thing to optimize: ``metric`` measured at load level ``level`` (a concurrency, or "max"/"min")."""
@@ -52,9 +66,13 @@ class Objective:
     direction: Literal["maximize", "minimize"] = "maximize"
 
     @property
-    def name(self) -> str:
-        """A stable key for records and reports, e.g. ``output_tok_per_s@max``."""
-        return f"{self.metric}@{self.level}"
+    def key(self) -> str:
+        """The objective's key in records and reports, e.g. ``output_tok_per_s@max``."""
+        return objective_key(self.metric, self.level)
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether value ``a`` beats ``b`` in this objective's direction."""
+        return a > b if self.direction == "maximize" else a < b
 
 
 @dataclass(frozen=True)
@@ -67,8 +85,8 @@ class Constraint:
     min: float | None = None
 
     @property
-    def name(self) -> str:
-        return f"{self.metric}@{self.level}"
+    def key(self) -> str:
+        return objective_key(self.metric, self.level)
 
 
 @dataclass(frozen=True)

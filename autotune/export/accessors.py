@@ -1,4 +1,4 @@
-"""Pure accessors over trial records: per-level metrics, speculation, compact formatting. No I/O."""
+"""Pure accessors over trial records: per-level figures, speculation, compact formatting. No I/O."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autotune.sim.config import SimConfig
-from autotune.sim.engine import Engine
+from autotune.sim.engine import EngineLoop
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -19,7 +19,7 @@ def _hist(name: str, help_: str, values: list[float], buckets: tuple[float, ...]
     return out
 
 
-def render_metrics(cfg: SimConfig, engine: Engine | None, model_name: str) -> str:
+def render_metrics(cfg: SimConfig, engine: EngineLoop | None, model_name: str) -> str:
     labels = f'model_name="{model_name}",engine_type="unified",tp_rank="0",pp_rank="0"'
     gauges: list[tuple[str, str, float]] = []
     counters: list[tuple[str, str, float]] = []
