@@ -14,6 +14,9 @@ from typing import Any
 
 from autotune import gpus, registry, slots
 from autotune.errors import AutotuneError
+from autotune.finalist_stage import run_stage
+from autotune.finalist_store import FinalistStore
+from autotune.finalists import FinalistOutcome, StagePlan, next_stage, select_finalists, study_outcome
 from autotune.progress.console import Console, Verbosity
 from autotune.progress.noise import LOG_NAME as RAY_LOG
 from autotune.progress.noise import ray_output_to_log
@@ -45,8 +48,12 @@ class StudyDriver:
     def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
                  max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
                  fresh: bool = False, stop_after_s: float | None = None, console: Console | None = None,
-                 storage: str | None = None, metrics_port: int | None = None) -> None:
+                 storage: str | None = None, metrics_port: int | None = None,
+                 finalists_only: bool = False) -> None:
         self.spec = spec
+        self.finalists_only = finalists_only  # run only a (new) finalist stage of an existing study, then export
+        self.finalist_store = FinalistStore(results_dir / spec.name)
+        self._started = time.monotonic()
         self.store = StudyStore(results_dir / spec.name)
         self.console = console or Console()
         self.storage = storage  # the Optuna storage URL (default: SQLite in the study directory)
@@ -160,9 +167,16 @@ class StudyDriver:
         study = open_study(spec, self.storage or self.store.db_url)
         done = reconcile(study, spec, records)
         remaining = spec.trials - done
-        if done:
+        if self.finalists_only:
+            if not done:
+                raise AutotuneError(f"--finalists-only: {self.store.root} has no finished trials; run the study first "
+                                    "(the same command without --finalists-only)")
+            if remaining > 0:
+                self.console.say(f"--finalists-only: {remaining} trial(s) of the budget are left unrun")
+            remaining = 0
+        elif done:
             self.console.say(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
-        if remaining > 0:
+        if remaining > 0 or self._stage_due(records) is not None:
             with ray_output_to_log(self.store.root / "logs" / RAY_LOG, self.console, enabled=not self._verbose) as log:
                 if log is not None:
                     self.console.say(f"Ray and Tune output goes to {log} (--verbose shows it here)")
@@ -204,22 +218,25 @@ class StudyDriver:
             serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
             # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
             self._slot_pool = slots.create(self.owner, conc)
-            self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
-            self.console.study_started(remaining, conc, [r.phases.trial_wall_s for r in records
-                                                         if r.phases.trial_wall_s])
-            searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
-                                           make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
-                                           on_raw_result=self.store.save_raw)
-            tuner = tune.Tuner(
-                tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
-                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc,
-                                             reuse_actors=True),  # no new trainable process per trial
-                run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                          storage_path=str((self.store.root / "tune").resolve()), verbose=0),
-            )
-            with EventPump(self._monitor, self.console) as self._pump:
-                tuner.fit()
-            self.stop_reason = searcher.stop_reason
+            if remaining > 0:
+                self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
+                self.console.study_started(remaining, conc, [r.phases.trial_wall_s for r in records
+                                                             if r.phases.trial_wall_s])
+                searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
+                                               make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
+                                               on_raw_result=self.store.save_raw)
+                tuner = tune.Tuner(
+                    tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
+                    tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc,
+                                                 reuse_actors=True),  # no new trainable process per trial
+                    run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                              storage_path=str((self.store.root / "tune").resolve()), verbose=0),
+                )
+                with EventPump(self._monitor, self.console) as self._pump:
+                    tuner.fit()
+                self.stop_reason = searcher.stop_reason
+            if not self.stop_reason:
+                self._run_finalists(conc)
         finally:
             try:
                 serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
@@ -230,6 +247,33 @@ class StudyDriver:
                 if started:
                     ray.shutdown()
 
+    # ------------------------------------------------------------------------------------------- finalist stage
+    def _stage_due(self, records: list[TrialRecord]) -> StagePlan | None:
+        spec = self.spec
+        first = spec.objectives[0]
+        finalists = select_finalists(records, first.key, first.direction, spec.finalists.count)
+        return next_stage(self.finalist_store.plans(), self.finalist_store.load(), finalists, spec.finalists.rounds,
+                          new_round=self.finalists_only)
+
+    def _run_finalists(self, concurrency: int) -> None:
+        """Relaunch the top configs (see autotune.finalists), unless the study's time box has run out."""
+        if self.stop_after_s is not None and time.monotonic() - self._started > self.stop_after_s:
+            self.console.say("finalist stage skipped: --stop-after-s has passed (rerun the command to run it)")
+            return
+        records = self.store.load()
+        plan = self._stage_due(records)
+        if plan is None:
+            return
+        trials = {r.number: r for r in records if r.number in plan.finalists}
+        run_stage(self.spec, plan, trials, self.finalist_store, owner=self.owner, concurrency=concurrency,
+                  say=self.console.say)
+
+    def finalist_outcome(self, records: list[TrialRecord]) -> FinalistOutcome:
+        spec = self.spec
+        first = spec.objectives[0]
+        return study_outcome(records, self.finalist_store.plans(), self.finalist_store.load(), key=first.key,
+                             direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count)
+
     def _export(self) -> int:
         from autotune.export import export_study, format_summary_table
         from autotune.report.render import write_html
@@ -238,8 +282,9 @@ class StudyDriver:
         records = self.store.load()
         objectives = [(o.key, o.direction) for o in spec.objectives]
         levels = list(spec.plan.concurrencies)
+        outcome = self.finalist_outcome(records)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
-                              load_levels=levels, study_only=spec.server.study_only)
+                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome)
         html = write_html(result, title=f"autotune study {spec.name}")
         say = self.console.result
         say("")
@@ -253,6 +298,7 @@ class StudyDriver:
         label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
             f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
         say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
+        say(f"  decided by: {result.decided_by}: {result.reason}")
         for k, v in best.objectives.items():
             say(f"  {k} = {v:,.2f}")
         say(f"  params: {json.dumps(best.params, default=str)}")

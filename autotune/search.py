@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--serve-port", type=int, default=8000, help="Ray Serve HTTP port (bound to 127.0.0.1)")
     p.add_argument("--stop-after-s", type=float, help="start no new trial after this many seconds (running trials "
                    "finish; rerun the command to continue the study)")
+    p.add_argument("--finalists", type=int, metavar="K", help="relaunch the top K feasible configs before export "
+                   "(default: the file's study.finalists.count, 3; 0 skips the finalist stage)")
+    p.add_argument("--finalists-only", action="store_true", help="run no trials: relaunch the finalists of an existing "
+                   "study as a new finalist stage (earlier stages are kept), then export")
     p.add_argument("--fresh", action="store_true", help="move an existing results/<study>/ aside and start over")
     p.add_argument("--validate-only", action="store_true", help="check the study file and exit")
     p.add_argument("--storage", help="Optuna storage URL for the study (default: sqlite:///results/<study>/study.db); "
@@ -76,10 +80,18 @@ def _overrides(args: argparse.Namespace) -> Any:
 def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     """The parsed arguments and the StudySpec they select (file + overrides); the study's folder is
     ``Path(args.results_dir) / spec.name``. Raises AutotuneError for a bad study file."""
+    from dataclasses import replace
+
+    from autotune.errors import SpaceError
     from autotune.space import load_study
 
     args = build_parser().parse_args(argv)
-    return args, load_study(resolve_space(args.space), overrides=_overrides(args))
+    spec = load_study(resolve_space(args.space), overrides=_overrides(args))
+    if args.finalists is not None:
+        if args.finalists < 0:
+            raise SpaceError(f"--finalists must be 0 (no finalist stage) or more, got {args.finalists}")
+        spec = replace(spec, finalists=replace(spec.finalists, count=args.finalists))
+    return args, spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                          max_concurrent=args.max_concurrent, dashboard_port=args.dashboard_port,
                          serve_port=args.serve_port, fresh=args.fresh,
                          stop_after_s=args.stop_after_s, console=console, storage=args.storage,
-                         metrics_port=args.metrics_port)
+                         metrics_port=args.metrics_port, finalists_only=args.finalists_only)
     try:
         code = driver.run()
     except AutotuneError as exc:

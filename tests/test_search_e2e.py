@@ -27,12 +27,13 @@ pytestmark = pytest.mark.slow
 STUDY = {
     "study": {"name": "e2e", "engine": "sim", "trials": 4, "seed": 1,
               "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
-              "constraints": [{"metric": "ttft_ms.p99", "level": "max", "max": 60000}]},
+              "constraints": [{"metric": "ttft_ms.p99", "level": "max", "max": 60000}],
+              "finalists": {"count": 2, "rounds": 1}},
     "server": {"model_path": "dummy-llama-1b", "tp_size": 1},
     "sim": {"profile": "h200-llama-1b", "time_scale": 10},
     "workload": {"kind": "synthetic", "input_len": 64, "output_len": 32},
     "load_levels": [1, 4],
-    "bench": {"rounds": 1, "warmup_requests": 1, "min_requests": 4},
+    "bench": {"rounds": 1, "warmup_requests": 1, "min_requests": 4, "max_windows": 2},
     "params": {
         "cuda_graph_max_bs": {"flag": "cuda-graph-max-bs-decode", "type": "categorical", "choices": [8, 64]},
         # 0.01 cannot hold the weights: a launch failure the study must record and survive
@@ -130,6 +131,20 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     assert "--mem-fraction-static 0.8" in dry.stdout or "--mem-fraction-static' '0.8" in dry.stdout, dry.stdout
     assert "autotune.sim.server" in launch
 
+    # the finalist stage: the top 2 feasible configs relaunched once each, stored apart from the trials and never told
+    # to the sampler (the Optuna study still holds 4 measured trials); best.json says how the winner was decided
+    runs = [json.loads(x) for x in (root / "finalists.jsonl").read_text().splitlines()]
+    feasible = sorted((r for r in records if r["feasible"]), key=lambda r: -r["objectives"]["output_tok_per_s@max"])
+    assert [r["repeats"] for r in runs] == [r["number"] for r in feasible[:2]], runs
+    assert all(r["kind"] == "finalist" and r["stage"] == 1 and r["round"] == 1 for r in runs)
+    assert all(r["record"]["trial_id"] == f"{r['repeats_trial_id']}-f1r1" for r in runs)
+    assert all(r["record"]["engine"]["serve_app"].startswith("e2e-slot-") for r in runs)  # the same slots as trials
+    assert best["decided_by"] in ("separable", "tie", "single"), best["reason"]
+    assert best["finalists"]["decision"]["method"] == best["decided_by"]
+    assert best["reason"].startswith("finalist stage: ")
+    assert "## How the winner was decided" in (root / "best" / "report.md").read_text()
+    assert "finalist stage 1 round 1: trial" in out
+
     # resume: two more trials requested, four finished ones kept and not re-run
     proc2 = _run(space, results, "--trials", "6")
     out2 = proc2.stdout + proc2.stderr
@@ -138,4 +153,7 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     records2 = [json.loads(x) for x in (root / "trials.jsonl").read_text().splitlines()]
     assert len(records2) == 6
     assert [r["trial_id"] for r in records2[:4]] == [r["trial_id"] for r in records]
+    runs2 = (root / "finalists.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in runs2[:2]] == runs  # kept, not re-run
+    assert all(json.loads(x)["stage"] == 2 for x in runs2[2:])  # only a new top 2 gets a new stage
     assert time.monotonic() - t0 < 480

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.export.banner import study_banner
-from autotune.export.best import BestChoice, parse_load_levels, parse_objectives, select_best
+from autotune.export.best import BestChoice, apply_finalists, parse_load_levels, parse_objectives, select_best
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
 from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
+from autotune.finalists import FinalistOutcome
 from autotune.records import TrialRecord
 from autotune.space import Objective
 
@@ -27,6 +28,7 @@ class StudyAnalysis:
     crossover: Crossover
     drafter_issues: tuple[DrafterIssue, ...]
     cap_notes: tuple[CapNote, ...]
+    finalists: FinalistOutcome | None = None
 
     @property
     def peak_level(self) -> int:
@@ -39,8 +41,11 @@ def analyze(
     objectives: Sequence[tuple[str, str]],
     records: Sequence[TrialRecord],
     load_levels: Sequence[int],
+    finalists: FinalistOutcome | None = None,
 ) -> StudyAnalysis:
-    """Validate the inputs (ExportError says how to fix them) and compute every section of the export."""
+    """Validate the inputs (ExportError says how to fix them) and compute every section of the export.
+
+    ``finalists``: the finalist stage's outcome; where it decided a winner, that trial is the best."""
     objs = parse_objectives(objectives)
     levels = parse_load_levels(load_levels)
     recs = tuple(sorted(records, key=lambda r: r.number))
@@ -50,10 +55,11 @@ def analyze(
         load_levels=levels,
         records=recs,
         banner=study_banner(recs),
-        best=select_best(recs, objs),
+        best=apply_finalists(select_best(recs, objs), recs, finalists),
         pareto=pareto_front(recs, levels),
         regimes=regime_choices(recs, levels),
         crossover=crossover(recs, levels),
         drafter_issues=drafter_issues(recs),
         cap_notes=cap_notes(recs, levels),
+        finalists=finalists,
     )

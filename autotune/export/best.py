@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 from autotune.export.errors import ExportError
+from autotune.finalists import FinalistOutcome
 from autotune.records import TrialOutcome, TrialRecord
 from autotune.space import Objective, parse_objective_key
 
@@ -24,6 +25,9 @@ class BestChoice:
     objective: Objective
     value: float | None
     reason: str
+    # How the winner was decided: "single_launch" (the best trial's own measurement), or the finalist stage's
+    # "separable" / "tie" / "single" (see autotune.finalists)
+    method: str = "single_launch"
 
 
 def parse_objectives(objectives: Sequence[tuple[str, str]]) -> tuple[Objective, ...]:
@@ -81,6 +85,21 @@ def select_best(records: Sequence[TrialRecord], objectives: Sequence[Objective])
         reason = f"feasible trial with the best {primary.key} ({primary.direction})"
         return BestChoice(record=best, objective=primary, value=best_value, reason=reason)
     return BestChoice(record=None, objective=primary, value=None, reason=_why_none(records, primary))
+
+
+def apply_finalists(choice: BestChoice, records: Sequence[TrialRecord], outcome: FinalistOutcome | None) -> BestChoice:
+    """The finalist stage's winner replaces the single-launch best, with the decision as the reason."""
+    if outcome is None or choice.record is None:
+        return choice
+    decision = outcome.decision
+    if decision is None or decision.winner is None:
+        note = outcome.note or (decision.summary if decision else "")
+        return replace(choice, reason=f"{choice.reason}; {note}" if note else choice.reason)
+    winner = next((r for r in records if r.number == decision.winner), None)
+    if winner is None:
+        return choice
+    return BestChoice(record=winner, objective=choice.objective, value=objective_value(winner, choice.objective),
+                      reason=f"finalist stage: {decision.summary}", method=decision.method)
 
 
 def _why_none(records: Sequence[TrialRecord], primary: Objective) -> str:

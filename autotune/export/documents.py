@@ -55,6 +55,8 @@ def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None)
         "trials": len(analysis.records),
         "feasible_trials": feasible,
         "reason": choice.reason,
+        "decided_by": choice.method,
+        "finalists": analysis.finalists.to_json() if analysis.finalists is not None else None,
         "best": None,
     }
     rec = choice.record

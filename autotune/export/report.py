@@ -87,6 +87,51 @@ def _recommendation(a: StudyAnalysis) -> list[str]:
     ]
 
 
+def _finalists(a: StudyAnalysis) -> list[str]:
+    out = ["## How the winner was decided", ""]
+    outcome = a.finalists
+    if outcome is None or outcome.decision is None:
+        note = outcome.note if outcome is not None else "no finalist stage"
+        return out + [f"By the best trial's single launch (`{a.best.method}`): {note}.", ""]
+    d = outcome.decision
+    out += [
+        f"**{d.method}**: {d.summary}.",
+        "",
+        f"The top {len(outcome.finalists)} feasible configs were relaunched in interleaved order "
+        f"({outcome.launches} relaunches over stage(s) {', '.join(map(str, d.stages))}); each clean relaunch "
+        f"(complete and feasible) is one observation of `{d.objective_key}`, so launch-to-launch variation counts. "
+        f"Separable means Welch's t test between the leader and a finalist gives p < {d.alpha:g}; finalists that are "
+        "not separable from the leader tie, and the tie is broken by lower TTFT p99 (where separable), then lower "
+        "`--mem-fraction-static`, then the lower trial number.",
+        "",
+    ]
+    comp = {c.number: c for c in d.comparisons}
+    rows = []
+    for s in sorted(d.stats, key=lambda s: (s.mean is None, -(s.mean or 0) if d.direction == "maximize" else
+                                            (s.mean or 0))):
+        c = comp.get(s.number)
+        iv = s.objective
+        rows.append([
+            f"**{s.number}**" if s.number == d.winner else s.number,
+            compact_params(s.params),
+            f"{len(s.values)}/{s.launches}",
+            fmt_pm(s.mean, iv, 2, thousands=True),
+            ", ".join(fmt(v, 1, thousands=True) for v in s.values) or "-",
+            fmt(sum(s.ttft_p99) / len(s.ttft_p99)) if s.ttft_p99 else "-",
+            fmt(s.mem_fraction, 2) if s.mem_fraction is not None else "-",
+            "leader" if s.number == d.leader else (f"{c.diff_pct:+.1f}%" if c else "not ranked: unclean relaunch"),
+            (f"{c.p_value:.3g}" if c.p_value is not None else "n<2") if c else "-",
+        ])
+    header = ["trial", "params", "clean/launches", f"{d.objective_key} (mean ±95%)", "per launch",
+              "TTFT p99 (ms)", "mem-fraction-static", "leader better by", "Welch p"]
+    out += _table(header, rows)
+    if len(outcome.per_stage) > 1:
+        out += ["", "Each stage alone (a repeat of the stage should give the same winner or the same tie):", ""]
+        out += [f"- stage {ds.stages[0] if ds.stages else '?'}: {ds.method}, winner {ds.winner}: {ds.summary}"
+                for ds in outcome.per_stage]
+    return out + [""]
+
+
 def _regimes(a: StudyAnalysis) -> list[str]:
     out = [
         "## Per-traffic-regime recommendation",
@@ -264,6 +309,7 @@ def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str
         *_tuned_on_simulator(server),
         *_recommendation(a),
         *_study_only(server),
+        *_finalists(a),
         *_regimes(a),
         *_drafters(a),
         *_pareto(a),

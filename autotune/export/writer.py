@@ -18,6 +18,7 @@ from autotune.export.launch_script import render_launch_script, render_rehearsal
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config
+from autotune.finalists import FinalistOutcome
 from autotune.records import TrialRecord
 from autotune.secrets import REDACTED, has_secrets, redact_env
 
@@ -37,6 +38,7 @@ REPORT_MD = "report.md"
 class ExportResult:
     best: TrialRecord | None  # None when no trial is feasible (see reason)
     reason: str
+    decided_by: str  # "single_launch", or the finalist stage's "separable" / "tie" / "single"
     best_dir: Path
     launch_script: Path | None  # written only when there is a best trial
     serve_config: Path | None
@@ -66,6 +68,7 @@ def export_study(
     records: Sequence[TrialRecord],
     load_levels: Sequence[int],
     study_only: Mapping[str, str] | None = None,
+    finalists: FinalistOutcome | None = None,
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
@@ -76,7 +79,8 @@ def export_study(
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
     records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
-    a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels)
+    a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
+                finalists=finalists)
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None
     texts: dict[str, str] = {
@@ -112,6 +116,7 @@ def export_study(
     return ExportResult(
         best=best,
         reason=a.best.reason,
+        decided_by=a.best.method,
         best_dir=out,
         launch_script=out / LAUNCH_SH if best is not None else None,
         serve_config=out / SERVE_CONFIG if best is not None else None,

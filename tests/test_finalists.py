@@ -1,0 +1,167 @@
+"""The finalist stage's pure logic without Ray: selection, interleaving, resume, ranking, separable vs tie, storage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autotune.bench.types import BenchResult, Dist, LevelSummary
+from autotune.finalist_store import FinalistStore
+from autotune.finalists import (
+    FinalistRun,
+    StagePlan,
+    decide,
+    missing_slots,
+    next_stage,
+    run_trial_id,
+    select_finalists,
+    study_outcome,
+)
+from autotune.records import FailureKind, TrialOutcome, TrialRecord
+
+KEY = "output_tok_per_s@max"
+
+
+def trial(number: int, value: float | None, *, feasible: bool = True, ttft: float = 100.0,
+          mem: float | None = None) -> TrialRecord:
+    complete = value is not None
+    d = Dist(mean=ttft / 2, median=ttft / 2, p90=ttft, p99=ttft, count=8)
+    lv = LevelSummary(concurrency=32, requests=8, failed=0, duration_s=1.0, output_tok_per_s=value or 0.0,
+                      request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=d, itl_ms=d, tpot_ms=d, e2e_ms=d,
+                      accept_length=None)
+    return TrialRecord(
+        study="s", trial_id=f"t{number}", number=number, params={"x": number},
+        flags={"mem-fraction-static": mem} if mem is not None else {}, env={}, argv=[],
+        outcome=TrialOutcome.COMPLETE if complete else TrialOutcome.FAILED,
+        failure=None if complete else FailureKind.OOM_AT_LAUNCH,
+        bench=BenchResult(levels=(lv,)) if complete else None,
+        objectives={KEY: value} if complete else {}, feasible=complete and feasible,
+    )
+
+
+def runs(stage: int, values: dict[int, list[float]], *, ttft: dict[int, list[float]] | None = None,
+         mem: dict[int, float] | None = None) -> list[FinalistRun]:
+    out = []
+    for number, vals in values.items():
+        for rnd, v in enumerate(vals, start=1):
+            t = (ttft or {}).get(number, [100.0] * len(vals))[rnd - 1]
+            rec = replace(trial(number, v, ttft=t, mem=(mem or {}).get(number)),
+                          trial_id=run_trial_id(f"t{number}", stage, rnd))
+            out.append(FinalistRun(stage=stage, round=rnd, repeats=number, repeats_trial_id=f"t{number}", record=rec))
+    return out
+
+
+def trials_of(*records: TrialRecord) -> dict[int, TrialRecord]:
+    return {r.number: r for r in records}
+
+
+def test_select_top_k_feasible() -> None:
+    records = [trial(0, 100.0), trial(1, 300.0), trial(2, 500.0, feasible=False), trial(3, None), trial(4, 200.0),
+               trial(5, 300.0)]
+    assert select_finalists(records, KEY, "maximize", 3) == (1, 5, 4)  # 2 infeasible, 3 failed; tie -> lower number
+    assert select_finalists(records, KEY, "minimize", 2) == (0, 4)
+    assert select_finalists(records, KEY, "maximize", 0) == ()
+    assert select_finalists(records, KEY, "maximize", 10) == (1, 5, 4, 0)
+
+
+def test_interleaved_order_and_resume() -> None:
+    plan = StagePlan(stage=1, finalists=(7, 3, 5), rounds=2)
+    assert plan.slots() == [(1, 7), (1, 3), (1, 5), (2, 7), (2, 3), (2, 5)]  # A B C A B C
+    done = runs(1, {7: [1.0], 3: [1.0]})
+    assert missing_slots(plan, done) == [(1, 5), (2, 7), (2, 3), (2, 5)]
+    # a killed driver: the same stage is resumed, not restarted
+    assert next_stage([plan], done, (7, 3, 5), 2, new_round=False) == plan
+    full = runs(1, {7: [1.0, 1.0], 3: [1.0, 1.0], 5: [1.0, 1.0]})
+    assert next_stage([plan], full, (7, 3, 5), 2, new_round=False) is None  # complete: nothing due
+    again = next_stage([plan], full, (7, 3, 5), 2, new_round=True)  # --finalists-only: a new stage, old kept
+    assert again == StagePlan(stage=2, finalists=(7, 3, 5), rounds=2)
+    assert next_stage([], [], (7, 3), 2, new_round=False) == StagePlan(1, (7, 3), 2)
+    assert next_stage([plan], full, (7, 3, 9), 2, new_round=False) == StagePlan(2, (7, 3, 9), 2)  # new top K
+    assert next_stage([], [], (), 2, new_round=True) is None
+
+
+def test_separable_winner() -> None:
+    trials = trials_of(trial(1, 1000.0), trial(2, 950.0))
+    d = decide(trials, runs(1, {1: [1000.0, 1010.0, 1005.0], 2: [900.0, 905.0, 910.0]}), KEY, "maximize")
+    assert (d.method, d.winner) == ("separable", 1)
+    assert d.comparisons[0].separable and d.comparisons[0].p_value is not None and d.comparisons[0].p_value < 0.05
+    assert "trial 1 wins" in d.summary and "Welch" in d.summary
+
+
+def test_leader_by_relaunch_mean_not_by_original_trial() -> None:
+    trials = trials_of(trial(1, 2000.0), trial(2, 950.0))  # trial 1's original launch was lucky
+    d = decide(trials, runs(1, {1: [900.0, 905.0, 910.0], 2: [1000.0, 1010.0, 1005.0]}), KEY, "maximize")
+    assert (d.method, d.winner) == ("separable", 2)
+
+
+def test_tie_picks_by_ttft_then_memory() -> None:
+    trials = trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8), trial(3, 980.0, mem=0.85))
+    values = {1: [1000.0, 900.0], 2: [980.0, 960.0], 3: [950.0, 1000.0]}  # overlapping: not separable with 2 launches
+    d = decide(trials, runs(1, values, ttft={1: [200.0, 202.0], 2: [100.0, 101.0], 3: [150.0, 152.0]}), KEY,
+               "maximize")
+    assert d.method == "tie" and set(d.tied) == {1, 2, 3}
+    assert d.winner == 2 and "TTFT p99" in d.secondary
+    assert d.tie_within_pct == pytest.approx(100 * (975.0 - 950.0) / 975.0)
+    assert "tie within 2.6%" in d.summary
+    # TTFT within noise too -> the lowest mem-fraction-static
+    d = decide(trials, runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]},
+                            mem={1: 0.9, 2: 0.8, 3: 0.85}), KEY, "maximize")
+    assert (d.method, d.winner) == ("tie", 2) and "mem-fraction-static" in d.secondary
+    # nothing separates them -> the lowest trial number
+    plain = trials_of(trial(1, 1000.0), trial(2, 990.0))
+    d = decide(plain, runs(1, {1: [1000.0, 900.0], 2: [980.0, 960.0]}, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}),
+               KEY, "maximize")
+    assert (d.method, d.winner) == ("tie", 1) and "lowest trial number" in d.secondary
+
+
+def test_one_launch_each_is_never_separable() -> None:
+    trials = trials_of(trial(1, 1000.0), trial(2, 500.0))
+    d = decide(trials, runs(1, {1: [1000.0], 2: [500.0]}), KEY, "maximize")
+    assert d.method == "tie" and d.winner == 1 and d.comparisons[0].p_value is None
+
+
+def test_failed_relaunch_cannot_win_over_a_clean_one() -> None:
+    trials = trials_of(trial(1, 1000.0), trial(2, 900.0))
+    rs = runs(1, {1: [1200.0, 1210.0], 2: [900.0, 905.0]})
+    rs[1] = replace(rs[1], record=replace(trial(1, None), trial_id="t1-f1r2"))  # trial 1's second relaunch OOMs
+    d = decide(trials, rs, KEY, "maximize")
+    assert (d.method, d.winner) == ("single", 2) and "only finalist that relaunched cleanly" in d.summary
+    none = decide(trials, [replace(r, record=replace(trial(r.repeats, None), trial_id="x")) for r in rs], KEY,
+                  "maximize")
+    assert (none.method, none.winner) == ("none", None)
+
+
+def test_minimize_direction() -> None:
+    key = "tpot_ms.median@max"
+    a = replace(trial(1, 1.0), objectives={key: 10.0})
+    b = replace(trial(2, 1.0), objectives={key: 12.0})
+    rs = []
+    for number, vals in {1: [10.0, 10.1, 10.2], 2: [12.0, 12.1, 12.2]}.items():
+        for rnd, v in enumerate(vals, start=1):
+            rec = replace(trial(number, 1.0), objectives={key: v}, trial_id=f"t{number}-f1r{rnd}")
+            rs.append(FinalistRun(1, rnd, number, f"t{number}", rec))
+    d = decide(trials_of(a, b), rs, key, "minimize")
+    assert (d.method, d.winner) == ("separable", 1) and d.comparisons[0].diff_pct > 0
+
+
+def test_store_roundtrip_and_outcome(tmp_path: Path) -> None:
+    store = FinalistStore(tmp_path)
+    plan = StagePlan(1, (1, 2), 2)
+    store.save_plan(plan)
+    made = runs(1, {1: [1000.0, 1010.0], 2: [900.0, 905.0]})
+    for r in made:
+        store.append(r, log_text="log")
+    with store.runs_path.open("a") as fh:
+        fh.write('{"kind": "finalist", "stage": 1, "ro')  # a torn line: skipped, and not glued to the next record
+    store.append(runs(2, {1: [1001.0]})[0])
+    loaded = store.load()
+    assert [r.key for r in loaded] == [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2), (2, 1, 1)]
+    assert loaded[0] == made[0] and store.plans() == [plan]
+    assert (tmp_path / "logs" / "0001-t1-f1r1.log").read_text() == "log"
+    records = [trial(1, 1000.0), trial(2, 900.0), trial(3, 100.0)]
+    out = study_outcome(records, store.plans(), loaded, key=KEY, direction="maximize", alpha=0.05, count=2)
+    assert out.finalists == (1, 2) and out.decision is not None and out.decision.winner == 1
+    assert out.launches == 4 and len(out.per_stage) == 1  # stage 2 has no plan for these finalists
+    assert study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=0).decision is None
