@@ -165,3 +165,18 @@ def test_store_roundtrip_and_outcome(tmp_path: Path) -> None:
     assert out.finalists == (1, 2) and out.decision is not None and out.decision.winner == 1
     assert out.launches == 4 and len(out.per_stage) == 1  # stage 2 has no plan for these finalists
     assert study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=0).decision is None
+
+
+def test_cli_finalists_options(tmp_path: Path) -> None:
+    from autotune.driver import StudyDriver
+    from autotune.errors import AutotuneError
+    from autotune.search import resolve
+
+    args, spec = resolve(["--space", "smoke", "--finalists", "2", "--finalists-only"])
+    assert spec.finalists.count == 2 and args.finalists_only
+    assert resolve(["--space", "smoke"])[1].finalists.count == 3
+    with pytest.raises(AutotuneError, match="--finalists must be 0"):
+        resolve(["--space", "smoke", "--finalists", "-1"])
+    driver = StudyDriver(spec, results_dir=tmp_path, finalists_only=True)
+    with pytest.raises(AutotuneError, match="no finished trials; run the study first"):
+        driver.run()
