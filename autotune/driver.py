@@ -23,9 +23,10 @@ from autotune.progress.noise import ray_output_to_log
 from autotune.progress.pump import EventPump, create_monitor, finished_event
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
-from autotune.searcher import OptunaStudySearcher, open_study, reconcile
+from autotune.searcher import OptunaStudySearcher, reconcile
 from autotune.secrets import has_secrets
 from autotune.space import StudySpec
+from autotune.storage import open_shared_study, redact_url
 from autotune.store import StudyStore
 from autotune.studylock import StudyLock
 
@@ -126,8 +127,10 @@ class StudyDriver:
                     f"dashboard cannot start there; pass --dashboard-port with a free port, or join that cluster with "
                     f"--address auto."
                 )
-            ctx = ray.init(num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True, dashboard_host="127.0.0.1",
-                           dashboard_port=self.dashboard_port, log_to_driver=self._verbose, **kwargs)
+            # address="local": always a cluster of its own, never a stray one found on the machine
+            ctx = ray.init(address="local", num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True,
+                           dashboard_host="127.0.0.1", dashboard_port=self.dashboard_port,
+                           log_to_driver=self._verbose, **kwargs)
             started = True
         url = getattr(ctx, "dashboard_url", None)
         self.console.say(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster")
@@ -164,7 +167,9 @@ class StudyDriver:
             os.chmod(self.store.root, 0o700)  # its records name secret variables (their values are redacted)
         self.store.write_json("study.json", _spec_json(spec))
         records = self.store.load()
-        study = open_study(spec, self.storage or self.store.db_url)
+        study = open_shared_study(spec, self.storage or self.store.db_url, records, default=self.storage is None)
+        if self.storage:
+            self.console.say(f"Optuna study '{spec.name}' in {redact_url(self.storage)}")
         done = reconcile(study, spec, records)
         remaining = spec.trials - done
         if self.finalists_only:
