@@ -35,7 +35,7 @@ def test_second_driver_of_a_running_study_exits_without_touching_it(
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         touched: list[str] = []
         monkeypatch.setattr(registry, "sweep", lambda *a, **k: touched.append("sweep") or [])
-        monkeypatch.setattr(driver_mod, "open_study", lambda *a, **k: touched.append("optuna"))
+        monkeypatch.setattr(driver_mod, "open_shared_study", lambda *a, **k: touched.append("optuna"))
         monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: touched.append("tune"))
         code = main(["--space", SMOKE, "--results-dir", str(tmp_path)])
         err = capsys.readouterr().err
