@@ -31,7 +31,6 @@ from autotune.bench.types import BenchPlan
 from autotune.errors import AutotuneError, LaunchError
 from autotune.launcher import ServerProcess
 from autotune.site import nvls_problems, site_policy, study_env_problems
-from autotune.space import objective_key
 from autotune.trial import LaunchSpec
 from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, compare
 from autotune.verify_sglang import bench_serving_available, run_bench_serving
@@ -247,17 +246,11 @@ def _n(value: float | None) -> str:
 
 
 def reexport(study_dir: str | Path) -> Path:
-    """Write ``best/`` of a finished study again with this version of the export (from trials.jsonl + study.json)."""
-    from autotune.export import export_study
-    from autotune.store import StudyStore
+    """Write ``best/`` of a finished study again with this version of the export (``python -m autotune.report``'s
+    re-render, from trials.jsonl + study.json)."""
+    from autotune.report.render import rerender
 
-    root = Path(study_dir)
-    study = json.loads((root / "study.json").read_text())
-    objectives = [(objective_key(o["metric"], o["level"]), o["direction"]) for o in study["objectives"]]
-    result = export_study(root, study_name=study["name"], objectives=objectives, records=StudyStore(root).load(),
-                          load_levels=list(study["plan"]["concurrencies"]),
-                          study_only=study["server"].get("study_only") or {})
-    return result.best_dir
+    return rerender(Path(study_dir)).export.best_dir
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,11 +73,10 @@ def split_argv(argv: Sequence[str]) -> tuple[str, tuple[Option, ...]]:
 
 
 def measured_unset_env(record: TrialRecord) -> tuple[str, ...]:
-    """Inherited variables the trial's server ran without: the record's ``unset_env``, else what the launcher removes
-    by rule (Ray's variables the study did not set)."""
-    recorded = getattr(record, "unset_env", None)
-    if recorded:
-        return tuple(recorded)
+    """Inherited variables the trial's server ran without: the record's ``unset_env``, else (a record written before
+    it was kept) what the launcher removes by rule: Ray's variables the study did not set."""
+    if record.unset_env:
+        return tuple(record.unset_env)
     return tuple(v for v in RAY_INJECTED_ENV if v not in record.env)
 
 
