@@ -146,3 +146,21 @@ def test_server_process_group_is_gone_after_verify(study_dir: Path, tmp_path: Pa
     _run(study_dir, tmp_path / "v", "--tolerance", "10")
     assert started and not group_alive(started[0])
 
+
+
+def test_the_server_verify_starts_keeps_the_site_variables(study_dir: Path, tmp_path: Path, monkeypatch,
+                                                            site_multicast_off: dict) -> None:
+    seen: dict[str, str] = {}
+    original = verify.ServerProcess.wait_ready
+
+    def spy(self, *a, **kw):  # type: ignore[no-untyped-def]
+        ready = original(self, *a, **kw)
+        raw = Path(f"/proc/{self.proc.pid}/environ").read_bytes().split(b"\0")
+        seen.update(dict(item.decode().split("=", 1) for item in raw if b"=" in item))
+        return ready
+
+    monkeypatch.setattr(verify.ServerProcess, "wait_ready", spy)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    _run(study_dir, tmp_path / "v", "--tolerance", "10")
+    assert {k: seen.get(k) for k in site_multicast_off} == site_multicast_off
+    assert "OMP_NUM_THREADS" not in seen  # launch.sh's env -u: the measured server ran without it
