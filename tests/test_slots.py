@@ -8,6 +8,8 @@ import ray
 from autotune import slots
 from autotune.errors import AutotuneError
 
+pytestmark = pytest.mark.slow  # starts Ray
+
 
 @pytest.fixture(scope="module")
 def local_ray():  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -18,13 +19,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # runs a simulated study: starts Ray
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_a_renamed_study_comes_back_with_its_records(tmp_path: Path) -> None:
     site, out, results = tmp_path / "site", tmp_path / "out", tmp_path / "results"
     (site / "sglang").mkdir(parents=True)
     for sets in (".device/whl", ".device-ray/whl"):  # pretend the wheel sets are installed (bootstrap's stamps)
         (site / (".bootstrap_ok." + "".join(c if c.isalnum() or c in "._-" else "_" for c in sets))).touch()
-    env = {**os.environ, "OUT": str(out), "SGLDEV_SITE": str(site), "AUTOTUNE_MODELS_DIR": str(tmp_path / "models")}
+    env = {**os.environ, "OUT": str(out), "SGLDEV_SITE": str(site), "AUTOTUNE_MODELS_DIR": str(tmp_path / "models"),
+           "PYTHON": sys.executable}  # this interpreter, whichever python3 comes first on PATH
     proc = subprocess.run(
         [
             "bash", "tools/device/run_call_b.sh", "--deadline", "240", "--trials", "2", "--models", "llama-1b",

@@ -30,6 +30,9 @@ from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+# the CLIs of this interpreter's Ray, whichever `ray` / `serve` comes first on PATH
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+SERVE = [sys.executable, "-m", "ray.serve.scripts"]
 PLAN = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1,), rounds=1, min_requests=2,
                  warmup_requests=1)
 ENGINE = EngineInfo(engine="sim", version="0", simulated=True, gpu_name="SIMULATED NVIDIA H200", gpu_count=1,
@@ -53,7 +56,7 @@ def _export(root: Path) -> Path:
 
 
 def _serve_status(env: dict[str, str], dash: str) -> dict:
-    out = subprocess.run(["serve", "status", "-a", dash], capture_output=True, text=True, timeout=60, env=env)
+    out = subprocess.run([*SERVE, "status", "-a", dash], capture_output=True, text=True, timeout=60, env=env)
     return yaml.safe_load(out.stdout) or {} if out.returncode == 0 else {}
 
 
@@ -83,15 +86,15 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
     dash = f"http://127.0.0.1:{dash_port}"
     # Ray 2.60 enables token auth where a token exists; the CLI sends it only with RAY_AUTH_MODE=token (docs).
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token", "RAY_memory_monitor_refresh_ms": "0"}
-    subprocess.run(["ray", "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60, check=True)
+    subprocess.run([*RAY, "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60, check=True)
     head = subprocess.Popen(
-        ["ray", "start", "--head", "--port", str(gcs), "--dashboard-port", str(dash_port), "--num-cpus", "4",
+        [*RAY, "start", "--head", "--port", str(gcs), "--dashboard-port", str(dash_port), "--num-cpus", "4",
          "--disable-usage-stats", "--block"],
         env=env, stdout=open(tmp_path / "ray.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
         _wait("the Ray dashboard", lambda: _dashboard_up(dash), 90)
-        deploy = subprocess.run(["serve", "deploy", str(config), "-a", dash], capture_output=True, text=True,
+        deploy = subprocess.run([*SERVE, "deploy", str(config), "-a", dash], capture_output=True, text=True,
                                 timeout=120, env=env)
         assert deploy.returncode == 0, deploy.stdout + deploy.stderr
         _wait("the app RUNNING", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 120)
@@ -122,7 +125,7 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
         assert first and second and replaced_after < 90
     finally:
         engines = [p for p in (locals().get("pid"), locals().get("new_pid")) if p]
-        subprocess.run(["serve", "shutdown", "-y", "-a", dash], capture_output=True, env=env, timeout=120)
+        subprocess.run([*SERVE, "shutdown", "-y", "-a", dash], capture_output=True, env=env, timeout=120)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(head.pid, signal.SIGTERM)
         try:

@@ -32,6 +32,7 @@
 #     /tmp/site, installs the rest into a staging folder, and merges that into /tmp/site
 #     file by file WITHOUT overwriting anything already there (so /tmp/site/bin and
 #     shared namespace packages such as opentelemetry/ keep the first set's files).
+_sgldev_py="${PYTHON:-python3}"  # the interpreter to install into and run (PYTHON: a venv not first on PATH)
 _sgldev_dirs=("$@")
 [ ${#_sgldev_dirs[@]} -eq 0 ] && _sgldev_dirs=(.device/whl)
 export SGLDEV_SITE="${SGLDEV_SITE:-/tmp/site}"
@@ -53,7 +54,7 @@ for _sgldev_whl in "${_sgldev_dirs[@]}"; do
   mkdir -p "$SGLDEV_SITE"
   if ! ls -d "$SGLDEV_SITE"/*.dist-info >/dev/null 2>&1; then
     # first set: plain install into the empty site
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    "$_sgldev_py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
         --upgrade --target "$SGLDEV_SITE" "$_sgldev_whl"/*.whl 2>&1 | grep -v -e '^WARNING' -e 'already exists' >&2
     _sgldev_pip=${PIPESTATUS[0]}; _sgldev_n=$(ls "$_sgldev_whl"/*.whl | wc -l); _sgldev_skip=0
   else
@@ -71,10 +72,10 @@ for _sgldev_whl in "${_sgldev_dirs[@]}"; do
     _sgldev_n=${#_sgldev_todo[@]}; _sgldev_pip=0
     if [ "$_sgldev_n" -gt 0 ]; then
       _sgldev_stage="$SGLDEV_SITE.stage.$$"; rm -rf "$_sgldev_stage"
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      "$_sgldev_py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
           --upgrade --target "$_sgldev_stage" "${_sgldev_todo[@]}" 2>&1 | grep -v -e '^WARNING' -e 'already exists' >&2
       _sgldev_pip=${PIPESTATUS[0]}
-      [ "$_sgldev_pip" -eq 0 ] && python3 - "$_sgldev_stage" "$SGLDEV_SITE" <<'PYEOF'
+      [ "$_sgldev_pip" -eq 0 ] && "$_sgldev_py" - "$_sgldev_stage" "$SGLDEV_SITE" <<'PYEOF'
 import os, shutil, sys
 src, dst = sys.argv[1], sys.argv[2]
 moved, kept = 0, []
@@ -100,7 +101,7 @@ PYEOF
     _sgldev_rc=1; break
   fi
   touch "$_sgldev_stamp"
-  echo "[bootstrap] $_sgldev_whl: installed $_sgldev_n wheels, skipped $_sgldev_skip, in $(python3 -c "print(round($(date +%s.%N)-$_sgldev_t1,1))") s"
+  echo "[bootstrap] $_sgldev_whl: installed $_sgldev_n wheels, skipped $_sgldev_skip, in $("$_sgldev_py" -c "print(round($(date +%s.%N)-$_sgldev_t1,1))") s"
 done
 if [ "$_sgldev_rc" -eq 0 ] && [[ " ${_sgldev_dirs[*]} " == *" .device/whl "* ]] && [ ! -d "$SGLDEV_SITE/sglang" ]; then
   echo "[bootstrap] $SGLDEV_SITE has no sglang after installing .device/whl" >&2
@@ -123,8 +124,8 @@ if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null 2>&1; then
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-if ! python3 -c "import autotune, serve_app" 2>/dev/null; then
+if ! "$_sgldev_py" -c "import autotune, serve_app" 2>/dev/null; then
   echo "[bootstrap] warning: autotune / serve_app do not import from $AUTOTUNE_ROOT (PYTHONPATH=$PYTHONPATH)" >&2
 fi
-echo "[bootstrap] site=$SGLDEV_SITE ready in $(python3 -c "print(round($(date +%s.%N)-$_sgldev_t0,1))") s; CUDA_HOME=${CUDA_HOME:-none}"
+echo "[bootstrap] site=$SGLDEV_SITE ready in $("$_sgldev_py" -c "print(round($(date +%s.%N)-$_sgldev_t0,1))") s; CUDA_HOME=${CUDA_HOME:-none}"
 unset _sgldev_dirs _sgldev_whl _sgldev_t0 _sgldev_t1 _sgldev_stamp _sgldev_n _sgldev_skip _sgldev_todo _sgldev_pip _sgldev_stage _sgldev_rc _w _d

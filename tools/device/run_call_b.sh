@@ -14,13 +14,15 @@
 #      later call while the machine is warm).
 # Options: --deadline S (default 570: seconds after the start by which everything, packing included, is done; keep it
 # below the call's timeout_s), --trials N, --results-dir DIR (default results), --search-args "...",
-# --test-args "...", --fidelity-args "..." (implies --fidelity).
+# --test-args "...", --fidelity-args "..." (implies --fidelity). PYTHON=/path/to/python picks the interpreter
+# (default python3 on PATH).
 #
 # Comes back under $OUT (at most 8 files, 16 MiB each, 2 folders deep):
 #   run.log, summary.json (each step's exit code and seconds, GPUs, versions), tests.tgz (junit.xml, pytest.log,
 #   server logs), fidelity.tgz (fidelity.md/json, server and bench_serving logs), study-<name>.tgz
 #   (results/<name>/ + overhead.txt/json + the Ray session logs, trimmed, + serve_timeline.txt from them). At most 4 studies per call.
 set -uo pipefail
+PY="${PYTHON:-python3}"  # every step runs on this interpreter (PYTHON: a venv that is not first on PATH)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT" || exit 2
 T0=$(date +%s)
@@ -98,7 +100,7 @@ gpu_leftovers() {
 }
 # provenance STUDY_JSON COMMAND: what results/evidence/<study>/provenance.json needs, on stdout
 provenance() {
-  python3 - "$1" "$2" <<'PYEOF'
+  "$PY" - "$1" "$2" <<'PYEOF'
 import datetime, json, platform, subprocess, sys
 from importlib import metadata
 spec = json.load(open(sys.argv[1]))
@@ -143,7 +145,7 @@ main() {
   source tools/device/bootstrap.sh $SETS || { log "bootstrap failed: send call A again (see tools/device/README.md)"; record bootstrap 1 "$(elapsed)" failed; return 1; }
   record bootstrap 0 "$(elapsed)" "$SETS"
   nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader || log "no nvidia-smi"
-  python3 - <<'PYEOF'
+  "$PY" - <<'PYEOF'
 from importlib import metadata
 for name in ("sglang", "torch", "transformers", "ray", "optuna", "datasets", "httpx"):
     try:
@@ -152,7 +154,7 @@ for name in ("sglang", "torch", "transformers", "ray", "optuna", "datasets", "ht
         print(f"  {name} -")
 PYEOF
   for shape in $SHAPES; do
-    python3 -m autotune.models.dummy "$shape" "$AUTOTUNE_MODELS_DIR/$shape" || { record models 1 0 "$shape"; return 1; }
+    "$PY" -m autotune.models.dummy "$shape" "$AUTOTUNE_MODELS_DIR/$shape" || { record models 1 0 "$shape"; return 1; }
   done
   record models 0 "$(elapsed)" "$SHAPES"
 
@@ -161,7 +163,7 @@ PYEOF
     export AUTOTUNE_GPU_TEST_LOGS="$WORK/tests/logs"
     # shellcheck disable=SC2086
     run_step gpu-tests 200 \
-      python3 -m pytest tests/gpu/test_sglang_real.py -m gpu -v -rA -p no:cacheprovider --junitxml="$WORK/tests/junit.xml" $TEST_ARGS \
+      "$PY" -m pytest tests/gpu/test_sglang_real.py -m gpu -v -rA -p no:cacheprovider --junitxml="$WORK/tests/junit.xml" $TEST_ARGS \
       2>&1 | tee "$WORK/tests/pytest.log"
     gpu_leftovers gpu-tests
     pack tests -C "$WORK" tests
@@ -170,7 +172,7 @@ PYEOF
   if [ "$FIDELITY" = 1 ]; then
     rm -rf "$WORK/fidelity"
     # shellcheck disable=SC2086
-    run_step fidelity 150 python3 tools/device/fidelity.py --model-dir "$AUTOTUNE_MODELS_DIR/llama-1b" \
+    run_step fidelity 150 "$PY" tools/device/fidelity.py --model-dir "$AUTOTUNE_MODELS_DIR/llama-1b" \
       --out "$WORK/fidelity" $FIDELITY_ARGS
     gpu_leftovers fidelity
     pack fidelity -C "$WORK" fidelity
@@ -180,12 +182,12 @@ PYEOF
   for yaml in "${STUDIES[@]}"; do
     # the study's folder as autotune.search resolves it from the very arguments below (--study renames it)
     # shellcheck disable=SC2086
-    dir=$(python3 -c "import sys; from pathlib import Path; from autotune.search import resolve; a, s = resolve(sys.argv[1:]); \
+    dir=$("$PY" -c "import sys; from pathlib import Path; from autotune.search import resolve; a, s = resolve(sys.argv[1:]); \
 print(Path(a.results_dir) / s.name)" --space "$yaml" --results-dir "$RESULTS" ${TRIALS:+--trials $TRIALS} $SEARCH_ARGS) \
       || { log "cannot read the study $yaml"; record "study:$yaml" 2 0 "invalid study file"; continue; }
     name=$(basename "$dir")
     # shellcheck disable=SC2086
-    run_step "study-$name" 150 python3 -m autotune.search --space "$yaml" --results-dir "$RESULTS" \
+    run_step "study-$name" 150 "$PY" -m autotune.search --space "$yaml" --results-dir "$RESULTS" \
       ${TRIALS:+--trials $TRIALS} $SEARCH_ARGS
     rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 130 ] || [ $rc -eq 137 ]; then
@@ -196,10 +198,10 @@ print(Path(a.results_dir) / s.name)" --space "$yaml" --results-dir "$RESULTS" ${
     if [ ! -f "$dir/trials.jsonl" ]; then
       log "no trial records in $dir: the study wrote none (see its output above)"
     else
-      python3 tools/device/overhead.py "$dir" | tee "$WORK/study-$name/overhead.txt"
-      python3 tools/device/overhead.py "$dir" --json > "$WORK/study-$name/overhead.json" 2>&1
+      "$PY" tools/device/overhead.py "$dir" | tee "$WORK/study-$name/overhead.txt"
+      "$PY" tools/device/overhead.py "$dir" --json > "$WORK/study-$name/overhead.json" 2>&1
       cp -r "$dir" "$WORK/study-$name/results"
-      provenance "$dir/study.json" "python3 -m autotune.search --space $yaml --results-dir $RESULTS${TRIALS:+ --trials $TRIALS} $SEARCH_ARGS" \
+      provenance "$dir/study.json" "${PY} -m autotune.search --space $yaml --results-dir $RESULTS${TRIALS:+ --trials $TRIALS} $SEARCH_ARGS" \
         > "$WORK/study-$name/results/provenance.json"
     fi
     if [ -d /tmp/ray/session_latest/logs ]; then  # the newest 1 MB of each Ray log
@@ -207,7 +209,7 @@ print(Path(a.results_dir) / s.name)" --space "$yaml" --results-dir "$RESULTS" ${
       for f in /tmp/ray/session_latest/logs/*; do
         [ -f "$f" ] && tail -c 1000000 "$f" > "$WORK/study-$name/raylogs/$(basename "$f")"
       done
-      python3 tools/device/serve_timeline.py "$WORK/study-$name/raylogs" > "$WORK/study-$name/serve_timeline.txt" 2>&1 \
+      "$PY" tools/device/serve_timeline.py "$WORK/study-$name/raylogs" > "$WORK/study-$name/serve_timeline.txt" 2>&1 \
         || log "serve_timeline.py found no slot trials in the Ray logs"
     fi
     pack "study-$name" -C "$WORK" "study-$name"
@@ -221,7 +223,7 @@ print(Path(a.results_dir) / s.name)" --space "$yaml" --results-dir "$RESULTS" ${
 main 2>&1 | tee -a "$OUT/run.log"
 main_rc=${PIPESTATUS[0]}
 # exit code: the first failing step's (or main's own), 0 when every step that ran succeeded
-rc=$(python3 - "$WORK/steps.jsonl" "$OUT/summary.json" "$main_rc" "$(elapsed)" "$DEADLINE" <<'PYEOF'
+rc=$("$PY" - "$WORK/steps.jsonl" "$OUT/summary.json" "$main_rc" "$(elapsed)" "$DEADLINE" <<'PYEOF'
 import json, subprocess, sys
 steps_path, out, main_rc, total, deadline = sys.argv[1:6]
 steps = []
