@@ -8,6 +8,7 @@ dependency. The graph is printed by ``python -m tests.test_import_graph`` (docs/
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -121,6 +122,43 @@ def forbidden_edges(graph: dict[str, set[str]]) -> list[str]:
                 continue
             found.append(f"{src} -> {target}: {why}")
     return found
+
+
+def documented_layers(path: Path = ROOT / "docs" / "architecture.md") -> dict[str, int]:
+    """``autotune.<unit>`` -> its layer, from the table under "How the code is laid out" in docs/architecture.md."""
+    text = path.read_text()
+    section = text[text.index("## How the code is laid out"):]
+    layers: dict[str, int] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0][:1].isdigit():
+            for name in re.findall(r"`(\w+)`", cells[1]):
+                layers[f"autotune.{name}"] = int(cells[0].split()[0])
+    return layers
+
+
+def layer_violations(graph: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    """Units the table misses or names wrongly, and imports that reach a higher layer than the importer's."""
+    units = {u for u in graph if u.startswith("autotune.")}
+    out = [f"{u}: not in the table of docs/architecture.md" for u in sorted(units - set(layers))]
+    out += [f"{u}: in the table, not in the code" for u in sorted(set(layers) - units)]
+    for src in sorted(units & set(layers)):
+        out += [f"{src} (layer {layers[src]}) imports {dst} (layer {layers[dst]})"
+                for dst in sorted(graph[src]) if dst in layers and layers[dst] > layers[src]]
+    return out
+
+
+def test_the_documented_layers_match_the_code() -> None:
+    layers = documented_layers()
+    assert len(set(layers.values())) >= 5
+    assert layer_violations(import_graph(), layers) == []
+
+
+def test_the_layer_check_reports_an_upward_import() -> None:
+    graph = {"autotune.failures": {"autotune.runner"}, "autotune.runner": set(), "autotune.extra": set()}
+    found = layer_violations(graph, {"autotune.failures": 0, "autotune.runner": 7})
+    assert found == ["autotune.extra: not in the table of docs/architecture.md",
+                     "autotune.failures (layer 0) imports autotune.runner (layer 7)"]
 
 
 def test_the_graph_sees_the_packages() -> None:

@@ -34,8 +34,8 @@ from autotune.failures import FailureKind
 from autotune.launcher import ServerProcess, wait_gpus_free
 from autotune.progress import monitor as progress
 from autotune.progress.events import Phase, TrialEvent
-from autotune.proxy import EngineProxy
 from autotune.replica import BenchRun, Failure, Ready, ServerReport, Teardown
+from autotune.serve.proxy import EngineProxy
 from autotune.trial import LaunchSpec
 
 
@@ -118,8 +118,8 @@ class EngineServer:
 
     Built with ``args`` (production, or one application per trial), the constructor launches the engine. A study's GPU
     slot application is built without ``args`` and gets each trial's engine through ``user_config``: Serve calls
-    :meth:`reconfigure` on the live replica, so a trial does not pay for a new Ray worker process (5-6 s per trial on
-    the lent H200 machine, 2026-11-30).
+    :meth:`reconfigure` on the live replica, so a trial does not pay for a new Ray worker process and its imports
+    (seconds per trial; ``docs/architecture.md``).
     """
 
     def __init__(self, args: dict[str, Any] | None = None) -> None:

@@ -152,7 +152,7 @@ def test_draft_tokens_above_the_tree_limit_are_a_violation() -> None:
 
 
 def test_simulated_accept_length_needs_steps_plus_one_draft_tokens() -> None:
-    # the H200 crash of 2026-11-30: steps 4, topk 2, 4 draft tokens, SGLANG_SIMULATE_ACC_LEN=3.0
+    # a crash seen on the H200: steps 4, topk 2, 4 draft tokens, SGLANG_SIMULATE_ACC_LEN=3.0
     point = spec(speculative_num_steps=4, speculative_eagle_topk=2, speculative_num_draft_tokens=4)
     msg = only(point, {"SGLANG_SIMULATE_ACC_LEN": "3.0"})
     assert "at least 5 draft tokens" in msg and "SGLANG_SIMULATE_ACC_LEN" in msg

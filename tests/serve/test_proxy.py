@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from autotune.proxy import EngineProxy, forwarded_headers
+from autotune.serve.proxy import EngineProxy, forwarded_headers
 
 SEEN: list[httpx.Request] = []
 

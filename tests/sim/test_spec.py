@@ -126,7 +126,7 @@ def test_unknown_drafter_path_fails_like_a_missing_model() -> None:
 
 @pytest.mark.parametrize("draft_format", [None, "dummy", "auto"])
 def test_a_drafter_with_dummy_target_weights_launches(draft_format: str | None) -> None:
-    # the H200 study's shape: --load-format dummy and an EAGLE-3 drafter path (a crash in the simulator until 2026-11-30)
+    # the H200 study's shape: --load-format dummy and an EAGLE-3 drafter path (the simulator must accept both)
     extra = ["--speculative-draft-load-format", draft_format] if draft_format else []
     cfg = _spec(
         "--load-format",
