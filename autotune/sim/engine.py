@@ -31,6 +31,7 @@ from autotune.sim.offline import make_scheduler
 from autotune.sim.scheduler import Iteration, Scheduler, SimRequest
 
 CATCHUP_WALL_S = 0.05  # a host lagging more than this behind the pace re-anchors it instead of racing to catch up
+MIN_SLEEP_S = 0.001  # shorter leads are not slept (the event loop's timer granularity); the anchor keeps the average
 HOLD_TIMEOUT_S = 30.0  # wall seconds the engine waits for an announced request before it goes on without it
 
 _END, _ARRIVAL = 0, 1  # event kinds; at equal times iterations end (and free memory) before arrivals are admitted
@@ -283,7 +284,7 @@ class EngineLoop:
             delay = self.pacer.wall_at(t) - time.monotonic()
             if delay < -CATCHUP_WALL_S:
                 self.pacer.anchor(t)
-            elif delay > 0 and await self._sleep(delay):
+            elif delay > MIN_SLEEP_S and await self._sleep(delay):
                 continue  # a request came in while pacing: it may belong before t
             self.now = t
 
