@@ -22,6 +22,7 @@ import httpx
 
 from autotune.bench.client import run_plan
 from autotune.bench.metrics import metric_value
+from autotune.bench.types import BenchPlan
 from autotune.engines.base import flags_to_argv
 from autotune.space.load import load_study
 from autotune.space.sample import to_trial_config
@@ -126,9 +127,13 @@ def smoke_flags(values: Mapping[str, Any], *, time_scale: float, seed: int = 0) 
 
 def measure(values: Mapping[str, Any], *, time_scale: float) -> Figures:
     """Per-level figures of one smoke configuration, on a fresh server, with the smoke study's plan."""
-    spec = load_study(SMOKE)
-    with sim_server(smoke_flags(values, time_scale=time_scale)) as url:
-        result = run_plan(url, spec.plan)
+    return measure_flags(smoke_flags(values, time_scale=time_scale), load_study(SMOKE).plan)
+
+
+def measure_flags(flags: list[str], plan: BenchPlan) -> Figures:
+    """Per-level figures of ``plan`` on a fresh simulated server started with ``flags``."""
+    with sim_server(flags) as url:
+        result = run_plan(url, plan)
     figures: Figures = {}
     for lv in result.levels:
         for name in FIGURES:

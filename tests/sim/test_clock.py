@@ -13,7 +13,7 @@ from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.sim.offline import build, run_closed_loop
 from autotune.virtual_clock import SEND_TIME_HEADER, parse_times
-from tests.sim.clock_harness import CONFIGS, busy_loops, measure, sim_server, worst_deviation
+from tests.sim.clock_harness import CONFIGS, busy_loops, measure, measure_flags, sim_server, worst_deviation
 
 TOLERANCE = 0.01  # the issue's bar: the same figures within 1%
 
@@ -54,6 +54,33 @@ def test_two_time_scales_give_the_same_figures() -> None:
     fast = measure(CONFIGS[0], time_scale=200.0)
     worst, where = worst_deviation(slow, fast)
     assert worst <= TOLERANCE, f"time scale 5 vs 200: {where} differs by {100 * worst:.3f}%"
+
+
+SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/tmp/models/eagle3-llama-1b"]
+SPEC += ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(["--sim-profile", "h200x2-llama-8b", "--dp-size", "2"], id="two-dp-replicas"),
+        pytest.param(["--sim-profile", "h200-llama-1b", *SPEC], id="eagle3-sampled-acceptance"),
+    ],
+)
+def test_time_scale_does_not_change_replicas_or_speculation(flags: list[str]) -> None:
+    """Two DP replicas share the clock, and sampled acceptance follows the event order, not the host."""
+    plan = BenchPlan(
+        workload=WorkloadSpec(input_len=64, output_len=32, range_ratio=0.5),
+        concurrencies=(3, 16),
+        requests_per_level=16,
+        warmup_requests=1,
+        max_windows=2,
+    )
+    common = ["--sim-launch-speedup", "1000", "--model-path", "m", *flags]
+    slow = measure_flags([*common, "--sim-time-scale", "5"], plan)
+    fast = measure_flags([*common, "--sim-time-scale", "200"], plan)
+    worst, where = worst_deviation(slow, fast)
+    assert worst <= TOLERANCE, f"{flags}: time scale 5 vs 200: {where} differs by {100 * worst:.3f}%"
 
 
 @pytest.mark.slow
