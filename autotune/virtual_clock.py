@@ -9,9 +9,10 @@ request is sent, and when it will send no more:
   until they have arrived. Answers ``{"now": t, "expected": k}``: ``t`` is the engine's current virtual time, the send
   time of those requests.
 - A request with the header ``X-Sim-Send-Time: t`` (virtual seconds) joins the timeline at ``t`` (not before the
-  engine's current time) and fills one expected slot. When the server is done with it (finished, or aborted by the
-  client), the engine again expects one request at that moment: the client's next request (sent with the finish time as
-  its send time) or a release.
+  engine's current time) and fills one expected slot. When it finishes, the engine again expects one request at that
+  moment: the client's next request (sent with the finish time as its send time) or a release. A request the client
+  abandons (a wall-clock timeout) expects nothing: the engine does not stall on a client that has lost track, and
+  that worker's next request joins at the engine's current time.
 - ``POST /sim/release`` with ``{"requests": n}``: "I will send ``n`` fewer requests" (a worker that stops).
 - Each streamed ``/generate`` chunk carries, last in its ``meta_info``, ``sim_arrival`` (the virtual time the request
   joined) and ``sim_times``: ``[[t, completion_tokens], ...]``, one pair per engine iteration that gave the request

@@ -217,7 +217,8 @@ class EngineLoop:
         return min(max(self.pacer.virtual_at(time.monotonic()), self.now), self._events[0][0])
 
     def abort(self, h: Handle) -> None:
-        """The client went away: drop the request; under the protocol its worker may send again (or release)."""
+        """The client went away: drop the request. Under the protocol this expects nothing more: a worker that gave up on
+        a request (a wall timeout) has lost its place on the clock, and waiting for it could stall everyone."""
         if h.aborted:
             return
         h.aborted = True
@@ -226,8 +227,6 @@ class EngineLoop:
         self._handles.pop(id(h.req), None)
         if h in self._incoming:
             self._incoming.remove(h)
-        if h.tagged and not h.finished:
-            self._set_expected(self.expected + 1)
         self._wake.set()
 
     # ---- state for /server_info and /metrics -------------------------------------------------------------------

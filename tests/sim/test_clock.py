@@ -132,3 +132,18 @@ def test_clock_waits_for_announced_requests_then_times_out() -> None:
         assert late["sim_arrival"] == pytest.approx(finish)
         bad = httpx.post(f"{url}/generate", headers={SEND_TIME_HEADER: "soon"}, json={"input_ids": [1]})
         assert bad.status_code == 400 and SEND_TIME_HEADER in bad.text
+
+
+def test_an_abandoned_request_does_not_stall_the_clock() -> None:
+    """A protocol request the client drops mid-stream (a wall timeout) leaves nothing expected behind it."""
+    flags = ["--sim-launch-speedup", "1000", "--model-path", "m", "--sim-hold-timeout-s", "60"]
+    with sim_server(flags) as url:
+        t0 = httpx.post(f"{url}/sim/hold", json={"requests": 1}).json()["now"]
+        body = {"input_ids": [1] * 32, "sampling_params": {"max_new_tokens": 20000}, "stream": True}
+        with httpx.stream("POST", f"{url}/generate", json=body, headers={SEND_TIME_HEADER: repr(t0)}) as r:
+            next(r.iter_lines())  # the first token, then the client goes away
+        started = time.monotonic()
+        meta = _stream(url, None)
+        assert time.monotonic() - started < 20, "the engine waited for the abandoned request's worker"
+        assert meta["completion_tokens"] == 8
+        assert httpx.get(f"{url}/server_info").json()["sim"]["now"] >= meta["sim_times"][-1][0]
