@@ -42,7 +42,7 @@ def format_summary_table(
             c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
-    out = [a.banner, line(header), "  ".join("-" * w for w in widths)]
+    out = [a.banner, line(header).rstrip(), "  ".join("-" * w for w in widths)]
     out += [line(r).rstrip() for r in rows]
     if a.best.record is not None:
         primary = a.objectives[0]
