@@ -164,3 +164,18 @@ def test_the_server_verify_starts_keeps_the_site_variables(study_dir: Path, tmp_
     _run(study_dir, tmp_path / "v", "--tolerance", "10")
     assert {k: seen.get(k) for k in site_multicast_off} == site_multicast_off
     assert "OMP_NUM_THREADS" not in seen  # launch.sh's env -u: the measured server ran without it
+
+
+def test_bench_serving_runs_the_study_workload_at_each_level(tmp_path: Path) -> None:
+    from autotune.verify_sglang import bench_serving_argv, parse_result
+
+    plan = BenchPlan(workload=WorkloadSpec(input_len=128, output_len=256, range_ratio=0.5, seed=7),
+                     concurrencies=(1, 64), rounds=2, min_requests=8)
+    argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl")
+    opt = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    assert argv[1:3] == ["-m", "sglang.bench_serving"] and opt["--max-concurrency"] == "64"
+    assert opt["--num-prompts"] == "128" and opt["--random-range-ratio"] == "0.5" and opt["--seed"] == "7"
+    assert opt["--random-input-len"] == "128" and opt["--tokenizer"] == "/models/m"
+    line = '{"output_throughput": 900.5, "p99_ttft_ms": 40.0, "median_tpot_ms": 3.1, "completed": 128, "duration": 9}'
+    level = parse_result("{}\n" + line + "\n", 64, 128)
+    assert (level.output_tok_per_s, level.ttft_ms_p99, level.tpot_ms_median, level.completed) == (900.5, 40.0, 3.1, 128)
