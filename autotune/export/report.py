@@ -81,7 +81,7 @@ def _recommendation(a: StudyAnalysis) -> list[str]:
         "",
         f"Params: {_cell(compact_params(rec.params, shorten_paths=False))}",
         "",
-        "Run it: `bash launch.sh --dry-run` prints the exact command and environment; `./launch.sh` starts it. "
+        "Run it: `bash launch.sh --dry-run` prints the SGLang command and environment; `./launch.sh` starts it. "
         "On a Ray cluster: `serve deploy serve_config.yaml`. Details in `best.json`.",
         "",
     ]
