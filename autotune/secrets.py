@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 REDACTED = "<redacted>"
-_MIN_VALUE_LEN = 4  # shorter values ("0", "on") are not searched for in free text: they would redact everything
+# Only values that look like credentials are searched for in free text: a short or plain-word value ("0", "token" of
+# RAY_AUTH_MODE, "bearer") also occurs in ordinary text (``--speculative-num-draft-tokens``) and would be falsified.
+_MIN_VALUE_LEN = 8
+_PLAIN_WORD = re.compile(r"[A-Za-z]{1,15}")
+
+
+def _searchable(value: str) -> bool:
+    return len(value) >= _MIN_VALUE_LEN and not _PLAIN_WORD.fullmatch(value)
 
 
 def is_secret(name: str, extra: Iterable[str] = ()) -> bool:
@@ -29,7 +36,7 @@ def redact_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, s
 def secret_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> list[str]:
     """The secret values of ``env`` worth searching for in free text, longest first."""
     names = set(extra)
-    vals = {str(v) for k, v in env.items() if is_secret(k, names) and v and v != REDACTED and len(str(v)) >= _MIN_VALUE_LEN}
+    vals = {str(v) for k, v in env.items() if is_secret(k, names) and v and v != REDACTED and _searchable(str(v))}
     return sorted(vals, key=len, reverse=True)
 
 

@@ -72,3 +72,16 @@ def test_exports_reference_secrets_and_are_private(tmp_path: Path) -> None:
     launch = (best / "launch.sh").read_text()
     assert 'export HF_TOKEN="${HF_TOKEN:?' in launch and "export NCCL_NVLS_ENABLE=0" in launch
     assert "HF_TOKEN" in (best / "serve_config.yaml").read_text()  # named in its header, not stored
+
+
+def test_plain_word_and_short_secret_values_are_not_searched_in_text() -> None:
+    """RAY_AUTH_MODE=token must not turn ``--speculative-num-draft-tokens`` into ``--speculative-num-draft-<redacted>s``."""
+    from autotune.secrets import redact_text, secret_values
+
+    env = {"RAY_AUTH_MODE": "token", "SOME_KEY": "1234", "HF_TOKEN": "hf_abcdefgh12345678", "DB_PASSWORD": "hunter22"}
+    values = secret_values(env)
+    text = "--speculative-num-draft-tokens 4 token=hf_abcdefgh12345678 pw hunter22 1234"
+    out = redact_text(text, values)
+    assert "--speculative-num-draft-tokens 4" in out
+    assert "hf_abcdefgh12345678" not in out and "hunter22" not in out
+    assert out.endswith("1234")
