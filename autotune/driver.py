@@ -14,6 +14,7 @@ from typing import Any
 
 from autotune import gpus, registry, slots
 from autotune.errors import AutotuneError
+from autotune.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
 from autotune.finalists import FinalistOutcome, StagePlan, next_stage, select_finalists, study_outcome
@@ -70,6 +71,8 @@ class StudyDriver:
         self.stop_after_s = stop_after_s
         self._slot_pool: Any = None  # the study's GPU slot pool (autotune.slots), alive while Tune runs
         self.stop_reason = ""
+        self.stopped = StopState()  # an interrupt or a lost Ray cluster
+        self.time_box_note = ""  # set when --stop-after-s ended the run before the study's budget
 
     @property
     def owner(self) -> str:
@@ -107,8 +110,18 @@ class StudyDriver:
         import ray
 
         os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-        if self.address:
-            ctx = ray.init(address=self.address, log_to_driver=self._verbose)
+        address = self.address or os.environ.get("RAY_ADDRESS")
+        if address:
+            where = "--address" if self.address else "RAY_ADDRESS"
+            _check_reachable(address, where)  # ray.init retries an unreachable GCS for minutes
+            try:
+                ctx = ray.init(address=address, log_to_driver=self._verbose)
+            except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+                raise AutotuneError(
+                    f"could not connect to the Ray cluster at {address!r} (from {where}): "
+                    f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}. Start it (`ray start --head`), "
+                    f"fix the address, or drop {where} to run a local Ray here."
+                ) from exc
             started = False
         else:
             kwargs: dict[str, Any] = {}
@@ -127,10 +140,14 @@ class StudyDriver:
                     f"dashboard cannot start there; pass --dashboard-port with a free port, or join that cluster with "
                     f"--address auto."
                 )
-            # address="local": always a cluster of its own, never a stray one found on the machine
+            # address="local": always a cluster of its own, never a stray one found on the machine. It stays on this
+            # machine: with Ray's cluster mode off (the switch Ray itself uses on macOS/Windows) the node's address is
+            # 127.0.0.1 and the GCS, raylet and workers listen there only, not on every interface; the dashboard
+            # binds 127.0.0.1 too. Joining a cluster (--address) is unaffected.
+            _loopback_only_ray()
             ctx = ray.init(address="local", num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True,
                            dashboard_host="127.0.0.1", dashboard_port=self.dashboard_port,
-                           log_to_driver=self._verbose, **kwargs)
+                           log_to_driver=self._verbose, _node_ip_address="127.0.0.1", **kwargs)
             started = True
         url = getattr(ctx, "dashboard_url", None)
         self.console.say(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster")
@@ -185,12 +202,31 @@ class StudyDriver:
             with ray_output_to_log(self.store.root / "logs" / RAY_LOG, self.console, enabled=not self._verbose) as log:
                 if log is not None:
                     self.console.say(f"Ray and Tune output goes to {log} (--verbose shows it here)")
-                self._run_tune(study, remaining, records)
-        code = self._export()
+                try:
+                    self._run_tune(study, remaining, records)
+                except KeyboardInterrupt:
+                    if not self.stopped.stopping:
+                        raise
+        if self.stopped.stopping:
+            return self._stopped_early()
+        code = self._export(note=self.time_box_note)
         if self.stop_reason:
             self.console.error(f"\nerror: {self.stop_reason}")
             return 2
         return code
+
+    def _stopped_early(self) -> int:
+        """Record why the run stopped, export what it has under a banner, and say how to resume."""
+        state = self.stopped
+        self.store.append_stop({"at": now_iso(), "signal": state.signal_name or None,
+                                "infrastructure": state.infrastructure or None, "pid": os.getpid()})
+        try:
+            self._export(note=state.banner)
+        except Exception as exc:  # noqa: BLE001 - the stop message matters more than a partial export
+            self.console.error(f"could not export the partial results: {type(exc).__name__}: {exc}")
+        done = len(self.store.load())
+        self.console.error(f"\n{state.banner}\n{done} finished trial(s) are saved in {self.store.root}.")
+        return state.exit_code
 
     @property
     def _verbose(self) -> bool:
@@ -201,6 +237,7 @@ class StudyDriver:
         from ray import serve, tune
 
         spec = self.spec
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Ctrl-C is the driver's (autotune.interrupts), not Tune's
         started, total_gpus = self._start_ray()
         try:
             gpt = spec.gpus_per_trial
@@ -237,20 +274,45 @@ class StudyDriver:
                     run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                               storage_path=str((self.store.root / "tune").resolve()), verbose=0),
                 )
-                with EventPump(self._monitor, self.console) as self._pump:
-                    tuner.fit()
+
+                def halt() -> None:
+                    searcher.halted = True
+                    searcher.infrastructure_lost = bool(self.stopped.infrastructure)
+
+                try:
+                    with stop_handlers(self.stopped, halt, self.console.error), \
+                            RayWatchdog(self.stopped, ray_probe()), EventPump(self._monitor, self.console) as self._pump:
+                        tuner.fit()
+                except StudyCancelled:
+                    pass  # the running trials are cancelled below (their servers go with Serve and the sweep)
+                if self.stopped.infrastructure:
+                    halt()
                 self.stop_reason = searcher.stop_reason
-            if not self.stop_reason:
+                if searcher.timed_out and not self.stopped.stopping:
+                    self.time_box_note = (
+                        f"STOPPED by --stop-after-s {self.stop_after_s:g}: no new trial started after "
+                        f"{self.stop_after_s:g} s; {len(self.store.load())} of {spec.trials} trial(s) done. Rerun the "
+                        f"same command to continue.")
+                    self.console.say(f"\n{self.time_box_note}")
+            if not self.stop_reason and not self.stopped.stopping:
                 self._run_finalists(conc)
         finally:
-            try:
-                serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
-            finally:
-                self._slot_pool = None
-                self._monitor = self._pump = None
-                registry.sweep(self.owner)  # a server whose reaper died with its replica is killed and forgotten
+            self._slot_pool = None
+            self._monitor = self._pump = None
+            if self.stopped.infrastructure:
+                _ignore_sigint()  # Ray's driver-side core worker may still raise SIGINT about its dead raylet
+                self.console.error(f"the Ray cluster was lost ({self.stopped.infrastructure}); cleaning up what is "
+                                   f"local")
+                registry.sweep(self.owner)
                 if started:
-                    ray.shutdown()
+                    _bounded(ray.shutdown, 15.0)
+            else:
+                try:
+                    serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
+                finally:
+                    registry.sweep(self.owner)  # a server whose reaper died with its replica is killed and forgotten
+                    if started:
+                        ray.shutdown()
 
     # ------------------------------------------------------------------------------------------- finalist stage
     def _stage_due(self, records: list[TrialRecord]) -> StagePlan | None:
@@ -279,7 +341,7 @@ class StudyDriver:
         return study_outcome(records, self.finalist_store.plans(), self.finalist_store.load(), key=first.key,
                              direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count)
 
-    def _export(self) -> int:
+    def _export(self, note: str = "") -> int:
         from autotune.export import export_study, format_summary_table
         from autotune.report.render import write_html
 
@@ -289,7 +351,7 @@ class StudyDriver:
         levels = list(spec.plan.concurrencies)
         outcome = self.finalist_outcome(records)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
-                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome)
+                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note)
         html = write_html(result, title=f"autotune study {spec.name}")
         say = self.console.result
         say("")
@@ -314,6 +376,58 @@ class StudyDriver:
             say("  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
                 "simulator as measured")
         return 0
+
+
+def _check_reachable(address: str, where: str, timeout_s: float = 5.0) -> None:
+    """Raise AutotuneError at once when ``host:port`` (or ``ray://host:port``) does not accept a TCP connection."""
+    import socket
+
+    if address == "auto":
+        from ray._private.services import canonicalize_bootstrap_address
+
+        try:
+            found = canonicalize_bootstrap_address("auto")
+        except (ConnectionError, ValueError) as exc:
+            found, why = None, str(exc).splitlines()[0]
+        else:
+            why = "no running Ray cluster was found on this machine"
+        if not found:
+            raise AutotuneError(f"--address auto: {why}. Start one (`ray start --head`), or drop --address to run a "
+                                f"local Ray here.")
+        address = found
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as exc:
+        raise AutotuneError(
+            f"could not connect to the Ray cluster at {address!r} (from {where}): {exc}. Start it (`ray start "
+            f"--head`), fix the address, or drop {where} (unset RAY_ADDRESS) to run a local Ray here."
+        ) from exc
+
+
+def _loopback_only_ray() -> None:
+    from ray._private import ray_constants
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # for Ray's child processes
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address in this process
+
+
+def _ignore_sigint() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _bounded(fn: Any, timeout_s: float) -> None:
+    """Call ``fn`` in a daemon thread and wait at most ``timeout_s`` (a Ray call on a dead cluster can block)."""
+    import threading
+
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    t.join(timeout_s)
 
 
 def _port_busy(port: int) -> bool:

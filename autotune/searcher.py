@@ -167,6 +167,11 @@ class OptunaStudySearcher(Searcher):
         self.screen = screen
         self._rng = random.Random(spec.seed)
         self.stop_reason = ""  # set when every further trial would fail the same way
+        self.timed_out = False  # the stop_after_s time box ended the study before its budget
+        self.halted = False  # set by the driver on an interrupt or a lost cluster: no new trial starts
+        # set by the driver when the Ray cluster is lost: a trial that ends without a result then is an infrastructure
+        # casualty, not an outcome of its configuration, so it is neither recorded nor told (it reruns on resume)
+        self.infrastructure_lost = False
 
     def always_passed_flags(self) -> set[str]:
         """Flags every trial passes: fixed ``server.flags`` and parameters without a condition."""
@@ -197,9 +202,12 @@ class OptunaStudySearcher(Searcher):
             )
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        if self.stop_reason:
+        if self.stop_reason or self.halted:
             return Searcher.FINISHED  # type: ignore[return-value]
-        if self.suggested >= self.budget or (self.deadline is not None and time.monotonic() > self.deadline):
+        if self.suggested >= self.budget:
+            return Searcher.FINISHED  # type: ignore[return-value]
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.timed_out = True
             return Searcher.FINISHED  # type: ignore[return-value]
         trial, params = self._propose({params_key(p) for _, p in self._live.values()})
         self._live[trial_id] = (trial, params)
@@ -279,6 +287,8 @@ class OptunaStudySearcher(Searcher):
             return
         trial, params = live
         log_text = ""
+        if self.infrastructure_lost and not (result and "record_json" in result):
+            return  # left RUNNING in Optuna: the resume fails it there (no values, nothing learnt) and reruns it
         if result and "record_json" in result:
             try:
                 record = TrialRecord.from_json(json.loads(result["record_json"]))

@@ -126,6 +126,18 @@ class StudyStore:
         if log_text:
             atomic_write_text(self.root / "logs" / f"{stem}.log", log_text)
 
+    @property
+    def stops_path(self) -> Path:
+        return self.root / "stops.jsonl"
+
+    def append_stop(self, event: dict[str, Any]) -> None:
+        """Record why a run stopped before the study was done (an interrupt, the Ray cluster lost): not a trial."""
+        self.ensure()
+        with self.stops_path.open("a") as fh:
+            fh.write(json.dumps(event, sort_keys=True, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
     def save_raw(self, number: int, trial_id: str, text: str) -> str:
         """Keep a trial result that could not be read as a record; returns where it went."""
         path = self.root / "trials" / f"{number:04d}-{trial_id}.raw.json"

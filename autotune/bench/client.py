@@ -25,7 +25,7 @@ import collections
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +128,27 @@ def _completion_tokens(payload: str) -> int | None:
     return int(payload[j:k]) if k > j else None
 
 
+MAX_LINE_BYTES = 4 * 1024 * 1024  # an SSE line longer than this fails the request (SGLang's longest are ~1-2 MB)
+
+
+async def sse_lines(chunks: AsyncIterator[bytes], max_line_bytes: int = MAX_LINE_BYTES) -> AsyncIterator[str]:
+    """The lines of a byte stream (``\\n`` or ``\\r\\n``), decoded as UTF-8; raises ValueError when a line grows past
+    ``max_line_bytes`` without its newline, so a server that never ends a line cannot fill the client's memory."""
+    buf = b""
+    async for data in chunks:
+        buf = buf + data if buf else data
+        if b"\n" in data:
+            *lines, buf = buf.split(b"\n")
+            for raw in lines:
+                if len(raw) > max_line_bytes:
+                    raise ValueError(f"a stream line of {len(raw):,} bytes (more than {max_line_bytes:,})")
+                yield raw.rstrip(b"\r").decode("utf-8", "replace")
+        if len(buf) > max_line_bytes:
+            raise ValueError(f"a stream line grew past {max_line_bytes:,} bytes without a newline")
+    if buf:
+        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+
+
 async def _stream_one(
     client: httpx.AsyncClient, body: bytes, scale: float, clock: Clock, slot: VirtualSlot | None = None
 ) -> RequestSample:
@@ -147,14 +168,16 @@ async def _stream_one(
         if resp.status_code != 200:
             detail = (await resp.aread()).decode("utf-8", "replace").strip()
             return _failed(f"HTTP {resp.status_code}: {detail[:200]}")
-        async for line in resp.aiter_lines():
+        async for line in sse_lines(resp.aiter_bytes()):
             if not line.startswith("data:"):
                 continue  # blank separators, SSE comments
             now = clock()
-            payload = line[5:].lstrip()
+            payload = line[5:].strip()
             if payload == "[DONE]":
                 done, end_t = True, now
                 continue  # read to the end so the connection can be reused
+            if not (payload.startswith("{") and payload.endswith("}")):  # O(1): the full parse is for the last chunk
+                raise ValueError(f"a chunk that is not a JSON object: {payload[:80]!r}")
             if '"error"' in payload:  # rare: parse only then (text is JSON-escaped, so it cannot fake this key)
                 err = json.loads(payload).get("error")
                 if err is not None:

@@ -74,6 +74,11 @@ def _synthetic(spec: WorkloadSpec, index: int) -> BenchRequest:
     return BenchRequest(input_ids=tuple(ids.tolist()), text=None, max_new_tokens=n_out)
 
 
+def check_jsonl(path: str, default_max_new_tokens: int) -> int:
+    """The number of requests in a JSONL workload file; raises BenchError naming the first bad line (or no rows)."""
+    return len(_load_jsonl(path, default_max_new_tokens))
+
+
 def _load_jsonl(path: str, default_max_new_tokens: int) -> tuple[BenchRequest, ...]:
     try:
         st = os.stat(path)

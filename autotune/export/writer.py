@@ -69,6 +69,7 @@ def export_study(
     load_levels: Sequence[int],
     study_only: Mapping[str, str] | None = None,
     finalists: FinalistOutcome | None = None,
+    note: str = "",
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
@@ -76,6 +77,7 @@ def export_study(
     ``study_only``: the study's benchmark-only settings (``server.study_only``: name -> reason), left out of launch.sh
     and serve_config.yaml with the known ones (``autotune.export.study_only``).
     With no feasible trial, best.json says why and the scripts and Serve configs are not written (stale ones removed).
+    ``note``: a banner for report.md and best.json (e.g. that the study was interrupted and these results are partial).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
     records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
@@ -90,6 +92,9 @@ def export_study(
         THROUGHPUT_SVG: throughput_svg(a),
         PARETO_SVG: pareto_svg(a),
     }
+    if note:
+        texts[REPORT_MD] = f"> **{note}**\n\n" + texts[REPORT_MD]
+        texts[BEST_JSON] = json.dumps({"note": note, **best_document(a, server)}, indent=2) + "\n"
     if best is not None and server is not None:
         levels = a.load_levels
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)

@@ -13,6 +13,8 @@ from autotune.space.names import STUDY_NAME_RE, env_problems, flag_problems
 from autotune.space.schema import Problem, StudyFileModel, did_you_mean
 from autotune.space.types import LATENCY_METRICS, METRIC_NAMES
 
+MAX_STUDY_NAME = 100  # a folder name holds 255 bytes; the archive suffix and Tune's run folder add to it
+
 
 def check_file(m: StudyFileModel, source: Path) -> list[Problem]:
     """Every problem outside ``params`` (and ``points_to_evaluate``), in file order."""
@@ -46,6 +48,18 @@ def resolve_workload_path(m: StudyFileModel, source: Path) -> Path | None:
     return p if p.is_absolute() else (source.parent / p).resolve()
 
 
+def _jsonl_rows(path: Path, output_len: int) -> list[Problem]:
+    """Every trial would fail on a bad workload file: read it now, before Ray starts."""
+    from autotune.bench.workload import check_jsonl
+    from autotune.errors import BenchError
+
+    try:
+        check_jsonl(str(path), output_len)
+    except BenchError as exc:
+        return [Problem("workload.path", str(exc), "fix the file (one JSON object a line, e.g. {\"prompt\": \"...\"})")]
+    return []
+
+
 def _study(m: StudyFileModel) -> list[Problem]:
     out: list[Problem] = []
     s = m.study
@@ -53,6 +67,9 @@ def _study(m: StudyFileModel) -> list[Problem]:
         out.append(
             Problem("study.name", f"{s.name!r} cannot name a results folder", "use letters, digits, '.', '_' and '-'")
         )
+    elif s.name is not None and len(s.name) > MAX_STUDY_NAME:
+        out.append(Problem("study.name", f"the name is {len(s.name)} characters long, too long for a results folder",
+                           f"use at most {MAX_STUDY_NAME} characters"))
     if s.engine == "sglang" and not (m.server.model_path or "").strip():
         out.append(
             Problem(
@@ -182,6 +199,8 @@ def _workload(m: StudyFileModel, source: Path) -> list[Problem]:
                     "fix the path (relative paths start at the YAML file's folder)",
                 )
             )
+        else:
+            out += _jsonl_rows(path, w.output_len)
     elif w.path is not None:
         out.append(Problem("workload.path", "only kind jsonl reads a file", "remove `path`, or set kind: jsonl"))
     for name, value in w.properties.items():

@@ -1,0 +1,90 @@
+"""Partial cases of the failure matrix: bad inputs become one-line errors before Ray starts, or say what happened."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from ray.tune.search import Searcher
+
+from autotune.search import main
+from autotune.searcher import OptunaStudySearcher, open_study
+from autotune.space import load_study
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "search_spaces" / "smoke.yaml"
+
+
+def _jsonl_study(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "prompts.jsonl").write_text(text)
+    doc = yaml.safe_load(SMOKE.read_text())
+    doc["workload"] = {"kind": "jsonl", "path": "prompts.jsonl", "output_len": 16}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("text", "expect"), [
+    ('{"prompt": "hello"}\n{"prompt": "cut off\n', "line 2: invalid JSON"),
+    ("", "no rows"),
+    ('{"prompt": "a"}\n["not", "an", "object"]\n', "line 2: expected a JSON object"),
+])
+def test_bad_workload_file_fails_validate_only(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                               expect: str) -> None:
+    assert main(["--space", str(_jsonl_study(tmp_path, text)), "--validate-only"]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and "workload.path" in err and "Traceback" not in err
+
+
+def test_300_character_study_name_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--space", str(SMOKE), "--study", "s" * 300, "--validate-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "300 characters" in err and err.count("\n") == 1
+
+
+def test_ray_address_with_no_cluster_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    t0 = time.monotonic()
+    assert main(["--space", str(SMOKE), "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 30
+    assert "could not connect to the Ray cluster" in err and "RAY_ADDRESS" in err and "Traceback" not in err
+
+
+def test_address_auto_with_no_cluster_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from ray._private import services
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(services, "canonicalize_bootstrap_address", lambda addr, temp_dir=None: None)
+    assert main(["--space", str(SMOKE), "--results-dir", str(tmp_path), "--address", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "--address auto: no running Ray cluster" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_results_path_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "ro"
+    results.mkdir(mode=0o500)
+    assert main(["--space", str(SMOKE), "--results-dir", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot use") and "Traceback" not in err
+
+
+def test_stop_after_s_is_reported_as_what_ended_the_study(tmp_path: Path) -> None:
+    spec = load_study(SMOKE)
+    study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"), stop_after_s=0.01)
+    time.sleep(0.05)
+    assert s.suggest("a") == Searcher.FINISHED
+    assert s.timed_out
