@@ -14,10 +14,10 @@ from typing import Any
 
 from autotune import gpus, registry, slots
 from autotune.errors import AutotuneError
-from autotune.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
 from autotune.finalists import FinalistOutcome, StagePlan, next_stage, select_finalists, study_outcome
+from autotune.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.progress.console import Console, Verbosity
 from autotune.progress.noise import LOG_NAME as RAY_LOG
 from autotune.progress.noise import ray_output_to_log

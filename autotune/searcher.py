@@ -274,6 +274,20 @@ class OptunaStudySearcher(Searcher):
             self.screened_skipped += 1
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What Tune pickles into its folder (tuner.pkl): the spec with its secret variables redacted, and without the
+        driver's callbacks (they would carry the driver, and its spec, along). autotune never restores it from there."""
+        from dataclasses import replace
+
+        from autotune.secrets import redact_env
+
+        state = self.__dict__.copy()
+        server = self.spec.server
+        state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
+        for callback in ("on_record", "make_missing_record", "on_raw_result"):
+            state[callback] = None
+        return state
+
     # The study's state lives in its Optuna storage; Tune's searcher checkpoints have nothing to add.
     def save(self, checkpoint_path: str) -> None:
         return None

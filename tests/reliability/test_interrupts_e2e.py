@@ -106,3 +106,25 @@ def test_dead_raylet_is_an_infrastructure_stop_and_the_study_resumes(tmp_path: P
     again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert f"{len(records)} finished trial(s) kept" in again.stdout
+
+
+def test_no_file_of_a_study_holds_a_secret(tmp_path: Path) -> None:
+    """Case 4 end to end: records, logs, study.json, Ray Tune's folder and best/ hold no secret value."""
+    token = "hf_e2eSecretValue0123456789"
+    study = json.loads(json.dumps(STUDY))
+    study["study"]["name"] = "secret"
+    study["study"]["trials"] = 1
+    study["params"]["mem_fraction_static"]["choices"] = [0.8]
+    study["server"]["env"] = {"HF_TOKEN": token}
+    space = tmp_path / "secret.yaml"
+    space.write_text(yaml.safe_dump(study, sort_keys=False))
+    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(tmp_path / "results"),
+            "--dashboard-port", str(free_port()), "--serve-port", str(free_port())]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(tmp_path / "registry")}
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert token not in proc.stdout + proc.stderr
+    root = tmp_path / "results" / "secret"
+    leaks = [str(p) for p in root.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert leaks == []
+    assert 'export HF_TOKEN="${HF_TOKEN:?' in (root / "best" / "launch.sh").read_text()

@@ -85,3 +85,17 @@ def test_plain_word_and_short_secret_values_are_not_searched_in_text() -> None:
     assert "--speculative-num-draft-tokens 4" in out
     assert "hf_abcdefgh12345678" not in out and "hunter22" not in out
     assert out.endswith("1234")
+
+
+def test_the_searcher_tune_pickles_into_its_folder_holds_no_secret(tmp_path: Path) -> None:
+    from ray import cloudpickle
+
+    from autotune.searcher import OptunaStudySearcher, open_study
+
+    spec = secret_spec(tmp_path)
+    study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
+    s = OptunaStudySearcher(spec, study, budget=1, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    blob = cloudpickle.dumps(s)
+    assert [v for v in (TOKEN, OPENAI, CUSTOM) if v.encode() in blob] == []
+    assert s.spec.server.env["HF_TOKEN"] == TOKEN  # the live searcher is untouched
