@@ -276,7 +276,7 @@ class OptunaStudySearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret variables redacted, and without the
-        driver's callbacks (they would carry the driver, and its spec, along). autotune never restores it from there."""
+        driver's callbacks and the screen (they would carry the spec along). autotune never restores it from there."""
         from dataclasses import replace
 
         from autotune.secrets import redact_env
@@ -284,7 +284,7 @@ class OptunaStudySearcher(Searcher):
         state = self.__dict__.copy()
         server = self.spec.server
         state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
-        for callback in ("on_record", "make_missing_record", "on_raw_result"):
+        for callback in ("on_record", "make_missing_record", "on_raw_result", "screen"):
             state[callback] = None
         return state
 

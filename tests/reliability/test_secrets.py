@@ -7,6 +7,7 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 
 from autotune import runner

@@ -38,7 +38,7 @@ def test_malformed_chunk_mid_stream_fails_the_request() -> None:
 
     plan = BenchPlan(workload=SPEC, concurrencies=(1,), requests_per_level=2, warmup_requests=0)
     lv = run_against(mixed, plan).level(1)
-    assert (lv.requests, lv.failed) == (2, 1)
+    assert lv.failed >= 1 and lv.failed == lv.requests // 2  # every second request, and only those
     assert any(e.startswith("malformed stream chunk") for e in lv.errors), lv.errors
 
 
@@ -48,7 +48,7 @@ def test_a_line_without_end_is_capped_and_fails_the_request() -> None:
 
     plan = BenchPlan(workload=SPEC, concurrencies=(1,), requests_per_level=2, warmup_requests=0, request_timeout_s=30)
     lv = run_against(mixed, plan).level(1)
-    assert (lv.requests, lv.failed) == (2, 1)
+    assert lv.failed >= 1 and lv.failed == lv.requests // 2
     assert any("without a newline" in e for e in lv.errors), lv.errors
 
 
