@@ -96,7 +96,7 @@ class RayWatchdog:
     ``probe_timeout_s`` counts as a lost cluster."""
 
     def __init__(self, state: StopState, probe: Callable[[], str], *, period_s: float = 1.0,
-                 probe_timeout_s: float = 10.0, on_lost: Callable[[], None] | None = None) -> None:
+                 probe_timeout_s: float = 30.0, on_lost: Callable[[], None] | None = None) -> None:
         self.state = state
         self.probe = probe
         self.period_s = period_s
