@@ -129,7 +129,9 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
                          timeout=30)
     assert dry.returncode == 0
     assert "--mem-fraction-static 0.8" in dry.stdout or "--mem-fraction-static' '0.8" in dry.stdout, dry.stdout
-    assert "autotune.sim.server" in launch
+    # a study tuned on the simulator exports the SGLang command, and the simulator as measured beside it
+    assert "sglang.launch_server" in launch and "autotune.sim.server" not in launch
+    assert "autotune.sim.server" in (root / "best" / "rehearse_sim.sh").read_text()
 
     # the finalist stage: the top 2 feasible configs relaunched once each, stored apart from the trials and never told
     # to the sampler (the Optuna study still holds 4 measured trials); best.json says how the winner was decided

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # starts Ray
 
 @pytest.fixture(scope="module")
 def local_ray():  # type: ignore[no-untyped-def]
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)  # never another local cluster
     yield
     ray.shutdown()
 
