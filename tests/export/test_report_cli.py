@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -128,3 +130,25 @@ def test_default_space_works_from_any_directory(tmp_path, monkeypatch, capsys, c
     assert search_main(["--space", "search_spaces/nccl.yaml", "--validate-only"]) == 0
     assert search_main(["--space", "no-such-space", "--validate-only"]) == 2
     assert "smoke" in capsys.readouterr().err  # the error names the shipped spaces
+
+
+BROWSERS = ("chromium-headless-shell", "chromium", "google-chrome")
+
+
+def test_report_html_opens_in_a_headless_browser(tmp_path, records, objectives, levels) -> None:  # type: ignore[no-untyped-def]
+    """The page as a real browser parses it: both charts are SVG elements of the DOM, and it renders."""
+    browser = next((b for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless Chromium here (Debian: apt-get install chromium-headless-shell); the page is still "
+                    "checked as well-formed and self-contained by the tests above")
+    root = _study_dir(tmp_path, records, objectives, levels)
+    assert main([str(root), "--quiet"]) == 0
+    url = (root / "best" / "report.html").resolve().as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<svg") == 2 and "Recommendation" in dom.stdout
+    shot = tmp_path / "report.png"
+    run = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,2000", url],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]
