@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import gpus, registry, slots
+from autotune import gpus, registry, slots, stopping
 from autotune.errors import AutotuneError
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
@@ -73,6 +73,8 @@ class StudyDriver:
         self.stop_reason = ""
         self.stopped = StopState()  # an interrupt or a lost Ray cluster
         self.time_box_note = ""  # set when --stop-after-s ended the run before the study's budget
+        self.stop_rule_reason = ""  # why study.stop_when ended the search, if it did
+        self._searcher: OptunaStudySearcher | None = None
 
     @property
     def owner(self) -> str:
@@ -98,8 +100,22 @@ class StudyDriver:
                           started_at=now_iso())
         return failed_record(rec, self.spec, FailureKind.UNKNOWN, reason)
 
+    def _check_stop_rule(self, records: list[TrialRecord] | None = None) -> None:
+        """Apply study.stop_when (autotune.stopping) to the stored trials; once it fires, no new trial starts."""
+        rule = self.spec.stop_when
+        if rule is None or self.stop_rule_reason:
+            return
+        verdict = stopping.check(records if records is not None else self.store.load(), self.spec.objectives[0], rule)
+        if verdict.stop:
+            self.stop_rule_reason = verdict.reason
+            self.console.say(verdict.reason)
+            self.store.write_json("study.json", {**_spec_json(self.spec), "stopped_early": verdict.reason})
+            if self._searcher is not None:
+                self._searcher.finish(verdict.reason)
+
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
         self.store.append(record, log_text)
+        self._check_stop_rule()
         if self._pump is not None:
             self._pump.pump()  # the trial's last phase events first
         self.console.on_record(record)
@@ -198,6 +214,10 @@ class StudyDriver:
             remaining = 0
         elif done:
             self.console.say(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
+        self._check_stop_rule(records)
+        if self.stop_rule_reason and remaining > 0:
+            self.console.say(f"no further trials: {remaining} of the budget left unrun")
+            remaining = 0
         if remaining > 0 or self._stage_due(records) is not None:
             with ray_output_to_log(self.store.root / "logs" / RAY_LOG, self.console, enabled=not self._verbose) as log:
                 if log is not None:
@@ -267,6 +287,7 @@ class StudyDriver:
                 searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
                                                make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
                                                on_raw_result=self.store.save_raw)
+                self._searcher = searcher
                 tuner = tune.Tuner(
                     tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
                     tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc,
@@ -333,7 +354,7 @@ class StudyDriver:
             return
         trials = {r.number: r for r in records if r.number in plan.finalists}
         run_stage(self.spec, plan, trials, self.finalist_store, owner=self.owner, concurrency=concurrency,
-                  say=self.console.say)
+                  say=self.console.say, halted=lambda: self.stopped.stopping)
 
     def finalist_outcome(self, records: list[TrialRecord]) -> FinalistOutcome:
         spec = self.spec
@@ -351,11 +372,14 @@ class StudyDriver:
         levels = list(spec.plan.concurrencies)
         outcome = self.finalist_outcome(records)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
-                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note)
+                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note,
+                              stopped_early=self.stop_rule_reason)
         html = write_html(result, title=f"autotune study {spec.name}")
         say = self.console.result
         say("")
         say(format_summary_table(records, objectives, levels).rstrip("\n"))
+        if self.stop_rule_reason:
+            say(f"\n{self.stop_rule_reason}")
         best = result.best
         if best is None:
             say(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")

@@ -41,8 +41,10 @@ def fmt_run(run: FinalistRun, key: str) -> str:
 
 
 def run_stage(spec: StudySpec, plan: StagePlan, trials: Mapping[int, TrialRecord], store: FinalistStore, *,
-              owner: str | None, concurrency: int, say: Callable[[str], None]) -> list[FinalistRun]:
-    """Launch every missing run of ``plan`` (resuming a stage a killed driver left); returns the runs made now."""
+              owner: str | None, concurrency: int, say: Callable[[str], None],
+              halted: Callable[[], bool] = lambda: False) -> list[FinalistRun]:
+    """Launch every missing run of ``plan`` (resuming a stage a killed driver left); returns the runs made now.
+    Once ``halted()`` (an interrupt), no further relaunch starts; those running finish and are stored."""
     import ray
 
     key = spec.objectives[0].key
@@ -57,13 +59,19 @@ def run_stage(spec: StudySpec, plan: StagePlan, trials: Mapping[int, TrialRecord
     in_flight: dict[Any, tuple[int, int, str]] = {}
     made: list[FinalistRun] = []
     while todo or in_flight:
+        if halted():
+            todo.clear()
         while todo and len(in_flight) < max(1, concurrency):
             rnd, number = todo.pop(0)
             trial = trials[number]
             tid = run_trial_id(trial.trial_id, plan.stage, rnd)
             ref = task.remote(spec, dict(trial.params), tid, number, owner)
             in_flight[ref] = (rnd, number, tid)
-        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        if not in_flight:
+            break
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+        if not ready:
+            continue
         rnd, number, tid = in_flight.pop(ready[0])
         trial = trials[number]
         log_text = ""
@@ -71,6 +79,8 @@ def run_stage(spec: StudySpec, plan: StagePlan, trials: Mapping[int, TrialRecord
             data, log_text = ray.get(ready[0])
             record = TrialRecord.from_json(json.loads(json.dumps(data)))
         except Exception as exc:  # noqa: BLE001 - a dead worker, a Ray error: recorded, the stage goes on
+            if halted():
+                continue  # an interrupt or a lost cluster, not the config's doing: not stored, rerun on resume
             record = _lost(spec, trial, tid, f"the relaunch raised {type(exc).__name__}: {exc}")
         run = FinalistRun(stage=plan.stage, round=rnd, repeats=number, repeats_trial_id=trial.trial_id, record=record)
         store.append(run, log_text)  # durable before anything else

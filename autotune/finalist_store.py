@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from autotune.finalists import FinalistRun, StagePlan
+from autotune.finalists import FinalistOutcome, FinalistRun, StagePlan, study_outcome
+from autotune.records import TrialRecord
 from autotune.store import atomic_write_text, warn
 
 RUNS = "finalists.jsonl"
@@ -75,3 +78,15 @@ class FinalistStore:
                 continue
             by_key[run.key] = run
         return [by_key[k] for k in sorted(by_key)]
+
+
+def outcome_from_study(root: Path, study: Mapping[str, Any], records: Sequence[TrialRecord]) -> FinalistOutcome:
+    """The finalist outcome of a study directory, from its ``study.json`` (objectives, finalists) and stored runs
+    (``python -m autotune.report`` re-renders an export with it)."""
+    first = (study.get("objectives") or [{}])[0]
+    fin = study.get("finalists") or {}
+    store = FinalistStore(root)
+    key = f"{first.get('metric', 'output_tok_per_s')}@{first.get('level', 'max')}"
+    return study_outcome(records, store.plans(), store.load(), key=key,
+                         direction=first.get("direction", "maximize"), alpha=float(fin.get("alpha", 0.05)),
+                         count=int(fin.get("count", 0)))

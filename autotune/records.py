@@ -35,6 +35,8 @@ class EngineInfo:
     node: str | None = None  # hostname / Ray node the server ran on
     serve_app: str | None = None  # the Ray Serve application whose replica ran the server (a study's GPU slot)
     replica_launches: int | None = None  # engines that replica had started, this one included (> 1: a reused slot)
+    cpus: str | None = None  # the CPU list the server and its benchmark client were pinned to ("0-7"), if known
+    cpu_isolation: str | None = None  # how that set was chosen (autotune.cpusets: disjoint, whole node, shared, off)
 
 
 # Version of the record layout written to ``trials.jsonl``; a reader keeps, and reports, fields it does not know.

@@ -67,6 +67,8 @@ class ServerReport:
     launches: int = 0  # engines this replica has started, this one included
     orphans_killed: int = 0  # servers a dead replica of the same study left, killed before this launch
     omp_num_threads_in_replica: str | None = None  # Ray's OMP_NUM_THREADS in the replica (removed for the server)
+    cpus: str | None = None  # the CPU list the server and the benchmark client run on (autotune.cpusets)
+    cpu_isolation: str | None = None  # how it was chosen, e.g. "disjoint: part 2 of 2 on NUMA node(s) 1"
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class DeployRequest:
     owner: str | None = None  # the study's owner tag (its GPU slot pool, its progress monitor, the orphan sweep)
     number: int | None = None  # the Optuna trial number and Ray Tune trial id (the replica's progress events)
     trial_id: str | None = None
+    cpu_isolation: bool = True  # give the slot's server and client a CPU set of their own (study.cpu_isolation)
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gp
             profile=spec.sim.profile if spec.sim else None,
             time_scale=float(sim.get("time_scale", spec.sim.time_scale if spec.sim else 1.0)),
             node=report.node,
+            cpus=report.cpus,
+            cpu_isolation=report.cpu_isolation,
         )
     release = str(report.release or engine.release())
     return EngineInfo(
@@ -111,6 +113,8 @@ def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gp
         gpu_name=report.gpu_names[0] if report.gpu_names else "unknown GPU",
         gpu_count=len(report.gpu_names) or gpus,
         node=report.node,
+        cpus=report.cpus,
+        cpu_isolation=report.cpu_isolation,
     )
 
 
@@ -292,7 +296,7 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     t_deploy = time.monotonic()
     try:
         deployed = deployer.deploy(DeployRequest(name=name, study=spec.name, launch=lspec, owner=owner, number=number,
-                                                 trial_id=trial_id))
+                                                 trial_id=trial_id, cpu_isolation=spec.cpu_isolation != "off"))
     except AutotuneError as exc:
         return failed_record(record, spec, failure_kind(exc), str(exc)), "", dict(lspec.env)
     obs = observe(deployed.replica, spec.plan, name=name, app=deployed.app, serve_run_s=deployed.serve_run_s,

@@ -172,6 +172,7 @@ class OptunaStudySearcher(Searcher):
         # set by the driver when the Ray cluster is lost: a trial that ends without a result then is an infrastructure
         # casualty, not an outcome of its configuration, so it is neither recorded nor told (it reruns on resume)
         self.infrastructure_lost = False
+        self.finished_reason = ""  # set by finish(): the study has what it needs (not an error)
 
     def always_passed_flags(self) -> set[str]:
         """Flags every trial passes: fixed ``server.flags`` and parameters without a condition."""
@@ -201,8 +202,12 @@ class OptunaStudySearcher(Searcher):
                 f"would fail the same way. {record.message}"
             )
 
+    def finish(self, reason: str) -> None:
+        """Start no further trial (the driver's stopping rule, autotune.stopping); running trials finish."""
+        self.finished_reason = reason
+
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        if self.stop_reason or self.halted:
+        if self.stop_reason or self.halted or self.finished_reason:
             return Searcher.FINISHED  # type: ignore[return-value]
         if self.suggested >= self.budget:
             return Searcher.FINISHED  # type: ignore[return-value]

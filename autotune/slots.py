@@ -30,6 +30,10 @@ class SlotPool:
         self.free = list(range(n))
         self.n = n
 
+    def size(self) -> int:
+        """How many slots the study has (a slot's share of its node's CPUs, autotune.cpusets)."""
+        return self.n
+
     def try_acquire(self) -> int | None:
         return self.free.pop(0) if self.free else None
 
@@ -50,6 +54,14 @@ def find(owner: str | None) -> Any | None:
     try:
         return ray.get_actor(pool_name(owner))
     except ValueError:
+        return None
+
+
+def size(pool: Any) -> int | None:
+    """How many slots the pool has; None where the pool does not answer (the CPU sets then fall back to one part)."""
+    try:
+        return int(ray.get(pool.size.remote(), timeout=30))
+    except Exception:  # noqa: BLE001 - an older pool or a Ray error: CPU isolation is best effort
         return None
 
 

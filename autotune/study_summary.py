@@ -66,6 +66,8 @@ def summary_document(root: Path, *, exit_code: int | None = None, stop_reason: s
         "files": files,
         "exit_code": exit_code,
         "stop_reason": stop_reason,
+        "stopped_early": study.get("stopped_early", ""),
+        "decided_by": best_doc.get("decided_by", ""),
     }
 
 

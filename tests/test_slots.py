@@ -22,7 +22,7 @@ def test_slots_are_distinct_returned_and_found_by_owner(local_ray: None) -> None
     assert slots.find("nobody") is None and slots.find(None) is None
     pool = slots.create("study-x", 2)
     found = slots.find("study-x")
-    assert found is not None
+    assert found is not None and slots.size(found) == 2
     a, b = slots.acquire(found), slots.acquire(found)
     assert {a, b} == {0, 1}
     with pytest.raises(AutotuneError, match="no free GPU slot"):

@@ -29,6 +29,7 @@ class StudyAnalysis:
     drafter_issues: tuple[DrafterIssue, ...]
     cap_notes: tuple[CapNote, ...]
     finalists: FinalistOutcome | None = None
+    stopped_early: str = ""  # why the stopping rule (study.stop_when) ended the search, if it did
 
     @property
     def peak_level(self) -> int:
@@ -42,6 +43,7 @@ def analyze(
     records: Sequence[TrialRecord],
     load_levels: Sequence[int],
     finalists: FinalistOutcome | None = None,
+    stopped_early: str = "",
 ) -> StudyAnalysis:
     """Validate the inputs (ExportError says how to fix them) and compute every section of the export.
 
@@ -62,4 +64,5 @@ def analyze(
         drafter_issues=drafter_issues(recs),
         cap_notes=cap_notes(recs, levels),
         finalists=finalists,
+        stopped_early=stopped_early,
     )

@@ -56,6 +56,7 @@ def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None)
         "feasible_trials": feasible,
         "reason": choice.reason,
         "decided_by": choice.method,
+        "stopped_early": analysis.stopped_early,
         "finalists": analysis.finalists.to_json() if analysis.finalists is not None else None,
         "best": None,
     }

@@ -66,6 +66,7 @@ def _header(a: StudyAnalysis) -> list[str]:
         f"Trials: {len(recs)} ({complete} complete, {feasible} feasible; {failed} failed; {invalid} invalid). "
         f"Objectives: {objs}. Load levels (concurrency): {', '.join(map(str, a.load_levels))}.",
         "",
+        *([f"**Stopped early.** {a.stopped_early}.", ""] if a.stopped_early else []),
     ]
 
 

@@ -70,6 +70,7 @@ def export_study(
     study_only: Mapping[str, str] | None = None,
     finalists: FinalistOutcome | None = None,
     note: str = "",
+    stopped_early: str = "",
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
@@ -82,7 +83,7 @@ def export_study(
     """
     records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
-                finalists=finalists)
+                finalists=finalists, stopped_early=stopped_early)
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None
     texts: dict[str, str] = {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autotune.errors import AutotuneError
 from autotune.export import ExportResult, export_study
+from autotune.finalist_store import outcome_from_study
 from autotune.records import TrialRecord
 from autotune.report.html import render_html
 from autotune.store import StudyStore
@@ -64,6 +65,8 @@ def rerender(root: Path) -> Rendered:
                             "run the study first")
     study_only = (study.get("server") or {}).get("study_only") or None
     export = export_study(root, study_name=str(study.get("name", root.name)), objectives=objectives, records=records,
-                          load_levels=levels, study_only=study_only)
+                          load_levels=levels, study_only=study_only,
+                          finalists=outcome_from_study(root, study, records),
+                          stopped_early=str(study.get("stopped_early") or ""))
     html = write_html(export, title=f"autotune study {study.get('name', root.name)}")
     return Rendered(export=export, html=html, records=records, objectives=objectives, load_levels=levels)

@@ -25,7 +25,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from autotune import gpus, registry
+from autotune import cpusets, gpus, registry
 from autotune.bench.types import BenchPlan
 from autotune.engines import get_engine
 from autotune.engines.preflight import preflight
@@ -63,6 +63,10 @@ class EngineArgs(BaseModel):
     owner: str | None = Field(default=None, description="study that owns the server (orphan sweep after a killed driver)")
     trial_number: int | None = Field(default=None, description="the Optuna trial number (progress events)")
     trial_id: str | None = Field(default=None, description="the Ray Tune trial id (progress events)")
+    slot: int | None = Field(default=None, description="the study's GPU slot this replica is (its share of the CPUs)")
+    slots: int | None = Field(default=None, description="how many GPU slots the study has")
+    cpu_isolation: bool = Field(default=True, description="pin the server and the benchmark client to this slot's "
+                                "CPU set (autotune.cpusets); a slot alone on its node gets every CPU")
 
 
 def _failure(exc: AutotuneError) -> Failure:
@@ -125,6 +129,7 @@ class EngineServer:
     def __init__(self, args: dict[str, Any] | None = None) -> None:
         self.node = socket.gethostname()
         self.gpu_ids = gpus.visible_ids()
+        self.node_gpus = gpus.count()  # physical GPUs on the node (0 without nvidia-smi: the simulator)
         self.pid = os.getpid()
         self.launches = 0  # engines this replica has started (more than 1: a GPU slot reused across trials)
         self.server: ServerProcess | None = None
@@ -154,6 +159,15 @@ class EngineServer:
         self.preflight_s: float | None = None
         self.gpu_wait_s: float | None = None
         self.orphans_killed = 0  # servers of a dead replica of this study killed before this launch
+        self.cpu_plan: cpusets.CpuPlan | None = None  # the CPUs this trial's server and client run on
+        self.cpu_note = ""  # why pinning failed, if it did
+
+    def _pin(self, args: EngineArgs) -> None:
+        """Pin the new server to this slot's CPU set (children it starts later inherit it); the client follows."""
+        self.cpu_plan = cpusets.plan_here(gpu_ids=self.gpu_ids, node_gpus=self.node_gpus, gpus_per_slot=args.gpus,
+                                          slot=args.slot, slots=args.slots, enabled=args.cpu_isolation)
+        proc = self.server.proc if self.server is not None else None
+        self.cpu_note = cpusets.apply(proc.pid, self.cpu_plan) if proc is not None else ""
 
     def _launch(self, args: EngineArgs) -> None:
         self._reset_trial_state()
@@ -187,6 +201,7 @@ class EngineServer:
             self.server = ServerProcess(spec, self.log_path, owner=args.owner)
             self.server.start()
             self.launches += 1
+            self._pin(args)
         except AutotuneError as exc:
             self.failure = _failure(exc)
         self.spec = spec
@@ -223,12 +238,15 @@ class EngineServer:
         return Ready(self.ready_s)
 
     async def benchmark(self, plan: BenchPlan) -> BenchRun:
-        """Run the benchmark against the local engine (same node: no network hop in the latencies)."""
-        from autotune.bench.client import arun_plan
+        """Run the benchmark against the local engine (same node: no network hop in the latencies), in a client process
+        of its own (not this replica's event loop), with Ray's thread caps removed and pinned to the slot's CPUs."""
+        from autotune.bench.subproc import arun_plan_in_subprocess
 
         t0 = time.monotonic()
+        plan_cpus = self.cpu_plan.cpus if self.cpu_plan is not None and self.cpu_plan.how != "off" else None
         try:
-            result = await arun_plan(self.spec.base_url, plan, on_level=self._level_started)
+            result = await arun_plan_in_subprocess(self.spec.base_url, plan, cpus=plan_cpus,
+                                                   on_level=self._level_started)
         except AutotuneError as exc:
             alive = self.server is not None and self.server.alive()
             return BenchRun(ok=False, alive=alive, bench_s=time.monotonic() - t0, message=str(exc),
@@ -280,7 +298,15 @@ class EngineServer:
             launches=self.launches,
             orphans_killed=self.orphans_killed,
             omp_num_threads_in_replica=os.environ.get("OMP_NUM_THREADS"),
+            cpus=self.cpu_plan.cpulist if self.cpu_plan is not None else None,
+            cpu_isolation=self._cpu_text(),
         )
+
+    def _cpu_text(self) -> str | None:
+        if self.cpu_plan is None:
+            return None
+        text = f"{self.cpu_plan.how}: {self.cpu_plan.detail}" if self.cpu_plan.detail else self.cpu_plan.how
+        return f"{text}; {self.cpu_note}" if self.cpu_note else text
 
     def log_tail(self) -> str:
         return self.server.log_tail() if self.server is not None else ""

@@ -87,15 +87,17 @@ class ServeDeployer:
         from autotune.serve.app import EngineArgs, build_app, build_slot_app
 
         launch = request.launch
-        args = EngineArgs(name=request.name, engine=launch.engine, argv=list(launch.argv), env=dict(launch.env),
-                          unset_env=list(launch.unset_env), host=launch.host, port=0, gpus=launch.gpus,
-                          ready_timeout_s=launch.ready_timeout_s, owner=request.owner, trial_number=request.number,
-                          trial_id=request.trial_id).model_dump()
         pool = slots.find(request.owner)
         try:
             slot = self.acquire(pool) if pool is not None else None
+            n_slots = slots.size(pool) if pool is not None else None
         except AutotuneError as exc:
             raise ReplicaError(f"{request.name} got no GPU slot: {exc}") from exc
+        args = EngineArgs(name=request.name, engine=launch.engine, argv=list(launch.argv), env=dict(launch.env),
+                          unset_env=list(launch.unset_env), host=launch.host, port=0, gpus=launch.gpus,
+                          ready_timeout_s=launch.ready_timeout_s, owner=request.owner, trial_number=request.number,
+                          trial_id=request.trial_id, slot=slot, slots=n_slots,
+                          cpu_isolation=request.cpu_isolation).model_dump()
         app_name = slots.slot_app_name(request.study, slot) if slot is not None else request.name
         app = build_slot_app(args) if slot is not None else build_app(args)
         t0, epoch = time.monotonic(), time.time()

@@ -123,3 +123,32 @@ def test_killed_server_is_a_bench_error() -> None:
     plan = BenchPlan(workload=WorkloadSpec(input_len=8, output_len=8), concurrencies=(1,), warmup_requests=1)
     with pytest.raises(BenchError, match="server is not running / crashed"):
         run_plan(url, plan)
+
+
+def test_plan_in_a_client_subprocess(sim_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replica's way: the client in a process of its own, pinned to a CPU set, progress relayed, env cleaned."""
+    import asyncio
+
+    from autotune.bench.subproc import arun_plan_in_subprocess, clean_env
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as Ray sets it in a replica
+    assert "OMP_NUM_THREADS" not in clean_env() and clean_env()["PATH"] == os.environ["PATH"]
+    levels: list[tuple[int, int, int]] = []
+    cpus = sorted(os.sched_getaffinity(0))[:1]
+    plan = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1, 2), requests_per_level=4,
+                     warmup_requests=1, max_windows=2)
+    result = asyncio.run(arun_plan_in_subprocess(sim_url, plan, cpus=cpus, on_level=lambda *a: levels.append(a)))
+    assert [lv.concurrency for lv in result.levels] == [1, 2] and result.level_order == (1, 2)
+    assert levels == [(1, 2, 1), (2, 2, 2)]
+    assert result.cache_flushes == 2 and all(len(lv.windows) == 2 for lv in result.levels)
+    assert not any("affinity" in n for n in result.notes), result.notes
+
+
+def test_client_subprocess_reports_a_dead_server() -> None:
+    import asyncio
+
+    from autotune.bench.subproc import arun_plan_in_subprocess
+
+    plan = BenchPlan(workload=WorkloadSpec(input_len=8, output_len=8), concurrencies=(1,), warmup_requests=1)
+    with pytest.raises(BenchError, match="server is not running / crashed"):
+        asyncio.run(arun_plan_in_subprocess(f"http://127.0.0.1:{_free_port()}", plan))
