@@ -135,3 +135,42 @@ def test_an_exported_replica_is_unhealthy_when_its_engine_is_gone(tmp_path: Path
         lazy.check_health()
     EngineServer().check_health()  # a slot replica waiting for its first trial
 
+
+
+def test_slot_replica_pins_its_server_and_runs_the_client_in_a_process(tmp_path: Path) -> None:
+    """A GPU slot's replica: the simulated server and the benchmark client process on the slot's CPU set, the client
+    outside the replica's event loop, the set reported for the record."""
+    import asyncio
+
+    from autotune.bench.types import BenchPlan, WorkloadSpec
+
+    cpus = sorted(os.sched_getaffinity(0))
+    argv = [sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--model-path", "x",
+            "--host", "127.0.0.1", "--port", "0", "--sim-time-scale", "10"]
+    args = app_mod.EngineArgs(name="pin", engine="sim", argv=argv, log_dir=str(tmp_path), check_flags=False,
+                              ready_timeout_s=60, slot=1, slots=2)
+    replica = EngineServer(args.model_dump())
+    try:
+        assert isinstance(replica.wait_ready(), Ready)
+        expected = {cpus[len(cpus) - len(cpus) // 2]} if len(cpus) == 2 else None
+        pinned = os.sched_getaffinity(replica.server.proc.pid)
+        if expected is not None:
+            assert pinned == expected  # part 2 of 2 on a 2-core machine: the second core
+        assert pinned < set(cpus) or len(cpus) < 2
+        plan = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1, 2), requests_per_level=4,
+                         warmup_requests=1, max_windows=2)
+        run = asyncio.run(replica.benchmark(plan))
+        assert run.ok and run.alive and run.result is not None, run.message
+        assert run.result.level_order == (1, 2) and all(len(lv.windows) == 2 for lv in run.result.levels)
+        report = replica.info()
+        assert report.cpus is not None and set(cpusets_list(report.cpus)) == pinned
+        assert report.cpu_isolation is not None and report.cpu_isolation.startswith(
+            "disjoint" if len(cpus) >= 2 else "shared")
+    finally:
+        replica.stop_server()
+
+
+def cpusets_list(text: str) -> list[int]:
+    from autotune.cpusets import parse_cpulist
+
+    return parse_cpulist(text)
