@@ -80,6 +80,17 @@ def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Sc
     return screen
 
 
+def _lifts_already(spec: StudySpec, point: dict[str, Any], other: dict[str, Any], name: str, top: int) -> bool:
+    """Whether ``other`` is ``point`` with its cap already at or above ``top``."""
+    if {k: v for k, v in other.items() if k != name} != {k: v for k, v in point.items() if k != name}:
+        return False
+    try:
+        cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, other).flags)
+    except SpaceError:
+        return False
+    return cap is None or cap >= top
+
+
 def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     """For each of the study's ``points_to_evaluate`` whose running cap is below the top load level, the same point with
     the cap lifted to the top load (the smallest value of the study's ``--max-running-requests`` parameter that
@@ -107,6 +118,7 @@ def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
         if cap is None or cap >= top:
             continue
         lifted = {**point, param.name: lifts[0]}
-        if lifted not in known and lifted not in out:
-            out.append(lifted)
+        if lifted in known or lifted in out or any(_lifts_already(spec, point, k, param.name, top) for k in known):
+            continue
+        out.append(lifted)
     return out

@@ -14,6 +14,8 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
   below the load being optimised or it is predicted not to fit in GPU memory, is set aside the same way; it is still
   launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
 - Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
+- Every second launch after the seed points changes one parameter of the best feasible point so far, the parameters
+  in turn (coordinate search between TPE's proposals: the launch budget is small).
 """
 
 from __future__ import annotations
@@ -31,15 +33,17 @@ from ray.tune.search import Searcher
 
 from autotune.dashboard_attrs import mark_feasibility, name_objectives, named_constraints
 from autotune.failures import FailureKind
+from autotune.learned import Learned
 from autotune.records import TrialOutcome, TrialRecord
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
-from autotune.space.neighbours import neighbour
+from autotune.space.neighbours import movable, neighbour
 
 LAUNCH_CONSTRAINT = "trial_failed"
 MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
 NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is tried
 NEIGHBOUR_TRIES = 64
+EXPLOIT_EVERY = 2  # every second launch (after the seed points) goes to an unmeasured neighbour of the best point
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,12 @@ class OptunaStudySearcher(Searcher):
 
             screen = default_screen(spec)
         self.screen = screen
+        self.learned = Learned(spec)
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if "duplicate_of" not in t.user_attrs and t.user_attrs.get("outcome") != TrialOutcome.INVALID.value:
+                self.learned.resume(t.params, t.user_attrs.get("max_accept_length"))
         self._rng = random.Random(spec.seed)
+        self._turn = 0  # the parameter the next coordinate step changes first
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget
         self.halted = False  # set by the driver on an interrupt or a lost cluster: no new trial starts
@@ -227,9 +236,25 @@ class OptunaStudySearcher(Searcher):
             return "repeats a running trial"
         if seeded:  # the study's own points_to_evaluate
             return None
-        return self.screen(params)
+        return self.screen(params) or self.learned.reason(params)
+
+    def _best_params(self) -> dict[str, Any] | None:
+        """The measured point the export would pick now (feasible, best first objective), or None."""
+        sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
+        best: tuple[float, str] | None = None
+        for key, r in self._finished.items():
+            if all(v <= 0 for v in r.constraints.values()) and (best is None or sign * r.values[0] > best[0]):
+                best = (sign * r.values[0], key)
+        return json.loads(best[1]) if best else None
 
     def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if not waiting and self._finished and self.suggested % EXPLOIT_EVERY == EXPLOIT_EVERY - 1:
+            best = self._best_params()
+            alt = self._coordinate_step(best, running) if best is not None else None
+            if alt is not None:
+                self.neighbours_launched += 1
+                return self._ask_fixed(alt)
         last: dict[str, Any] = {}
         for attempt in range(MAX_DUPLICATE_ASKS):
             trial = self.study.ask()
@@ -263,6 +288,21 @@ class OptunaStudySearcher(Searcher):
                 return None
             if self._set_aside(params_key(cand), cand, running, False) is None:
                 return cand
+        return None
+
+    def _coordinate_step(self, best: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
+        """An unmeasured point that changes one parameter of ``best``, the parameters taken in turn (so each gets
+        its chance before any gets a second), or None when every parameter's tries hit measured or screened points.
+        Parameters that switch a branch (others' ``when`` refers to them) are left to the sampler."""
+        gates = {c.param for p in self.spec.params for c in p.when}  # a step stays in its branch: no switch
+        names = [n for n in movable(self.spec, best) if n not in gates] or movable(self.spec, best)
+        for i in range(len(names)):
+            name = names[(self._turn + i) % len(names)]
+            for _ in range(4):
+                cand = neighbour(self.spec, best, self._rng, param=name)
+                if cand is not None and self._set_aside(params_key(cand), cand, running, False) is None:
+                    self._turn = (self._turn + i + 1) % len(names)
+                    return cand
         return None
 
     def _skip(self, trial: optuna.Trial, key: str, reason: str) -> None:
@@ -330,5 +370,8 @@ class OptunaStudySearcher(Searcher):
             trial.set_user_attr("failure", record.failure.value)
         trial.set_user_attr("trial_id", record.trial_id)
         values = objective_values(self.spec, record)
+        accept = self.learned.observe(params, record)
+        if accept is not None:
+            trial.set_user_attr("max_accept_length", accept)
         self.study.tell(trial, values)
         self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))

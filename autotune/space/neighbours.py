@@ -62,13 +62,22 @@ def random_value(p: ParamSpec, rng: random.Random) -> Any:
     return _on_grid(p, rng.uniform(float(p.low), float(p.high)))
 
 
-def neighbour(spec: StudySpec, point: Mapping[str, Any], rng: random.Random) -> dict[str, Any] | None:
-    """``point`` with one active parameter changed; parameters that become active get a random value, ones that
-    become inactive are dropped. None when no parameter can change."""
-    movable = [p for p in spec.params if p.name in point and _can_move(p)]
-    if not movable:
+def movable(spec: StudySpec, point: Mapping[str, Any]) -> list[str]:
+    """The parameters of ``point`` that can take another value, in file order."""
+    return [p.name for p in spec.params if p.name in point and _can_move(p)]
+
+
+def neighbour(spec: StudySpec, point: Mapping[str, Any], rng: random.Random, param: str | None = None
+              ) -> dict[str, Any] | None:
+    """``point`` with one active parameter changed (``param``, else a random one); parameters that become active get a
+    random value, ones that become inactive are dropped. None when that parameter (or any) cannot change."""
+    names = movable(spec, point)
+    if param is not None:
+        names = [n for n in names if n == param]
+    if not names:
         return None
-    moved = rng.choice(movable)
+    chosen = rng.choice(names)
+    moved = next(p for p in spec.params if p.name == chosen)
     changed = dict(point)
     changed[moved.name] = _other_value(moved, point[moved.name], rng)
     out: dict[str, Any] = {}

@@ -66,7 +66,7 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
     space, variant = task["space"], next(v for v in VARIANTS if v.name == task["variant"])
     land = Landscape(load_space(space), variant)
     t0 = time.monotonic()
-    runs_file = CACHE / f"{space}-{variant.name}-{cache_key(space, land)}.runs.json"
+    runs_file = CACHE / f"{space}-{variant.name}-{cache_key(space, land)}.runs{landscape_mod.RUNS_VERSION}.json"
     if runs_file.exists():
         land.load_runs(json.loads(runs_file.read_text()))
     opt = cached_optimum(space, land)
@@ -77,10 +77,11 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                 if method == "grid":
                     run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"])
                 else:
-                    sampler = "tpe" if method == "autotune" else method
+                    sampler = "random" if method == "random" else "tpe"
                     name = task["autotune_as"] if method == "autotune" and task["autotune_as"] else method
                     run = run_searcher(land, opt.value, sampler=sampler, seed=seed, noise=noise,
-                                       launches=task["launches"], slots=task["slots"], method=name)
+                                       launches=task["launches"], slots=task["slots"], method=name,
+                                       baseline=method in ("autotune-before", "random"))
                 out.append(run.to_json())
     CACHE.mkdir(exist_ok=True)
     runs_file.write_text(json.dumps(land.dump_runs()))
@@ -92,16 +93,22 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
 def cmd_run(a: argparse.Namespace) -> int:
     tasks = [dict(space=s, variant=v, noise=a.noise, seeds=a.seeds, methods=a.methods, launches=a.launches,
                   slots=a.slots, autotune_as=a.autotune_as) for s in a.spaces for v in a.variants]
+    doc: dict[str, Any] = {"command": "python -m benchmarks.search " + " ".join(sys.argv[1:]), "launches": a.launches,
+                           "slots": a.slots, "simulated": True, "complete": False, "runs": []}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+
+    def keep(part: list[dict[str, Any]], done: int) -> None:  # written after every landscape: a partial sweep counts
+        doc["runs"].extend(part)
+        doc["complete"] = done == len(tasks)
+        Path(a.out).write_text(json.dumps(doc))
+
     if a.jobs > 1:
         with multiprocessing.get_context("spawn").Pool(a.jobs) as pool:
-            parts = pool.map(one_landscape, tasks, chunksize=1)
+            for i, part in enumerate(pool.imap_unordered(one_landscape, tasks, chunksize=1), 1):
+                keep(part, i)
     else:
-        parts = [one_landscape(t) for t in tasks]
-    runs = [r for p in parts for r in p]
-    doc = {"command": "python -m benchmarks.search " + " ".join(sys.argv[1:]), "launches": a.launches,
-           "slots": a.slots, "simulated": True, "runs": runs}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc))
+        for i, t in enumerate(tasks, 1):
+            keep(one_landscape(t), i)
     print(table(doc))
     return 0
 
@@ -150,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seeds", type=int, default=10)
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04])
     r.add_argument("--launches", type=int, default=60, help="launches per simulated study")
-    r.add_argument("--methods", nargs="+", default=["autotune", "random", "grid"], choices=["autotune", "random", "grid"])
+    r.add_argument("--methods", nargs="+", default=["autotune", "random", "grid"], choices=["autotune", "random", "grid", "autotune-before"],
+                   help="autotune-before: the searcher before issue #14 (benchmarks/search/baseline.py)")
     r.add_argument("--slots", type=int, default=1, help="trials in flight at once (searcher methods)")
     r.add_argument("--jobs", type=int, default=1, help="landscapes simulated in parallel processes")
     r.add_argument("--autotune-as", default="", help="name the autotune method's runs so (e.g. the searcher of "

@@ -18,10 +18,12 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
 from autotune.records import TrialOutcome, TrialRecord
 from autotune.score import objective_key
 from autotune.searcher import OptunaStudySearcher, open_study
+from benchmarks.search.baseline import BaselineSearcher, open_baseline_study
 from benchmarks.search.landscape import Landscape, enumerate_points, noisy
 
 GRID_FLOAT_POINTS = 4  # a float parameter's values on the grid: low, two between, high
@@ -86,8 +88,13 @@ class Lab:
                 k = objective_key(c.metric, c.level)
                 parts = ([metrics[k] - c.max] if c.max is not None else []) + ([c.min - metrics[k]] if c.min is not None else [])
                 cons[k] = max(parts) if parts else 0.0
+            # the searcher reads the accept length SGLang reports (a broken drafter); the other level fields are unused
+            level = LevelSummary(concurrency=self.land.top, requests=0, failed=0, duration_s=0.0,
+                                 output_tok_per_s=value, request_per_s=0.0, input_tok_per_s=0.0, ttft_ms=None,
+                                 itl_ms=None, tpot_ms=None, e2e_ms=None, accept_length=out.accept_length)
             rec = TrialRecord(**base, outcome=TrialOutcome.COMPLETE, objectives={self.land.objective_key: value},
-                              constraints=cons, feasible=all(v <= 0 for v in cons.values()))
+                              constraints=cons, feasible=all(v <= 0 for v in cons.values()),
+                              bench=BenchResult(levels=(level,)))
         self.records.append(rec)
         self.launched.append(dict(params))
         best = select_best(self.records, self.objectives).record
@@ -104,11 +111,17 @@ class Lab:
 
 
 def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, noise: float, launches: int,
-                 slots: int = 1, method: str | None = None,
-                 make_searcher: Callable[..., OptunaStudySearcher] = OptunaStudySearcher) -> Run:
-    """The study's own searcher: ``suggest`` for up to ``slots`` trials at once, ``on_trial_complete`` in order."""
+                 slots: int = 1, method: str | None = None, baseline: bool = False) -> Run:
+    """The study's own searcher: ``suggest`` for up to ``slots`` trials at once, ``on_trial_complete`` in order.
+    ``baseline``: the searcher before issue #14 (``benchmarks.search.baseline``); with ``sampler="random"`` it is
+    plain random sampling after the study file's seed points."""
     spec = dataclasses.replace(land.spec, sampler=sampler, seed=seed, name=f"bench-{sampler}-{seed}")
-    study = open_study(spec, None)  # in memory
+    if baseline:
+        study = open_baseline_study(spec)
+        make_searcher: Callable[..., OptunaStudySearcher] = BaselineSearcher
+    else:
+        study = open_study(spec, None)  # in memory
+        make_searcher = OptunaStudySearcher
     lab = Lab(land, noise, seed, optimum)
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:

@@ -38,6 +38,7 @@ from autotune.space.values import rounded
 MEM_FLAG = "mem-fraction-static"
 KV_BUCKET = 1.10
 LANDSCAPE_VERSION = 1  # bump when a change here changes any value (the optimum cache is keyed on it)
+RUNS_VERSION = 2  # bump when a simulated run reports other metrics (the runs cache is keyed on it)
 FLOAT_GRID_STEP = 0.01  # a float parameter is enumerated in steps of this (for the optimum and the grid)
 
 
@@ -108,6 +109,7 @@ class Outcome:
     metrics: Mapping[str, float]  # constraint metrics by key ("ttft_ms.p99@max")
     feasible: bool  # complete and every constraint met
     message: str = ""
+    accept_length: float | None = None  # tokens per verify step at the top level (speculative points)
 
     @property
     def launched(self) -> bool:
@@ -205,7 +207,8 @@ class Landscape:
             cons[objective_key(c.metric, c.level)] = v
             if (c.max is not None and v > c.max) or (c.min is not None and v < c.min):
                 feasible = False
-        return Outcome("complete", None, objective, cons, feasible)
+        return Outcome("complete", None, objective, cons, feasible,
+                       accept_length=metrics.get("accept_length") if cfg.spec is not None else None)
 
     def _run(self, cfg: SimConfig, flags: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, float]:
         # the cache cannot hold more than the running batch needs: the top load or the running cap, whichever is less
@@ -263,6 +266,7 @@ def closed_loop(cfg: SimConfig, concurrency: int, requests: int, input_len: int,
         # tokens of a speculative step arrive together: the gap between arrivals is a step, not a token
         "itl_ms.p99": percentile(tpot, 0.99) * per_step,
         "itl_ms.median": (statistics.median(tpot) if tpot else math.inf) * per_step,
+        "accept_length": per_step,
     }
 
 
