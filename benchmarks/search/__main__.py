@@ -15,15 +15,14 @@ import hashlib
 import json
 import multiprocessing
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from autotune.space import StudyOverrides, StudySpec, load_study
 from benchmarks.search import landscape as landscape_mod
-from benchmarks.search.drivers import run_grid, run_searcher
 from benchmarks.search.landscape import VARIANTS, Landscape, Optimum, optimum
 from benchmarks.search.metrics import BUDGETS, fmt_launches, summarize
+from benchmarks.search.sweep import one_landscape
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACES = ("speculative", "h200-tp1-speculative", "nccl")
@@ -60,34 +59,6 @@ def cached_optimum(space: str, land: Landscape) -> Optimum:
     CACHE.mkdir(exist_ok=True)
     path.write_text(json.dumps(dataclasses.asdict(opt)))
     return opt
-
-
-def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
-    space, variant = task["space"], next(v for v in VARIANTS if v.name == task["variant"])
-    land = Landscape(load_space(space), variant)
-    t0 = time.monotonic()
-    runs_file = CACHE / f"{space}-{variant.name}-{cache_key(space, land)}.runs{landscape_mod.RUNS_VERSION}.json"
-    if runs_file.exists():
-        land.load_runs(json.loads(runs_file.read_text()))
-    opt = cached_optimum(space, land)
-    out: list[dict[str, Any]] = []
-    for noise in task["noise"]:
-        for seed in range(task["seeds"]):
-            for method in task["methods"]:
-                if method == "grid":
-                    run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"])
-                else:
-                    sampler = "random" if method == "random" else "tpe"
-                    name = task["autotune_as"] if method == "autotune" and task["autotune_as"] else method
-                    run = run_searcher(land, opt.value, sampler=sampler, seed=seed, noise=noise,
-                                       launches=task["launches"], slots=task["slots"], method=name,
-                                       baseline=method in ("autotune-before", "random"))
-                out.append(run.to_json())
-    CACHE.mkdir(exist_ok=True)
-    runs_file.write_text(json.dumps(land.dump_runs()))
-    print(f"{space}/{variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
-          f"{len(out)} runs in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
-    return out
 
 
 def cmd_run(a: argparse.Namespace) -> int:

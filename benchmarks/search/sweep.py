@@ -1,0 +1,42 @@
+"""One landscape's share of a sweep, in its own module so that worker processes (spawned) can import it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from benchmarks.search.drivers import run_grid, run_searcher
+from benchmarks.search.landscape import VARIANTS, Landscape
+
+
+def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
+    space, variant = task["space"], next(v for v in VARIANTS if v.name == task["variant"])
+    from benchmarks.search.__main__ import CACHE, cache_key, cached_optimum, load_space
+    from benchmarks.search.landscape import RUNS_VERSION
+
+    land = Landscape(load_space(space), variant)
+    t0 = time.monotonic()
+    runs_file = CACHE / f"{space}-{variant.name}-{cache_key(space, land)}.runs{RUNS_VERSION}.json"
+    if runs_file.exists():
+        land.load_runs(json.loads(runs_file.read_text()))
+    opt = cached_optimum(space, land)
+    out: list[dict[str, Any]] = []
+    for noise in task["noise"]:
+        for seed in range(task["seeds"]):
+            for method in task["methods"]:
+                if method == "grid":
+                    run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"])
+                else:
+                    sampler = "random" if method == "random" else "tpe"
+                    name = task["autotune_as"] if method == "autotune" and task["autotune_as"] else method
+                    run = run_searcher(land, opt.value, sampler=sampler, seed=seed, noise=noise,
+                                       launches=task["launches"], slots=task["slots"], method=name,
+                                       baseline=method in ("autotune-before", "random"))
+                out.append(run.to_json())
+    CACHE.mkdir(exist_ok=True)
+    runs_file.write_text(json.dumps(land.dump_runs()))
+    print(f"{space}/{variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
+          f"{len(out)} runs in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    return out
