@@ -41,11 +41,13 @@ def load_space(name: str) -> StudySpec:
 
 
 def cache_key(space: str, land: Landscape) -> str:
+    """The study's content that decides the landscape (not its file's comments), the variant and the version."""
+    spec = land.spec
+    content = (spec.params, spec.objectives, spec.constraints, spec.points_to_evaluate, spec.server, spec.sim,
+               spec.workload, spec.workload_properties, spec.plan.concurrencies)
     return hashlib.sha256(
-        (ROOT / "search_spaces" / f"{space}.yaml").read_bytes()
-        + repr(land.variant).encode()
-        + repr(land.spec.constraints).encode()
-        + f"{landscape_mod.LANDSCAPE_VERSION}/{landscape_mod.KV_BUCKET}".encode()
+        (space + repr(content) + repr(land.variant)
+         + f"{landscape_mod.LANDSCAPE_VERSION}/{landscape_mod.KV_BUCKET}").encode()
     ).hexdigest()[:16]
 
 
@@ -118,6 +120,27 @@ def cmd_table(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rescore(a: argparse.Namespace) -> int:
+    """Judge a results file's runs against the optimum as the landscape computes it now (``ratios`` are the exported
+    config's true value over the optimum, so a corrected optimum rescales them exactly)."""
+    doc = json.loads(Path(a.file).read_text())
+    optima: dict[tuple[str, str], float] = {}
+    changed = 0
+    for run in doc["runs"]:
+        key = (run["space"], run["variant"])
+        if key not in optima:
+            variant = next(v for v in VARIANTS if v.name == run["variant"])
+            optima[key] = cached_optimum(run["space"], Landscape(load_space(run["space"]), variant)).value
+        new = optima[key]
+        if abs(new - run["optimum"]) > 1e-9 * max(new, 1.0):
+            run["ratios"] = [x * run["optimum"] / new for x in run["ratios"]]
+            run["optimum"] = new
+            changed += 1
+    Path(a.file).write_text(json.dumps(doc))
+    print(f"{changed} of {len(doc['runs'])} runs rescored")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("files", nargs="+", help="results files; their runs are pooled into one table")
     t.add_argument("--hard", action="store_true", help="only landscapes where no seed point is within 2%%")
     t.set_defaults(func=cmd_table)
+    rs = sub.add_parser("rescore", help="rescale a results file's runs to the optimum as computed now")
+    rs.add_argument("file")
+    rs.set_defaults(func=cmd_rescore)
     a = ap.parse_args(argv)
     if getattr(a, "seeds", 1) < 1 or getattr(a, "launches", 1) < 1:
         ap.error("--seeds and --launches must be at least 1")
