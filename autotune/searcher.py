@@ -321,7 +321,7 @@ class OptunaStudySearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret variables redacted, and without the
-        driver's callbacks and the screen (they would carry the spec along). autotune never restores it from there."""
+        driver's callbacks, the screen and the learned set-asides (they would carry the spec along). autotune never restores it from there."""
         from dataclasses import replace
 
         from autotune.secrets import redact_env
@@ -329,7 +329,7 @@ class OptunaStudySearcher(Searcher):
         state = self.__dict__.copy()
         server = self.spec.server
         state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
-        for callback in ("on_record", "make_missing_record", "on_raw_result", "screen"):
+        for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned"):
             state[callback] = None
         return state
 
