@@ -213,7 +213,7 @@ def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
     lines += [
         "",
         f"Verdict: **{'PASS' if report['ok'] else 'FAIL'}** (judged: {', '.join(report['judged'])}; verify's figure "
-        "against the study's 95% interval where recorded, or the two intervals overlapping; else "
+        "against the study's 95% interval where recorded (overlapping intervals are shown, not passed); else "
         f"+-{report['tolerance']:.0%} of the study's figure).",
         "",
         "| concurrency | metric | study | study 95% interval | verify | verify 95% interval | difference | verdict |",

@@ -3,8 +3,9 @@
 Pure. The study's figures come from ``best/best.json`` (the best trial's per-level summaries); a level measured in
 windows carries ``intervals`` (per metric: mean, sd, n and the 95% interval ``low``..``high``). A figure is judged
 against that interval; where the record has none, against the study's figure +- ``tolerance`` (relative), and the
-verdict says which. Where verify measured in windows too, two overlapping intervals also count as agreement
-("intervals overlap").
+verdict says which. Where verify measured in windows too and its interval overlaps the study's although its figure
+lies outside, the verdict says "intervals overlap": shown, but it does not pass (a pass is the figure inside the study's
+interval as reported, never a widened one).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ JUDGED_DEFAULT = ("output_tok_per_s", "tpot_ms.median")
 Verdict = Literal[
     "within interval", "intervals overlap", "outside interval", "within tolerance", "outside tolerance", "not measured"
 ]
-AGREES: tuple[Verdict, ...] = ("within interval", "intervals overlap", "within tolerance")
+AGREES: tuple[Verdict, ...] = ("within interval", "within tolerance")
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,7 @@ Bounds = tuple[float | None, float | None]
 
 def _verdict(study: float | None, interval: Bounds, measured: float | None, again: Bounds, tolerance: float) -> Verdict:
     """Within the study's interval; else, when verify has an interval of its own (its windows) that overlaps the
-    study's, "intervals overlap" (a new launch varies more than one launch's windows, so the two means can differ by
-    launch-to-launch noise); else outside. Without a study interval: within ``tolerance`` of the study's figure."""
+    study's, "intervals overlap" (reported, not a pass); else outside. Without a study interval: within ``tolerance`` of the study's figure."""
     if measured is None or study is None:
         return "not measured"
     low, high = interval

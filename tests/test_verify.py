@@ -116,7 +116,8 @@ def test_figures_are_judged_against_the_interval_when_recorded() -> None:
     assert not all(f.ok for f in outside)
     again = {"output_tok_per_s": {"mean": 108.0, "sd": 2.0, "n": 3, "low": 104.0, "high": 112.0}}
     overlap = compare([level], [{**level, "output_tok_per_s": 108.0, "intervals": again}])
-    assert next(f for f in overlap if f.metric == "output_tok_per_s").verdict == "intervals overlap"
+    overlapping = next(f for f in overlap if f.metric == "output_tok_per_s")
+    assert overlapping.verdict == "intervals overlap" and not overlapping.ok  # shown, never a pass
     again["output_tok_per_s"]["low"] = 106.0
     apart = compare([level], [{**level, "output_tok_per_s": 108.0, "intervals": again}])
     assert next(f for f in apart if f.metric == "output_tok_per_s").verdict == "outside interval"
