@@ -1,7 +1,8 @@
-"""Case 5 of the failure matrix, end to end on the simulator: a real driver is interrupted or loses its raylet.
+"""Cases 4 and 5 of the failure matrix, end to end on the simulator: a real driver is interrupted or loses its raylet.
 
-Each test starts one driver (Ray on this machine), stops it after its first record, and checks the exit code, the
-banner of the partial export and, for the lost raylet, that the same command resumes."""
+Each test starts one driver (Ray on this machine) of a study whose environment holds a secret, stops it after its first
+record, and checks the exit code, the banner of the partial export, that no file of the study holds the secret and, for
+the lost raylet, that the same command resumes."""
 
 from __future__ import annotations
 
@@ -22,11 +23,15 @@ from tests.test_search_e2e import STUDY
 pytestmark = pytest.mark.slow
 
 
+TOKEN = "hf_e2eSecretValue0123456789"
+
+
 def _start(tmp_path: Path, name: str, trials: int = 3) -> tuple[list[str], dict[str, str], Path, subprocess.Popen[str]]:
     study = json.loads(json.dumps(STUDY))
     study["study"]["name"] = name
     study["study"]["trials"] = trials
     study["params"]["mem_fraction_static"]["choices"] = [0.7, 0.8]
+    study["server"]["env"] = {"HF_TOKEN": TOKEN}  # case 4 end to end: no file of the study may hold it
     space = tmp_path / f"{name}.yaml"
     space.write_text(yaml.safe_dump(study, sort_keys=False))
     argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(tmp_path / "results"),
@@ -69,6 +74,9 @@ def test_signal_exports_partial_results_with_a_banner(tmp_path: Path, sig: signa
     assert "Tuner.restore" not in out and "core dumped" not in out and "*** SIG" not in out, out[-4000:]
     assert (root / "best" / "report.md").read_text().startswith(f"> **INTERRUPTED ({sig.name})")
     assert json.loads((root / "stops.jsonl").read_text().splitlines()[-1])["signal"] == sig.name
+    leaks = [str(p) for p in root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert leaks == [] and TOKEN not in out  # records, logs, study.json, Tune's folder, best/
+    assert 'export HF_TOKEN="${HF_TOKEN:?' in (root / "best" / "launch.sh").read_text()
 
 
 def _raylet_of(driver_pid: int) -> int:
@@ -107,24 +115,3 @@ def test_dead_raylet_is_an_infrastructure_stop_and_the_study_resumes(tmp_path: P
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert f"{len(records)} finished trial(s) kept" in again.stdout
 
-
-def test_no_file_of_a_study_holds_a_secret(tmp_path: Path) -> None:
-    """Case 4 end to end: records, logs, study.json, Ray Tune's folder and best/ hold no secret value."""
-    token = "hf_e2eSecretValue0123456789"
-    study = json.loads(json.dumps(STUDY))
-    study["study"]["name"] = "secret"
-    study["study"]["trials"] = 1
-    study["params"]["mem_fraction_static"]["choices"] = [0.8]
-    study["server"]["env"] = {"HF_TOKEN": token}
-    space = tmp_path / "secret.yaml"
-    space.write_text(yaml.safe_dump(study, sort_keys=False))
-    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(tmp_path / "results"),
-            "--dashboard-port", str(free_port()), "--serve-port", str(free_port())]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(tmp_path / "registry")}
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    assert token not in proc.stdout + proc.stderr
-    root = tmp_path / "results" / "secret"
-    leaks = [str(p) for p in root.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
-    assert leaks == []
-    assert 'export HF_TOKEN="${HF_TOKEN:?' in (root / "best" / "launch.sh").read_text()
