@@ -377,7 +377,7 @@ class StudyDriver:
         html = write_html(result, title=f"autotune study {spec.name}")
         say = self.console.result
         say("")
-        say(format_summary_table(records, objectives, levels).rstrip("\n"))
+        say(format_summary_table(records, objectives, levels, finalists=outcome).rstrip("\n"))
         if self.stop_rule_reason:
             say(f"\n{self.stop_rule_reason}")
         best = result.best

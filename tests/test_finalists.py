@@ -180,3 +180,14 @@ def test_cli_finalists_options(tmp_path: Path) -> None:
     driver = StudyDriver(spec, results_dir=tmp_path, finalists_only=True)
     with pytest.raises(AutotuneError, match="no finished trials; run the study first"):
         driver.run()
+
+
+def test_summary_marks_the_finalist_winner() -> None:
+    from autotune.export import format_summary_table
+
+    records = [trial(1, 1000.0), trial(2, 900.0)]
+    rs = runs(1, {1: [900.0, 905.0, 910.0], 2: [1000.0, 1010.0, 1005.0]})
+    out = study_outcome(records, [StagePlan(1, (1, 2), 3)], rs, key=KEY, direction="maximize", alpha=0.05, count=2)
+    text = format_summary_table(records, [(KEY, "maximize")], [32], finalists=out)
+    assert "* best: trial 2" in text and "decided by the finalist stage: separable" in text
+    assert "* best: trial 1" in format_summary_table(records, [(KEY, "maximize")], [32])

@@ -7,17 +7,19 @@ from collections.abc import Sequence
 from autotune.export.accessors import compact_params, fmt, fmt_pm, objective_interval, outcome_label
 from autotune.export.analysis import analyze
 from autotune.export.best import objective_value
+from autotune.finalists import FinalistOutcome
 from autotune.records import TrialOutcome, TrialRecord
 
 
 def format_summary_table(
-    records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]], load_levels: Sequence[int]
+    records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]], load_levels: Sequence[int],
+    finalists: FinalistOutcome | None = None,
 ) -> str:
     """Engine line, one row per trial (trial, outcome, objectives, feasible, params), the best marked with '*'.
 
     The params come last and are never cut (a speculative trial's draft model path and step counts are what tell two
     trials apart)."""
-    a = analyze(study_name="", objectives=objectives, records=records, load_levels=load_levels)
+    a = analyze(study_name="", objectives=objectives, records=records, load_levels=load_levels, finalists=finalists)
     best = a.best.record.number if a.best.record is not None else None
     header = ["", "trial", "outcome", *(o.key for o in a.objectives), "feasible", "params"]
     rows = []
@@ -46,7 +48,8 @@ def format_summary_table(
     out += [line(r).rstrip() for r in rows]
     if a.best.record is not None:
         primary = a.objectives[0]
-        out.append(f"* best: trial {best} ({primary.key} = {fmt(a.best.value, 2)}, {primary.direction})")
+        how = "" if a.best.method == "single_launch" else f"; decided by the finalist stage: {a.best.method}"
+        out.append(f"* best: trial {best} ({primary.key} = {fmt(a.best.value, 2)}, {primary.direction}{how})")
     else:
         out.append(f"no best trial: {a.best.reason}")
     if any(objective_interval(rec, o.key) is not None for rec in a.records for o in a.objectives):
