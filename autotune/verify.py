@@ -32,7 +32,7 @@ from autotune.errors import AutotuneError, LaunchError
 from autotune.launcher import ServerProcess
 from autotune.site import nvls_problems, site_policy, study_env_problems
 from autotune.trial import LaunchSpec
-from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, compare
+from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, across_launches, compare
 from autotune.verify_sglang import bench_serving_available, run_bench_serving
 
 
@@ -143,6 +143,26 @@ def launch_spec(target: Target, host: str, port: int, ready_timeout_s: float) ->
                       ready_timeout_s=ready_timeout_s)
 
 
+def finalist_levels(study_dir: Path, trial: int) -> list[list[dict[str, Any]]]:
+    """The level summaries of every complete finalist relaunch of ``trial`` (``finalists.jsonl``), oldest first.
+
+    The trial's own launch is left out: it was selected for being high, so it is biased upwards."""
+    path = study_dir / "finalists.jsonl"
+    if not path.exists():
+        return []
+    out: list[list[dict[str, Any]]] = []
+    for line in path.read_text().splitlines():
+        try:
+            run = json.loads(line)
+        except ValueError:
+            continue  # a torn line: the store reports it when the study runs
+        record = run.get("record") or {}
+        levels = (record.get("bench") or {}).get("levels")
+        if run.get("repeats") == trial and record.get("outcome") == "complete" and levels:
+            out.append(levels)
+    return out
+
+
 def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]]:
     study_dir: Path = args.study_dir
     if args.reexport:
@@ -174,7 +194,16 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     finally:
         report["teardown_s"] = server.stop(grace_s=10.0)
         report["server_alive_after_teardown"] = server.alive()
-    figures = compare(doc["best"]["levels"], report["autotune"]["levels"], judged=judged, tolerance=args.tolerance)
+    relaunches = finalist_levels(study_dir, int(doc["best"]["number"]))
+    if len(relaunches) >= 2:
+        study_levels = across_launches(relaunches)
+        report["study_basis"] = (f"the mean of the {len(relaunches)} finalist relaunches of trial {doc['best']['number']}, "
+                                 "with the 95% interval across those launches")
+    else:
+        study_levels = list(doc["best"]["levels"])
+        report["study_basis"] = ("the trial's own launch: the mean of its windows, with the 95% interval across "
+                                 "windows (within one launch; a new launch varies more)")
+    figures = compare(study_levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance)
     report["tolerance"] = args.tolerance
     report["judged"] = judged
     report["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in figures]
@@ -211,6 +240,8 @@ def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
     if report["kind"] == "rehearsal":
         lines.append("**Rehearsal:** the simulator as the study measured it; figures are simulated, not measurements.")
     lines += [
+        "",
+        f"Study figures: {report.get('study_basis', 'the trial')}.",
         "",
         f"Verdict: **{'PASS' if report['ok'] else 'FAIL'}** (judged: {', '.join(report['judged'])}; verify's figure "
         "against the study's 95% interval where recorded (overlapping intervals are shown, not passed); else "

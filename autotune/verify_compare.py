@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from autotune.bench.stats import interval
+
 # metric name -> (key of the level summary, sub-key of its distribution or None)
 METRICS: Mapping[str, tuple[str, str | None]] = {
     "output_tok_per_s": ("output_tok_per_s", None),
@@ -70,6 +72,34 @@ def level_interval(level: Mapping[str, Any], metric: str) -> tuple[float | None,
     if not isinstance(iv, Mapping) or iv.get("low") is None or iv.get("high") is None:
         return None, None, None
     return float(iv["low"]), float(iv["high"]), int(iv["n"]) if iv.get("n") is not None else None
+
+
+def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Level summaries of several launches of one config pooled into one: per level and metric, the mean of the
+    launches' figures and its 95% interval across launches (``n`` = launches), so launch-to-launch variation counts.
+
+    ``launches``: each launch's level summaries (as in a record's ``bench.levels``). A level only some launches
+    measured is pooled over those."""
+    by_level: dict[int, list[Mapping[str, Any]]] = {}
+    for levels in launches:
+        for lv in levels:
+            by_level.setdefault(int(lv["concurrency"]), []).append(lv)
+    out: list[dict[str, Any]] = []
+    for c in sorted(by_level):
+        pooled: dict[str, Any] = {"concurrency": c, "intervals": {}}
+        for metric, (key, sub) in METRICS.items():
+            values = [v for v in (level_value(lv, metric) for lv in by_level[c]) if v is not None]
+            if not values:
+                continue
+            iv = interval(values)
+            if sub is None:
+                pooled[key] = iv.mean
+            else:
+                pooled.setdefault(key, {})[sub] = iv.mean
+            if iv.low is not None:
+                pooled["intervals"][metric] = {"mean": iv.mean, "sd": iv.sd, "n": iv.n, "low": iv.low, "high": iv.high}
+        out.append(pooled)
+    return out
 
 
 def compare(

@@ -180,3 +180,26 @@ def test_bench_serving_runs_the_study_workload_at_each_level(tmp_path: Path) -> 
     line = '{"output_throughput": 900.5, "p99_ttft_ms": 40.0, "median_tpot_ms": 3.1, "completed": 128, "duration": 9}'
     level = parse_result("{}\n" + line + "\n", 64, 128)
     assert (level.output_tok_per_s, level.ttft_ms_p99, level.tpot_ms_median, level.completed) == (900.5, 40.0, 3.1, 128)
+
+
+def test_relaunches_pool_into_an_interval_across_launches(tmp_path: Path) -> None:
+    """With finalist relaunches of the exported trial, verify judges against the spread between launches."""
+    from autotune.verify import finalist_levels
+    from autotune.verify_compare import across_launches
+
+    def launch(tok: float, tpot: float) -> list[dict]:
+        return [{"concurrency": 8, "output_tok_per_s": tok, "tpot_ms": {"median": tpot}, "ttft_ms": {"p99": 9.0}}]
+
+    runs = [{"repeats": 3, "record": {"outcome": "complete", "bench": {"levels": launch(100.0, 5.0)}}},
+            {"repeats": 3, "record": {"outcome": "failed", "bench": {"levels": launch(1.0, 50.0)}}},
+            {"repeats": 4, "record": {"outcome": "complete", "bench": {"levels": launch(500.0, 1.0)}}},
+            {"repeats": 3, "record": {"outcome": "complete", "bench": {"levels": launch(120.0, 6.0)}}}]
+    (tmp_path / "finalists.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs) + '{"torn')
+    levels = finalist_levels(tmp_path, 3)
+    assert [lv[0]["output_tok_per_s"] for lv in levels] == [100.0, 120.0]  # complete relaunches of trial 3 only
+    pooled = across_launches(levels)
+    assert pooled[0]["output_tok_per_s"] == 110.0 and pooled[0]["tpot_ms"]["median"] == 5.5
+    iv = pooled[0]["intervals"]["output_tok_per_s"]
+    assert iv["n"] == 2 and abs(iv["sd"] - 14.142135623730951) < 1e-9
+    assert abs((iv["high"] - iv["low"]) / 2 - 12.706204736174707 * 10.0) < 1e-6  # t(0.975, 1) x sd / sqrt(2)
+    assert finalist_levels(tmp_path / "none", 3) == []
