@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def _cmd(space: Path, results: Path, registry: Path) -> tuple[list[str], dict[str, str]]:
-    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(results),
+    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(results),
             "--dashboard-port", str(free_port()), "--serve-port", str(free_port())]
     return argv, {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(registry)}
 

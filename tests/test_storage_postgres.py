@@ -43,7 +43,7 @@ def postgres_url() -> str:
 
 
 def _argv(space: Path, results: Path, url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(results),
+    return [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(results),
             "--storage", url, "--dashboard-port", str(free_port()), "--serve-port", str(free_port()), *extra]
 
 

@@ -36,7 +36,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     space.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if k not in MULTICAST_VARS and k not in ("PYTHON", "PORT", "HOST")}
     proc = subprocess.run(
-        [sys.executable, "-m", "autotune.search", "--space", str(space), "--trials", "2", "--results-dir",
+        [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--trials", "2", "--results-dir",
          str(tmp / "results"), "--dashboard-port", str(free_port()), "--serve-port", str(free_port())],
         capture_output=True, text=True, timeout=600, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT,
     )

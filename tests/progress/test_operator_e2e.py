@@ -70,7 +70,7 @@ def test_operator_view_progress_metrics_and_json(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_metrics_report_interval_ms": "1000"}
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(results),
+            [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(results),
              "--num-gpus", "2", "--metrics-port", str(metrics_port), "--dashboard-port", str(free_port()),
              "--serve-port", str(free_port()), "--json"],
             capture_output=True, text=True, timeout=400, env=env,

@@ -34,7 +34,7 @@ def _start(tmp_path: Path, name: str, trials: int = 3) -> tuple[list[str], dict[
     study["server"]["env"] = {"HF_TOKEN": TOKEN}  # case 4 end to end: no file of the study may hold it
     space = tmp_path / f"{name}.yaml"
     space.write_text(yaml.safe_dump(study, sort_keys=False))
-    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(tmp_path / "results"),
+    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(tmp_path / "results"),
             "--dashboard-port", str(free_port()), "--serve-port", str(free_port()), "--max-concurrent", "1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(tmp_path / "registry")}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
