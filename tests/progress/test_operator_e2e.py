@@ -82,7 +82,7 @@ def test_operator_view_progress_metrics_and_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, console[-6000:]
 
     # progress: start lines with n of N and params, the phases, an ETA once a trial has finished
-    assert re.search(r"trial +0 started \[1/3\]  mem_fraction_static=0.8 ", console), console
+    assert re.search(r"trial +0 started \[[12]/3\]  mem_fraction_static=0.8 ", console), console  # two run at once: either starts first
     assert re.search(r"trial +\d started \[3/3\]", console), console
     for phase in ("launching the engine", "ready after", "benchmarking level 1 of 2 (concurrency 1)",
                   "benchmarking level 2 of 2 (concurrency 4)", "tearing down"):
