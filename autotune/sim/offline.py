@@ -47,7 +47,7 @@ def make_scheduler(cfg: SimConfig, seed: int = 0) -> Scheduler:
     )
 
 
-def run_closed_loop(
+def simulate_closed_loop(
     cfg: SimConfig,
     concurrency: int,
     requests: int,
@@ -56,10 +56,9 @@ def run_closed_loop(
     *,
     seed: int = 0,
     noise: float = 0.0,
-) -> OfflineResult:
-    """``concurrency`` clients, each sending its next request when the previous one finishes (as the benchmark does)."""
-    if cfg.failure is not None:
-        raise RuntimeError(f"launch fails: {cfg.failure.lines[-1]}")
+) -> tuple[list[SimRequest], float]:
+    """``concurrency`` clients, each sending its next request when the previous one finishes (as the benchmark does):
+    the finished requests (with their virtual timestamps) and the virtual duration."""
     sched = make_scheduler(cfg, seed)
     noise_rng = random.Random(seed + 1)
     now = 0.0
@@ -84,6 +83,23 @@ def run_closed_loop(
             done.append(r)
             if sent < requests:
                 send()
+    return done, now
+
+
+def run_closed_loop(
+    cfg: SimConfig,
+    concurrency: int,
+    requests: int,
+    input_len: int,
+    output_len: int,
+    *,
+    seed: int = 0,
+    noise: float = 0.0,
+) -> OfflineResult:
+    """The closed loop of :func:`simulate_closed_loop`, summarized as a benchmark level (a failing launch raises)."""
+    if cfg.failure is not None:
+        raise RuntimeError(f"launch fails: {cfg.failure.lines[-1]}")
+    done, now = simulate_closed_loop(cfg, concurrency, requests, input_len, output_len, seed=seed, noise=noise)
     out_tokens = sum(r.output for r in done)
     ttft = [r.first_token_at - r.arrival for r in done if r.first_token_at is not None]
     tpot = [

@@ -29,9 +29,8 @@ from autotune.records import FailureKind
 from autotune.score import objective_key
 from autotune.sim.args import parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
-from autotune.sim.offline import make_scheduler
+from autotune.sim.offline import simulate_closed_loop
 from autotune.sim.profile import Profile, load_profile
-from autotune.sim.scheduler import SimRequest
 from autotune.space import StudySpec, is_active, to_trial_config
 from autotune.space.values import rounded
 
@@ -227,27 +226,7 @@ class Landscape:
 
 def closed_loop(cfg: SimConfig, concurrency: int, requests: int, input_len: int, output_len: int) -> dict[str, float]:
     """``concurrency`` clients in virtual time; the metrics a benchmark level reports (ms, tokens/s)."""
-    sched = make_scheduler(cfg, seed=0)
-    now, sent = 0.0, 0
-    done: list[SimRequest] = []
-
-    def send() -> None:
-        nonlocal sent
-        sched.add(SimRequest(f"r{sent}", input_len, output_len, arrival=now))
-        sent += 1
-
-    for _ in range(min(concurrency, requests)):
-        send()
-    while sched.has_work():
-        it = sched.step(now)
-        if it is None:
-            break
-        now += it.duration
-        sched.stamp(it, now)
-        for r in it.finished:
-            done.append(r)
-            if sent < requests:
-                send()
+    done, now = simulate_closed_loop(cfg, concurrency, requests, input_len, output_len)
     ttft = [(r.first_token_at - r.arrival) * 1000 for r in done if r.first_token_at is not None]
     tpot = [
         (r.finished_at - r.first_token_at) * 1000 / (r.output - 1)
