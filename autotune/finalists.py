@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from autotune.bench.stats import Interval, interval, welch
 from autotune.records import TrialOutcome, TrialRecord
+from autotune.verify_compare import across_launches
 
 Direction = Literal["maximize", "minimize"]
 RUN_KIND = "finalist"
@@ -315,11 +316,22 @@ class FinalistOutcome:
     per_stage: tuple[Decision, ...] = ()
     note: str = ""
     launches: int = 0  # relaunches stored for these finalists (the stage's cost)
+    # The winner at every load level over its clean relaunches: per level, each metric's mean across launches and its
+    # 95% interval across launches (``verify_compare.across_launches``; n = launches). Empty without a winner.
+    winner_levels: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def winner_launches(self) -> int:
+        """Clean relaunches behind ``winner_levels``."""
+        d = self.decision
+        stats = [s for s in d.stats if s.number == d.winner] if d is not None else []
+        return len(stats[0].values) if stats else 0
 
     def to_json(self) -> dict[str, Any]:
         return {"finalists": list(self.finalists), "note": self.note, "launches": self.launches,
                 "decision": self.decision.to_json() if self.decision else None,
-                "per_stage": [d.to_json() for d in self.per_stage]}
+                "per_stage": [d.to_json() for d in self.per_stage],
+                "winner_launches": self.winner_launches, "winner_levels": list(self.winner_levels)}
 
 
 def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], runs: Sequence[FinalistRun], *,
@@ -340,4 +352,14 @@ def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], ru
     trials = {n: by_number[n] for n in finalists}
     pooled = decide(trials, mine, key, direction, alpha)
     per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
-    return FinalistOutcome(finalists, pooled, per_stage, launches=len(mine))
+    return FinalistOutcome(finalists, pooled, per_stage, launches=len(mine),
+                           winner_levels=winner_levels(mine, pooled.winner, key))
+
+
+def winner_levels(runs: Sequence[FinalistRun], winner: int | None, key: str) -> tuple[dict[str, Any], ...]:
+    """The winner's clean relaunches (those the decision counted) pooled per load level across launches."""
+    if winner is None:
+        return ()
+    clean = [r.record for r in runs if r.repeats == winner and r.record.outcome is TrialOutcome.COMPLETE
+             and r.record.feasible and _value(r.record, key) is not None and r.record.bench is not None]
+    return tuple(across_launches([[asdict(lv) for lv in rec.bench.levels] for rec in clean]))  # type: ignore[union-attr]

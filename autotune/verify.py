@@ -25,14 +25,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.bench.client import run_plan
+from autotune.bench.client import requests_for_level, run_plan
 from autotune.bench.plan_codec import plan_from_json
 from autotune.bench.types import BenchPlan
 from autotune.errors import AutotuneError, LaunchError
 from autotune.launcher import ServerProcess
 from autotune.site import nvls_problems, site_policy, study_env_problems
 from autotune.trial import LaunchSpec
-from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, across_launches, compare
+from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, compare
 from autotune.verify_sglang import bench_serving_available, run_bench_serving
 
 
@@ -143,24 +143,33 @@ def launch_spec(target: Target, host: str, port: int, ready_timeout_s: float) ->
                       ready_timeout_s=ready_timeout_s)
 
 
-def finalist_levels(study_dir: Path, trial: int) -> list[list[dict[str, Any]]]:
-    """The level summaries of every complete finalist relaunch of ``trial`` (``finalists.jsonl``), oldest first.
+def study_basis(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """The study's figures for the exported config, as the report prints them: across the finalist stage's clean
+    relaunches of the winner when there are at least 2 (launch-to-launch variation counts), else the trial's own
+    launch (its windows)."""
+    fin = doc.get("finalists") or {}
+    decision = fin.get("decision") or {}
+    launches = int(fin.get("winner_launches") or 0)
+    number = doc["best"]["number"]
+    if fin.get("winner_levels") and launches >= 2 and decision.get("winner") == number:
+        return list(fin["winner_levels"]), (f"the mean of the {launches} clean finalist relaunches of trial {number}, "
+                                             "with the 95% interval across those launches")
+    return list(doc["best"]["levels"]), ("the trial's own launch: the mean of its windows, with the 95% interval "
+                                         "across windows (within one launch; a new launch varies more)")
 
-    The trial's own launch is left out: it was selected for being high, so it is biased upwards."""
-    path = study_dir / "finalists.jsonl"
-    if not path.exists():
-        return []
-    out: list[list[dict[str, Any]]] = []
-    for line in path.read_text().splitlines():
-        try:
-            run = json.loads(line)
-        except ValueError:
-            continue  # a torn line: the store reports it when the study runs
-        record = run.get("record") or {}
-        levels = (record.get("bench") or {}).get("levels")
-        if run.get("repeats") == trial and record.get("outcome") == "complete" and levels:
-            out.append(levels)
-    return out
+
+def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
+    """Requests bench_serving sends per level: as many as the study's trial completed there over all its windows
+    (at least one window's worth), so both clients load the server for about as long."""
+    measured = {int(lv["concurrency"]): int(lv.get("requests") or 0) for lv in doc["best"]["levels"]}
+    return {c: max(requests_for_level(plan, c), measured.get(c, 0)) for c in plan.concurrencies}
+
+
+def bench_serving_levels(levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """bench_serving's results in the shape of a level summary, for ``compare``."""
+    return [{"concurrency": r["concurrency"], "output_tok_per_s": r["output_tok_per_s"],
+             "ttft_ms": {"p99": r["ttft_ms_p99"], "median": r["ttft_ms_median"]},
+             "tpot_ms": {"median": r["tpot_ms_median"]}} for r in levels]
 
 
 def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]]:
@@ -194,20 +203,18 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     finally:
         report["teardown_s"] = server.stop(grace_s=10.0)
         report["server_alive_after_teardown"] = server.alive()
-    relaunches = finalist_levels(study_dir, int(doc["best"]["number"]))
-    if len(relaunches) >= 2:
-        study_levels = across_launches(relaunches)
-        report["study_basis"] = (f"the mean of the {len(relaunches)} finalist relaunches of trial {doc['best']['number']}, "
-                                 "with the 95% interval across those launches")
-    else:
-        study_levels = list(doc["best"]["levels"])
-        report["study_basis"] = ("the trial's own launch: the mean of its windows, with the 95% interval across "
-                                 "windows (within one launch; a new launch varies more)")
+    study_levels, report["study_basis"] = study_basis(doc)
     figures = compare(study_levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance)
     report["tolerance"] = args.tolerance
     report["judged"] = judged
     report["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in figures]
-    report["ok"] = all(f.ok for f in figures)
+    bs_levels = (report.get("bench_serving") or {}).get("levels")
+    bs_figures: tuple[Figure, ...] = ()
+    if bs_levels:
+        bs_figures = tuple(f for f in compare(study_levels, bench_serving_levels(bs_levels), judged=judged,
+                                              tolerance=args.tolerance) if f.verdict != "not measured")
+        report["bench_serving"]["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in bs_figures]
+    report["ok"] = all(f.ok for f in (*figures, *bs_figures))
     return report, figures
 
 
@@ -220,7 +227,8 @@ def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir:
     model = production[production.index("--model-path") + 1] if "--model-path" in production else None
     if model is None:
         return {"skipped": "no --model-path in the export: bench_serving needs the tokenizer"}
-    return {"levels": [asdict(r) for r in run_bench_serving(plan, base_url, model, out_dir)]}
+    prompts = prompts_per_level(doc, plan)
+    return {"levels": [asdict(r) for r in run_bench_serving(plan, base_url, model, out_dir, prompts)]}
 
 
 def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
@@ -247,29 +255,41 @@ def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
         "against the study's 95% interval where recorded (overlapping intervals are shown, not passed); else "
         f"+-{report['tolerance']:.0%} of the study's figure).",
         "",
-        "| concurrency | metric | study | study 95% interval | verify | verify 95% interval | difference | verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *_figure_table(figures),
     ]
-    for f in figures:
-        interval = f"{f.low:,.2f} .. {f.high:,.2f} (n={f.n})" if f.low is not None and f.high is not None else "none"
-        mine = f"{f.measured_low:,.2f} .. {f.measured_high:,.2f}" if f.measured_low is not None and \
-            f.measured_high is not None else "none"
-        diff = f"{f.rel_diff:+.1%}" if f.rel_diff is not None else "-"
-        verdict = f.verdict if f.judged else f"({f.verdict}; not judged)"
-        lines.append(f"| {f.concurrency} | {f.metric} | {_n(f.study)} | {interval} | {_n(f.measured)} | {mine} | "
-                     f"{diff} | {verdict} |")
     bs = report.get("bench_serving")
     if bs is not None:
         lines += ["", "## SGLang bench_serving", ""]
         if "skipped" in bs:
             lines.append(f"Skipped: {bs['skipped']}.")
         else:
-            lines += ["| concurrency | output tok/s | TTFT p99 (ms) | TPOT median (ms) | completed |",
-                      "| --- | --- | --- | --- | --- |"]
+            lines += ["| concurrency | prompts | completed | duration (s) | output tok/s | TTFT p99 (ms) | "
+                      "TPOT median (ms) |", "| --- | --- | --- | --- | --- | --- | --- |"]
             for r in bs["levels"]:
-                lines.append(f"| {r['concurrency']} | {_n(r['output_tok_per_s'])} | {_n(r['ttft_ms_p99'])} | "
-                             f"{_n(r['tpot_ms_median'])} | {r['completed']} |")
+                lines.append(f"| {r['concurrency']} | {r['num_prompts']} | {r['completed']} | {r['duration_s']:.1f} | "
+                             f"{_n(r['output_tok_per_s'])} | {_n(r['ttft_ms_p99'])} | {_n(r['tpot_ms_median'])} |")
+            if bs.get("figures"):
+                lines += ["", "Against the study's figures (the same basis and verdict rule as above):", "",
+                          *_figure_table([Figure(**{k: v for k, v in f.items() if k not in ("ok", "rel_diff")})
+                                          for f in bs["figures"]])]
     return "\n".join(lines) + "\n"
+
+
+def _figure_table(figures: Sequence[Figure]) -> list[str]:
+    lines = ["| concurrency | metric | study | study 95% interval | verify | verify 95% interval | difference | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for f in figures:
+        interval = "none"
+        if f.low is not None and f.high is not None:
+            width = f", ±{50 * (f.high - f.low) / abs(f.study):.0f}%" if f.study else ""
+            interval = f"{f.low:,.2f} .. {f.high:,.2f} (n={f.n}{width})"
+        mine = f"{f.measured_low:,.2f} .. {f.measured_high:,.2f}" if f.measured_low is not None and \
+            f.measured_high is not None else "none"
+        diff = f"{f.rel_diff:+.1%}" if f.rel_diff is not None else "-"
+        verdict = f.verdict if f.judged else f"({f.verdict}; not judged)"
+        lines.append(f"| {f.concurrency} | {f.metric} | {_n(f.study)} | {interval} | {_n(f.measured)} | {mine} | "
+                     f"{diff} | {verdict} |")
+    return lines
 
 
 def _n(value: float | None) -> str:

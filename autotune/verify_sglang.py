@@ -2,7 +2,8 @@
 
 Same workload as the study: random token ids (``--dataset-name random-ids --tokenize-prompt``) with the study's input
 and output lengths and range (bench_serving's range ratio is the lower bound, autotune's is the spread: 1 - r), the
-study's request count per level, ``--max-concurrency`` = the level, the workload's seed; results read from its
+request count the caller gives per level (verify: what the study's trial completed there; default one window's
+worth), ``--max-concurrency`` = the level, the workload's seed; results read from its
 ``--output-file`` JSONL.
 """
 
@@ -14,6 +15,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,14 +43,16 @@ def bench_serving_available() -> bool:
     return importlib.util.find_spec("sglang") is not None
 
 
-def bench_serving_argv(plan: BenchPlan, base_url: str, model: str, concurrency: int, output: Path) -> list[str]:
+def bench_serving_argv(plan: BenchPlan, base_url: str, model: str, concurrency: int, output: Path,
+                       num_prompts: int | None = None) -> list[str]:
     w = plan.workload
+    prompts = num_prompts if num_prompts is not None else requests_for_level(plan, concurrency)
     return [
         sys.executable, "-m", MODULE, "--backend", "sglang", "--base-url", base_url,
         "--dataset-name", "random-ids", "--tokenizer", model, "--model", model,
         "--random-input-len", str(w.input_len), "--random-output-len", str(w.output_len),
         "--random-range-ratio", f"{1.0 - w.range_ratio:g}", "--tokenize-prompt",
-        "--num-prompts", str(requests_for_level(plan, concurrency)),
+        "--num-prompts", str(prompts),
         "--max-concurrency", str(concurrency), "--request-rate", "inf",
         "--output-file", str(output), "--seed", str(w.seed),
         "--warmup-requests", str(max(1, plan.warmup_requests)), "--ready-check-timeout-sec", "0", "--disable-tqdm",
@@ -79,14 +83,17 @@ def parse_result(text: str, concurrency: int, num_prompts: int) -> BenchServingL
     )
 
 
-def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path) -> list[BenchServingLevel]:
-    """One bench_serving run per load level of ``plan``; raises BenchError naming the log of a run that failed."""
+def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path,
+                      prompts: Mapping[int, int] | None = None) -> list[BenchServingLevel]:
+    """One bench_serving run per load level of ``plan`` (``prompts``: requests per level, default one window's
+    worth); raises BenchError naming the log of a run that failed."""
     results = []
     for c in plan.concurrencies:
+        n = (prompts or {}).get(c) or requests_for_level(plan, c)
         output = out_dir / f"bench_serving-c{c}.jsonl"
         output.unlink(missing_ok=True)
         log = out_dir / f"bench_serving-c{c}.log"
-        argv = bench_serving_argv(plan, base_url, model, c, output)
+        argv = bench_serving_argv(plan, base_url, model, c, output, n)
         env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
         with log.open("w") as fh:
             fh.write(shlex.join(argv) + "\n")
@@ -99,5 +106,5 @@ def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path)
                                  f"see {log}") from exc
         if proc.returncode != 0 or not output.exists():
             raise BenchError(f"bench_serving at concurrency {c} failed (exit {proc.returncode}); see {log}")
-        results.append(parse_result(output.read_text(), c, requests_for_level(plan, c)))
+        results.append(parse_result(output.read_text(), c, n))
     return results

@@ -191,3 +191,23 @@ def test_summary_marks_the_finalist_winner() -> None:
     text = format_summary_table(records, [(KEY, "maximize")], [32], finalists=out)
     assert "* best: trial 2" in text and "decided by the finalist stage: separable" in text
     assert "* best: trial 1" in format_summary_table(records, [(KEY, "maximize")], [32])
+
+
+def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
+    """The winner's figures at each level are pooled over its clean relaunches only: its failed relaunch, the other
+    finalist's relaunches and the original (selected, so biased) trial are left out."""
+    records = [trial(1, 5000.0), trial(2, 900.0)]
+    made = runs(1, {1: [1000.0, 1100.0, 1200.0], 2: [500.0, 510.0, 505.0]})
+    failed = [replace(made[0], round=4, repeats=n, record=replace(trial(n, None), trial_id=run_trial_id(f"t{n}", 1, 4)))
+              for n in (1, 2)]  # both finalists have a failed relaunch, so neither is disqualified by it
+    out = study_outcome(records, [StagePlan(1, (1, 2), 4)], [*made, *failed], key=KEY, direction="maximize",
+                        alpha=0.05, count=2)
+    assert out.decision is not None and out.decision.winner == 1 and out.winner_launches == 3
+    (level,) = out.winner_levels
+    iv = level["intervals"]["output_tok_per_s"]
+    assert level["concurrency"] == 32 and level["output_tok_per_s"] == pytest.approx(1100.0)
+    assert iv["n"] == 3 and iv["sd"] == pytest.approx(100.0)
+    assert (iv["high"] - iv["low"]) / 2 == pytest.approx(4.302652729911275 * 100.0 / 3 ** 0.5)  # t(0.975, 2)
+    assert out.to_json()["winner_levels"][0]["intervals"]["output_tok_per_s"]["n"] == 3
+    no_stage = study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=2)
+    assert no_stage.winner_levels == () and no_stage.to_json()["winner_launches"] == 0

@@ -173,33 +173,54 @@ def test_bench_serving_runs_the_study_workload_at_each_level(tmp_path: Path) -> 
     plan = BenchPlan(workload=WorkloadSpec(input_len=128, output_len=256, range_ratio=0.5, seed=7),
                      concurrencies=(1, 64), rounds=2, min_requests=8)
     argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl")
+    assert argv[argv.index("--num-prompts") + 1] == "128"  # default: one window's worth
+    argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl", 300)
+    assert argv[argv.index("--num-prompts") + 1] == "300"
     opt = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
     assert argv[1:3] == ["-m", "sglang.bench_serving"] and opt["--max-concurrency"] == "64"
-    assert opt["--num-prompts"] == "128" and opt["--random-range-ratio"] == "0.5" and opt["--seed"] == "7"
+    assert opt["--random-range-ratio"] == "0.5" and opt["--seed"] == "7"
     assert opt["--random-input-len"] == "128" and opt["--tokenizer"] == "/models/m"
     line = '{"output_throughput": 900.5, "p99_ttft_ms": 40.0, "median_tpot_ms": 3.1, "completed": 128, "duration": 9}'
     level = parse_result("{}\n" + line + "\n", 64, 128)
     assert (level.output_tok_per_s, level.ttft_ms_p99, level.tpot_ms_median, level.completed) == (900.5, 40.0, 3.1, 128)
 
 
-def test_relaunches_pool_into_an_interval_across_launches(tmp_path: Path) -> None:
-    """With finalist relaunches of the exported trial, verify judges against the spread between launches."""
-    from autotune.verify import finalist_levels
-    from autotune.verify_compare import across_launches
+def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() -> None:
+    from autotune.verify import study_basis
 
-    def launch(tok: float, tpot: float) -> list[dict]:
-        return [{"concurrency": 8, "output_tok_per_s": tok, "tpot_ms": {"median": tpot}, "ttft_ms": {"p99": 9.0}}]
+    own = [{"concurrency": 8, "output_tok_per_s": 150.0}]
+    pooled = [{"concurrency": 8, "output_tok_per_s": 110.0,
+               "intervals": {"output_tok_per_s": {"mean": 110.0, "sd": 10.0, "n": 3, "low": 85.2, "high": 134.8}}}]
+    doc = {"best": {"number": 3, "levels": own},
+           "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled}}
+    levels, basis = study_basis(doc)
+    assert levels == pooled and "3 clean finalist relaunches of trial 3" in basis
+    for change in ({"winner_launches": 1}, {"decision": {"winner": 4}}, {"winner_levels": []}):
+        levels, basis = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
+        assert levels == own and "the trial's own launch" in basis
+    assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None})[0] == own
 
-    runs = [{"repeats": 3, "record": {"outcome": "complete", "bench": {"levels": launch(100.0, 5.0)}}},
-            {"repeats": 3, "record": {"outcome": "failed", "bench": {"levels": launch(1.0, 50.0)}}},
-            {"repeats": 4, "record": {"outcome": "complete", "bench": {"levels": launch(500.0, 1.0)}}},
-            {"repeats": 3, "record": {"outcome": "complete", "bench": {"levels": launch(120.0, 6.0)}}}]
-    (tmp_path / "finalists.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs) + '{"torn')
-    levels = finalist_levels(tmp_path, 3)
-    assert [lv[0]["output_tok_per_s"] for lv in levels] == [100.0, 120.0]  # complete relaunches of trial 3 only
-    pooled = across_launches(levels)
-    assert pooled[0]["output_tok_per_s"] == 110.0 and pooled[0]["tpot_ms"]["median"] == 5.5
-    iv = pooled[0]["intervals"]["output_tok_per_s"]
-    assert iv["n"] == 2 and abs(iv["sd"] - 14.142135623730951) < 1e-9
-    assert abs((iv["high"] - iv["low"]) / 2 - 12.706204736174707 * 10.0) < 1e-6  # t(0.975, 1) x sd / sqrt(2)
-    assert finalist_levels(tmp_path / "none", 3) == []
+
+def test_bench_serving_sends_as_many_requests_as_the_study_measured() -> None:
+    from autotune.verify import prompts_per_level
+
+    plan = BenchPlan(workload=WorkloadSpec(), concurrencies=(1, 16, 64), rounds=2, min_requests=8)
+    doc = {"best": {"levels": [{"concurrency": 1, "requests": 33}, {"concurrency": 16, "requests": 20},
+                               {"concurrency": 64, "requests": 410}]}}
+    assert prompts_per_level(doc, plan) == {1: 33, 16: 32, 64: 410}  # never below one window's worth
+
+
+def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """bench_serving's figures count for the verdict, against the same interval as autotune's client."""
+    doc = json.loads((study_dir / "best" / "best.json").read_text())
+    far = [{"concurrency": lv["concurrency"], "num_prompts": 8, "completed": 8, "duration_s": 1.0,
+            "output_tok_per_s": lv["output_tok_per_s"] * 5, "ttft_ms_p99": 1.0, "ttft_ms_median": 1.0,
+            "tpot_ms_median": lv["tpot_ms"]["median"]} for lv in doc["best"]["levels"]]
+    monkeypatch.setattr(verify, "_bench_serving", lambda *a, **k: {"levels": far})
+    code, report = _run(study_dir, tmp_path / "v", "--bench-serving", "--metrics", "output_tok_per_s")
+    bs = report["bench_serving"]["figures"]
+    assert {(f["concurrency"], f["metric"]) for f in bs if f["judged"]} == {(1, "output_tok_per_s"),
+                                                                         (4, "output_tok_per_s")}
+    assert all(f["verdict"] == "outside interval" for f in bs if f["judged"])
+    assert code == 1 and not report["ok"]
+    assert "Against the study's figures" in (tmp_path / "v" / "verify.md").read_text()

@@ -24,7 +24,9 @@ from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
+from autotune.finalists import FinalistOutcome
 from autotune.records import TrialOutcome, TrialRecord
+from autotune.verify_compare import level_value
 
 THROUGHPUT_SVG = "throughput_vs_concurrency.svg"
 PARETO_SVG = "pareto.svg"
@@ -130,7 +132,44 @@ def _finalists(a: StudyAnalysis) -> list[str]:
         out += ["", "Each stage alone (a repeat of the stage should give the same winner or the same tie):", ""]
         out += [f"- stage {ds.stages[0] if ds.stages else '?'}: {ds.method}, winner {ds.winner}: {ds.summary}"
                 for ds in outcome.per_stage]
-    return out + [""]
+    return out + ["", *_winner_levels(outcome)]
+
+
+def _winner_levels(outcome: FinalistOutcome) -> list[str]:
+    """The exported config at every load level over its clean relaunches: the figures a new launch is judged by."""
+    n = outcome.winner_launches
+    if not outcome.winner_levels:
+        return []
+    rows = []
+    for lv in outcome.winner_levels:
+        ivs = lv.get("intervals") or {}
+        rows.append([lv["concurrency"], *(_across(lv, ivs, m, d) for m, d in (
+            ("output_tok_per_s", 0), ("ttft_ms.p99", 1), ("tpot_ms.median", 2), ("itl_ms.median", 2)))])
+    header = ["concurrency", "output tok/s", "TTFT p99 (ms)", "TPOT median (ms)", "ITL median (ms)"]
+    return [
+        f"### The winner at every load level, across its {n} clean relaunch{'es' if n != 1 else ''}",
+        "",
+        "Each figure is the mean of the relaunches' figures with its 95% Student-t interval across launches "
+        f"(n = {n} launches, t with {max(n - 1, 0)} degrees of freedom; the trial's own launch is left out: it was "
+        "selected for being high). A new launch of this config (`launch.sh`, `python -m autotune.verify`) is judged "
+        "against these intervals." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval."),
+        "",
+        *_table(header, rows),
+        "",
+    ]
+
+
+def _across(level: dict, ivs: dict, metric: str, digits: int) -> str:
+    value = level_value(level, metric)
+    iv = ivs.get(metric)
+    if value is None:
+        return "-"
+    text = fmt(value, digits, thousands=True)
+    if not iv or iv.get("low") is None:
+        return text
+    half = (iv["high"] - iv["low"]) / 2
+    rel = f" (±{100 * half / abs(value):.0f}%)" if value else ""
+    return f"{text} [{fmt(iv['low'], digits, thousands=True)} .. {fmt(iv['high'], digits, thousands=True)}]{rel}"
 
 
 def _regimes(a: StudyAnalysis) -> list[str]:
