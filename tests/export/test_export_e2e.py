@@ -2,7 +2,9 @@
 ``python -m autotune.verify`` measures that export again.
 
 The study file is search_spaces/speculative.yaml with two benchmark-only settings added (random weights and simulated
-acceptance, as the GPU studies use), so the test sees them kept in the records and left out of launch.sh.
+acceptance, as the GPU studies use), so the test sees them kept in the records and left out of launch.sh. The simulator
+runs at time scale 100 instead of the file's 5: the figures come from its virtual clock, so the scale only sets how
+long the study and the verify run take (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+TIME_SCALE = 100  # simulated seconds per wall second; the figures do not depend on it
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data["workload"]["properties"] = {"SGLANG_SIMULATE_ACC_LEN": "3.0"}
     # the export is under test, not the SLOs: a loaded CPU must not leave the study without a feasible trial
     data["study"]["constraints"] = [{"metric": "ttft_ms.p99", "level": "max", "max": 1e9}]
+    data["sim"]["time_scale"] = TIME_SCALE
     space = tmp / "speculative.yaml"
     space.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if k not in MULTICAST_VARS and k not in ("PYTHON", "PORT", "HOST")}

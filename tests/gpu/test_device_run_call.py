@@ -32,7 +32,10 @@ def test_a_renamed_study_comes_back_with_its_records(tmp_path: Path) -> None:
         [
             "bash", "tools/device/run_call_b.sh", "--deadline", "240", "--trials", "2", "--models", "llama-1b",
             "--results-dir", str(results), "--search-args",
-            "--study renamed-rehearsal --dashboard-port 18266 --serve-port 18124", "search_spaces/smoke.yaml",
+            # no finalist stage, and the simulator paced 10x faster than smoke.yaml's (same figures): the packing is
+            # under test here, not the study
+            "--study renamed-rehearsal --dashboard-port 18266 --serve-port 18124 --finalists 0 --time-scale 100",
+            "search_spaces/smoke.yaml",
         ],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
