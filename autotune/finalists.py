@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from autotune.bench.stats import Interval, interval, welch
@@ -162,7 +162,7 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Decision:
-    method: Literal["separable", "tie", "single", "none"]
+    method: Literal["separable", "tie", "single", "incomplete", "none"]
     winner: int | None
     winner_trial_id: str | None
     summary: str
@@ -351,9 +351,31 @@ def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], ru
     by_number = {r.number: r for r in records}
     trials = {n: by_number[n] for n in finalists}
     pooled = decide(trials, mine, key, direction, alpha)
+    latest = max((p for p in plans if p.finalists == finalists), key=lambda p: p.stage)
+    missing = missing_slots(latest, runs)
+    if missing and pooled.leader is not None:
+        pooled = incomplete(pooled, latest, len(missing))
     per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
     return FinalistOutcome(finalists, pooled, per_stage, launches=len(mine),
                            winner_levels=winner_levels(mine, pooled.winner, key))
+
+
+def incomplete(decision: Decision, plan: StagePlan, missing: int) -> Decision:
+    """A stage that was stopped before all its relaunches ran declares no winner: the export keeps the leader by
+    relaunch mean, and says the stage must be resumed. (A finalist with fewer than 2 relaunches cannot be compared, so
+    the tie rule would otherwise pick by a secondary criterion among configs that were never measured enough.)"""
+    planned = len(plan.slots())
+    leader = next(s for s in decision.stats if s.number == decision.leader)
+    summary = (f"finalist stage {plan.stage} is incomplete ({planned - missing} of {planned} relaunches ran): trial "
+               f"{leader.number} leads by its relaunch mean ({fmt_mean(leader)}), but no winner is declared until "
+               "the stage is resumed (run the same command again)")
+    return replace(decision, method="incomplete", winner=leader.number, winner_trial_id=leader.trial_id, tied=(),
+                   tie_within_pct=None, secondary="", summary=summary)
+
+
+def fmt_mean(stats: FinalistStats) -> str:
+    n = len(stats.values)
+    return f"{stats.mean:,.1f} over {n} relaunch{'es' if n != 1 else ''}" if stats.mean is not None else "no value"
 
 
 def winner_levels(runs: Sequence[FinalistRun], winner: int | None, key: str) -> tuple[dict[str, Any], ...]:

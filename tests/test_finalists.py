@@ -211,3 +211,17 @@ def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
     assert out.to_json()["winner_levels"][0]["intervals"]["output_tok_per_s"]["n"] == 3
     no_stage = study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=2)
     assert no_stage.winner_levels == () and no_stage.to_json()["winner_launches"] == 0
+
+
+def test_an_interrupted_stage_declares_no_winner_and_keeps_the_leader() -> None:
+    """3 of 4 relaunches: the runner-up has one launch, which the tie rule cannot compare; the export keeps the leader
+    by relaunch mean and says the stage must be resumed (not a tie broken by memory in favour of the slower config)."""
+    records = [trial(0, 5684.0, mem=0.88), trial(4, 5388.0, mem=0.80)]
+    made = runs(1, {0: [5338.0, 5082.0], 4: [4779.0]}, mem={0: 0.88, 4: 0.80})
+    plan = StagePlan(1, (0, 4), 2)
+    out = study_outcome(records, [plan], made, key=KEY, direction="maximize", alpha=0.05, count=2)
+    assert out.decision is not None and out.decision.method == "incomplete" and out.decision.winner == 0
+    assert "3 of 4 relaunches" in out.decision.summary and "resumed" in out.decision.summary
+    done = [*made, *runs(1, {4: [4779.0, 4800.0]}, mem={4: 0.80})[1:]]
+    assert study_outcome(records, [plan], done, key=KEY, direction="maximize", alpha=0.05,
+                         count=2).decision.method in ("separable", "tie")
