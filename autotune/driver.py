@@ -316,7 +316,12 @@ class StudyDriver:
                         f"same command to continue.")
                     self.console.say(f"\n{self.time_box_note}")
             if not self.stop_reason and not self.stopped.stopping:
-                self._run_finalists(conc)
+                try:  # Ctrl-C: no new relaunch (the running one is stored); again, or SIGTERM: cancel it
+                    with stop_handlers(self.stopped, lambda: None, self.console.error), \
+                            RayWatchdog(self.stopped, ray_probe()):
+                        self._run_finalists(conc)
+                except StudyCancelled:
+                    pass  # a relaunch cut short is not stored; the stage resumes it on the next run
         finally:
             self._slot_pool = None
             self._monitor = self._pump = None

@@ -26,15 +26,19 @@ pytestmark = pytest.mark.slow
 TOKEN = "hf_e2eSecretValue0123456789"
 
 
-def _start(tmp_path: Path, name: str, trials: int = 3) -> tuple[list[str], dict[str, str], Path, subprocess.Popen[str]]:
+def _start(tmp_path: Path, name: str, trials: int = 3, finalists: dict | None = None,
+           wait_for: str = "trials.jsonl") -> tuple[list[str], dict[str, str], Path, subprocess.Popen[str]]:
     study = json.loads(json.dumps(STUDY))
     study["study"]["name"] = name
     study["study"]["trials"] = trials
+    if finalists:
+        study["study"]["finalists"] = finalists
     study["params"]["mem_fraction_static"]["choices"] = [0.7, 0.8]
     study["server"]["env"] = {"HF_TOKEN": TOKEN}  # case 4 end to end: no file of the study may hold it
     space = tmp_path / f"{name}.yaml"
     space.write_text(yaml.safe_dump(study, sort_keys=False))
-    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(tmp_path / "results"),
+    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), *([] if finalists else ["--finalists", "0"]),
+            "--results-dir", str(tmp_path / "results"),
             "--dashboard-port", str(free_port()), "--serve-port", str(free_port()), "--max-concurrent", "1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(tmp_path / "registry")}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -42,7 +46,7 @@ def _start(tmp_path: Path, name: str, trials: int = 3) -> tuple[list[str], dict[
     root = tmp_path / "results" / name
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if (root / "trials.jsonl").exists() and (root / "trials.jsonl").read_text().count("\n") >= 1:
+        if (root / wait_for).exists() and (root / wait_for).read_text().count("\n") >= 1:
             break
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()[0][-4000:]
@@ -77,6 +81,22 @@ def test_signal_exports_partial_results_with_a_banner(tmp_path: Path, sig: signa
     leaks = [str(p) for p in root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
     assert leaks == [] and TOKEN not in out  # records, logs, study.json, Tune's folder, best/
     assert 'export HF_TOKEN="${HF_TOKEN:?' in (root / "best" / "launch.sh").read_text()
+
+
+def test_ctrl_c_in_the_finalist_stage_keeps_its_relaunches_and_exports_an_incomplete_stage(tmp_path: Path) -> None:
+    """Ctrl-C while the finalists are relaunched: no new relaunch starts, the finished ones stay in finalists.jsonl,
+    and best/ is exported under the banner with the stage marked incomplete (no winner declared)."""
+    _, _, root, proc = _start(tmp_path, "finint", trials=2, finalists={"count": 2, "rounds": 2},
+                              wait_for="finalists.jsonl")
+    os.kill(proc.pid, signal.SIGINT)
+    out = _finish(proc)
+    _cleanup_group(proc.pid)
+    assert proc.returncode == 130, out[-4000:]
+    runs = (root / "finalists.jsonl").read_text().splitlines()
+    assert 1 <= len(runs) < 4, out[-4000:]
+    best = json.loads((root / "best" / "best.json").read_text())
+    assert best["decided_by"] == "incomplete" and f"{len(runs)} of 4 relaunches" in best["reason"], best["reason"]
+    assert (root / "best" / "report.md").read_text().startswith("> **INTERRUPTED (SIGINT)")
 
 
 def _raylet_of(driver_pid: int) -> int:
