@@ -26,7 +26,7 @@ class BestChoice:
     value: float | None
     reason: str
     # How the winner was decided: "single_launch" (the best trial's own measurement), or the finalist stage's
-    # "separable" / "tie" / "single" (see autotune.finalists)
+    # "separable" / "tie" / "single" / "incomplete" (see autotune.finalists)
     method: str = "single_launch"
 
 

@@ -38,7 +38,7 @@ REPORT_MD = "report.md"
 class ExportResult:
     best: TrialRecord | None  # None when no trial is feasible (see reason)
     reason: str
-    decided_by: str  # "single_launch", or the finalist stage's "separable" / "tie" / "single"
+    decided_by: str  # "single_launch", or the finalist stage's "separable" / "tie" / "single" / "incomplete"
     best_dir: Path
     launch_script: Path | None  # written only when there is a best trial
     serve_config: Path | None
