@@ -143,19 +143,20 @@ def launch_spec(target: Target, host: str, port: int, ready_timeout_s: float) ->
                       ready_timeout_s=ready_timeout_s)
 
 
-def study_basis(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+def study_basis(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str, bool]:
     """The study's figures for the exported config, as the report prints them: across the finalist stage's clean
     relaunches of the winner when there are at least 2 (launch-to-launch variation counts), else the trial's own
-    launch (its windows)."""
+    launch (its windows). The flag: the levels pool launches (a new launch is judged by the new-launch interval)."""
     fin = doc.get("finalists") or {}
     decision = fin.get("decision") or {}
     launches = int(fin.get("winner_launches") or 0)
     number = doc["best"]["number"]
     if fin.get("winner_levels") and launches >= 2 and decision.get("winner") == number:
-        return list(fin["winner_levels"]), (f"the mean of the {launches} clean finalist relaunches of trial {number}, "
-                                             "with the 95% interval across those launches")
+        return list(fin["winner_levels"]), (f"the mean of the {launches} clean finalist relaunches of trial {number}; "
+                                             "a figure is judged against the 95% interval for one new launch (the "
+                                             "prediction interval from those launches, report.md's 'a new launch')"), True
     return list(doc["best"]["levels"]), ("the trial's own launch: the mean of its windows, with the 95% interval "
-                                         "across windows (within one launch; a new launch varies more)")
+                                         "across windows (within one launch; a new launch varies more)"), False
 
 
 def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
@@ -203,8 +204,9 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     finally:
         report["teardown_s"] = server.stop(grace_s=10.0)
         report["server_alive_after_teardown"] = server.alive()
-    study_levels, report["study_basis"] = study_basis(doc)
-    figures = compare(study_levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance)
+    study_levels, report["study_basis"], pooled = study_basis(doc)
+    figures = compare(study_levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance,
+                      new_launch=pooled)
     report["tolerance"] = args.tolerance
     report["judged"] = judged
     report["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in figures]
@@ -212,7 +214,8 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     bs_figures: tuple[Figure, ...] = ()
     if bs_levels:
         bs_figures = tuple(f for f in compare(study_levels, bench_serving_levels(bs_levels), judged=judged,
-                                              tolerance=args.tolerance) if f.verdict != "not measured")
+                                              tolerance=args.tolerance, new_launch=pooled)
+                           if f.verdict != "not measured")
         report["bench_serving"]["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in bs_figures]
     report["ok"] = all(f.ok for f in (*figures, *bs_figures))
     return report, figures

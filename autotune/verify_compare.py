@@ -1,9 +1,12 @@
 """The verdict of ``python -m autotune.verify``: each figure measured again against the study's figure and interval.
 
-Pure. The study's figures come from ``best/best.json`` (the best trial's per-level summaries); a level measured in
-windows carries ``intervals`` (per metric: mean, sd, n and the 95% interval ``low``..``high``). A figure is judged
-against that interval; where the record has none, against the study's figure +- ``tolerance`` (relative), and the
-verdict says which. Where verify measured in windows too and its interval overlaps the study's although its figure
+Pure. The study's figures come from ``best/best.json``: the exported config's levels pooled over its finalist
+relaunches (``across_launches``: per metric the mean across launches, the 95% interval of that mean ``low``..``high``
+and the 95% interval for ONE new launch ``new_launch_low``..``new_launch_high``), or else its trial's own levels (the
+interval across its windows). A new launch measured by verify is judged against the new-launch interval where the study
+has one (a new launch varies by the launch-to-launch spread around the mean, not by the mean's uncertainty alone), else
+against the interval recorded; where the record has none, against the study's figure +- ``tolerance`` (relative), and
+the verdict says which. Where verify measured in windows too and its interval overlaps the study's although its figure
 lies outside, the verdict says "intervals overlap": shown, but it does not pass (a pass is the figure inside the study's
 interval as reported, never a widened one).
 """
@@ -14,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from autotune.bench.stats import interval
+from autotune.bench.stats import interval, prediction_interval
 
 # metric name -> (key of the level summary, sub-key of its distribution or None)
 METRICS: Mapping[str, tuple[str, str | None]] = {
@@ -66,12 +69,17 @@ def level_value(level: Mapping[str, Any], metric: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def level_interval(level: Mapping[str, Any], metric: str) -> tuple[float | None, float | None, int | None]:
-    """The study's 95% interval of ``metric`` at a level, or Nones when the record has none."""
+def level_interval(level: Mapping[str, Any], metric: str,
+                   new_launch: bool = False) -> tuple[float | None, float | None, int | None]:
+    """The study's 95% interval of ``metric`` at a level, or Nones when the record has none. ``new_launch``: the
+    interval for one new launch where the level pools several launches (``across_launches``), else the mean's."""
     iv = (level.get("intervals") or {}).get(metric)
     if not isinstance(iv, Mapping) or iv.get("low") is None or iv.get("high") is None:
         return None, None, None
-    return float(iv["low"]), float(iv["high"]), int(iv["n"]) if iv.get("n") is not None else None
+    n = int(iv["n"]) if iv.get("n") is not None else None
+    if new_launch and iv.get("new_launch_low") is not None and iv.get("new_launch_high") is not None:
+        return float(iv["new_launch_low"]), float(iv["new_launch_high"]), n
+    return float(iv["low"]), float(iv["high"]), n
 
 
 def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -97,7 +105,10 @@ def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]]) -> list[dic
             else:
                 pooled.setdefault(key, {})[sub] = iv.mean
             if iv.low is not None:
-                pooled["intervals"][metric] = {"mean": iv.mean, "sd": iv.sd, "n": iv.n, "low": iv.low, "high": iv.high}
+                new = prediction_interval(values)
+                pooled["intervals"][metric] = {"mean": iv.mean, "sd": iv.sd, "n": iv.n, "low": iv.low, "high": iv.high,
+                                               "new_launch_low": new[0] if new else None,
+                                               "new_launch_high": new[1] if new else None}
         out.append(pooled)
     return out
 
@@ -108,8 +119,12 @@ def compare(
     *,
     judged: Sequence[str] = JUDGED_DEFAULT,
     tolerance: float = 0.10,
+    new_launch: bool = False,
 ) -> tuple[Figure, ...]:
-    """Every metric of ``METRICS`` at every level of the study (summaries as in best.json / BenchResult.to_json)."""
+    """Every metric of ``METRICS`` at every level of the study (summaries as in best.json / BenchResult.to_json).
+
+    ``new_launch``: the study's levels pool several launches and the measurement is one new launch, so it is judged
+    against the interval for a new launch (prediction interval), not the interval of the launches' mean."""
     unknown = [m for m in judged if m not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}: use {', '.join(METRICS)}")
@@ -119,7 +134,7 @@ def compare(
         c = int(lv["concurrency"])
         for metric in METRICS:
             study = level_value(lv, metric)
-            low, high, n = level_interval(lv, metric)
+            low, high, n = level_interval(lv, metric, new_launch)
             again = level_value(measured[c], metric) if c in measured else None
             m_low, m_high, _ = level_interval(measured[c], metric) if c in measured else (None, None, None)
             verdict = _verdict(study, (low, high), again, (m_low, m_high), tolerance)

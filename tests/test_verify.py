@@ -125,6 +125,25 @@ def test_figures_are_judged_against_the_interval_when_recorded() -> None:
     assert {f.verdict for f in missing} == {"not measured"}
 
 
+def test_a_new_launch_is_judged_against_the_new_launch_interval_of_pooled_relaunches() -> None:
+    """Four relaunches at 100, 104, 96, 100 (sd 3.27): the mean is known to +-5.2 (t(3) = 3.18), but one new launch
+    is expected within +-11.6; 108 is a plausible new launch, outside the mean's interval, inside the new-launch one."""
+    from autotune.verify_compare import across_launches
+
+    pooled = across_launches([[{"concurrency": 8, "output_tok_per_s": v}] for v in (100.0, 104.0, 96.0, 100.0)])
+    iv = pooled[0]["intervals"]["output_tok_per_s"]
+    sd = (32 / 3) ** 0.5
+    assert iv["high"] - 100.0 == pytest.approx(3.182446305284263 * sd / 2)
+    assert iv["new_launch_high"] - 100.0 == pytest.approx(3.182446305284263 * sd * (1 + 1 / 4) ** 0.5)
+    new = [{"concurrency": 8, "output_tok_per_s": 108.0}]
+    as_new = next(f for f in compare(pooled, new, new_launch=True) if f.metric == "output_tok_per_s")
+    as_mean = next(f for f in compare(pooled, new) if f.metric == "output_tok_per_s")
+    assert as_new.verdict == "within interval" and as_mean.verdict == "outside interval"
+    far = next(f for f in compare(pooled, [{"concurrency": 8, "output_tok_per_s": 113.0}], new_launch=True)
+               if f.metric == "output_tok_per_s")
+    assert far.verdict == "outside interval"
+
+
 def test_as_measured_adds_the_benchmark_only_settings_back(study_dir: Path) -> None:
     doc = json.loads((study_dir / "best" / "best.json").read_text())
     target = verify.choose_target(study_dir, doc, "launch", as_measured=True)
@@ -193,11 +212,11 @@ def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() 
                "intervals": {"output_tok_per_s": {"mean": 110.0, "sd": 10.0, "n": 3, "low": 85.2, "high": 134.8}}}]
     doc = {"best": {"number": 3, "levels": own},
            "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled}}
-    levels, basis = study_basis(doc)
-    assert levels == pooled and "3 clean finalist relaunches of trial 3" in basis
+    levels, basis, new_launch = study_basis(doc)
+    assert levels == pooled and "3 clean finalist relaunches of trial 3" in basis and new_launch
     for change in ({"winner_launches": 1}, {"decision": {"winner": 4}}, {"winner_levels": []}):
-        levels, basis = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
-        assert levels == own and "the trial's own launch" in basis
+        levels, basis, new_launch = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
+        assert levels == own and "the trial's own launch" in basis and not new_launch
     assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None})[0] == own
 
 

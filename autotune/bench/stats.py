@@ -139,6 +139,18 @@ def interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interva
     return Interval(mean=mean, sd=sd, n=n, low=mean - half, high=mean + half, confidence=confidence)
 
 
+def prediction_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Where ONE new value from the same distribution falls with probability ``confidence`` (normal model):
+    ``mean ± t(n - 1) · sd · sqrt(1 + 1/n)``. None when n < 2. Wider than the mean's interval: it adds the new value's
+    own spread to the uncertainty of the mean."""
+    mean, sd = mean_sd(values)
+    n = len(values)
+    if sd is None:
+        return None
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
+    return mean - half, mean + half
+
+
 @dataclass(frozen=True)
 class WelchResult:
     t: float

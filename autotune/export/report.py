@@ -149,10 +149,11 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
     return [
         f"### The winner at every load level, across its {n} clean relaunch{'es' if n != 1 else ''}",
         "",
-        "Each figure is the mean of the relaunches' figures with its 95% Student-t interval across launches "
-        f"(n = {n} launches, t with {max(n - 1, 0)} degrees of freedom; the trial's own launch is left out: it was "
-        "selected for being high). A new launch of this config (`launch.sh`, `python -m autotune.verify`) is judged "
-        "against these intervals." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval."),
+        "Each figure is the mean of the relaunches' figures with the 95% Student-t interval of that mean across "
+        f"launches (n = {n} launches, t with {max(n - 1, 0)} degrees of freedom; the trial's own launch is left out: "
+        "it was selected for being high), then `new launch`: the 95% interval for ONE new launch of this config "
+        "(mean ± t·sd·√(1 + 1/n)), which is what `launch.sh` measured again (`python -m autotune.verify`) is judged "
+        "against." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval."),
         "",
         *_table(header, rows),
         "",
@@ -167,9 +168,15 @@ def _across(level: dict, ivs: dict, metric: str, digits: int) -> str:
     text = fmt(value, digits, thousands=True)
     if not iv or iv.get("low") is None:
         return text
-    half = (iv["high"] - iv["low"]) / 2
-    rel = f" (±{100 * half / abs(value):.0f}%)" if value else ""
-    return f"{text} [{fmt(iv['low'], digits, thousands=True)} .. {fmt(iv['high'], digits, thousands=True)}]{rel}"
+    out = f"{text} {_bounds(iv['low'], iv['high'], value, digits)}"
+    if iv.get("new_launch_low") is not None and iv.get("new_launch_high") is not None:
+        out += f"; new launch {_bounds(iv['new_launch_low'], iv['new_launch_high'], value, digits)}"
+    return out
+
+
+def _bounds(low: float, high: float, value: float, digits: int) -> str:
+    rel = f" (±{50 * (high - low) / abs(value):.0f}%)" if value else ""
+    return f"[{fmt(low, digits, thousands=True)} .. {fmt(high, digits, thousands=True)}]{rel}"
 
 
 def _regimes(a: StudyAnalysis) -> list[str]:
