@@ -69,7 +69,11 @@ def test_watchdog_interrupts_the_main_thread_through_the_handlers() -> None:
     state = StopState()
     with pytest.raises(StudyCancelled), stop_handlers(state, lambda: None, lambda s: None), \
             RayWatchdog(state, lambda: "no Ray node is alive", period_s=0.05):
-        time.sleep(5)
+        # short sleeps, as Tune's loop polls: the watchdog's SIGINT (interrupt_main) is handled between them, while one
+        # long sleep would only end after its 5 s
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
     assert state.infrastructure == "no Ray node is alive"
 
 
