@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from aiohttp import web
 
 from autotune.sim.engine import EngineLoop, Handle
-from autotune.sim.streaming import output_text, prompt_tokens_of
+from autotune.sim.request_parse import json_body, parse_openai
+from autotune.sim.streaming import output_text
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response(
         {"object": "error", "message": message, "type": "BadRequestError", "code": status}, status=status
     )
-
-
-def _prompt_tokens(prompt: Any) -> int | None:
-    if isinstance(prompt, str):
-        return prompt_tokens_of(prompt)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return len(prompt)
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        return prompt_tokens_of(prompt[0])
-    return None
 
 
 class _Delta:
@@ -67,33 +57,17 @@ def _usage(h: Handle) -> dict[str, int]:
 
 
 async def _openai(request: web.Request, st: Any, run_request: Any, chat: bool) -> web.StreamResponse:
-    if not st.ready or st.engine is None:
-        return _error(503, "The server is not ready yet.")
-    try:
-        body = await request.json()
-    except json.JSONDecodeError:
-        return _error(400, "request body is not valid JSON")
-    if chat:
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs:
-            return _error(400, "messages must be a non-empty list")
-        n_prompt = sum(prompt_tokens_of(str(m.get("content", ""))) + 4 for m in msgs if isinstance(m, dict))
-        max_new = body.get("max_completion_tokens") or body.get("max_tokens") or 128
-    else:
-        n = _prompt_tokens(body.get("prompt"))
-        if n is None:
-            return _error(400, "prompt must be a string or a list of token ids (one prompt per request)")
-        n_prompt, max_new = n, body.get("max_tokens") or 16
-    if not isinstance(max_new, int) or max_new < 1:
-        return _error(400, f"max_tokens must be a positive integer, got {max_new!r}")
-    if n_prompt + max_new > st.cfg.context_len:
-        return _error(400, f"This model's maximum context length is {st.cfg.context_len} tokens.")
-    stream = bool(body.get("stream", False))
+    body = await json_body(request, st, _error)
+    if isinstance(body, web.Response):
+        return body
+    gen = parse_openai(body, chat=chat, context_len=st.cfg.context_len)
+    if isinstance(gen, str):
+        return _error(400, gen)
     opts = body.get("stream_options") or {}
     model = body.get("model") or st.model_name()
-    if stream:
+    if gen.stream:
         builder = _Delta(model, chat, bool(opts.get("include_usage")))
-        return await run_request(request, st, n_prompt, max_new, True, builder)
+        return await run_request(request, st, gen, builder)
 
     def whole(engine: EngineLoop, h: Handle, final: bool, vocab: int) -> dict[str, Any]:
         text = output_text(h.output, vocab)
@@ -114,7 +88,7 @@ async def _openai(request: web.Request, st: Any, run_request: Any, chat: bool) -
             "usage": _usage(h),
         }
 
-    return await run_request(request, st, n_prompt, max_new, False, whole)
+    return await run_request(request, st, gen, whole)
 
 
 async def completions(request: web.Request, st: Any, run_request: Any) -> web.StreamResponse:

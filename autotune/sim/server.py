@@ -27,7 +27,8 @@ from autotune.sim.launch_log import Logger, print_failure, run_launch, speedup_f
 from autotune.sim.openai_api import chat_completions, completions, list_models
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.prometheus import render_metrics
-from autotune.sim.streaming import generate_chunk, prompt_tokens_of, sse, token_updates
+from autotune.sim.request_parse import Generation, json_body, parse_generate
+from autotune.sim.streaming import generate_chunk, sse, token_updates
 from autotune.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
 
 ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
@@ -142,46 +143,18 @@ async def flush_cache(request: web.Request) -> web.Response:
 
 
 # ---- generation --------------------------------------------------------------------------------------------------
-def parse_generate(body: dict[str, Any], context_len: int) -> tuple[int, int, bool] | str:
-    """(prompt tokens, max new tokens, stream) from a /generate body, or an error message."""
-    if "input_ids" in body and body["input_ids"] is not None:
-        ids = body["input_ids"]
-        if not isinstance(ids, list) or (ids and isinstance(ids[0], list)):
-            return "input_ids must be one list of token ids (batched requests are not supported by the simulator)"
-        n_prompt = max(1, len(ids))
-    elif isinstance(body.get("text"), str):
-        n_prompt = prompt_tokens_of(body["text"])
-    else:
-        return "Either text or input_ids should be provided (one prompt per request)."
-    sp = body.get("sampling_params") or {}
-    max_new = sp.get("max_new_tokens", 128)
-    if not isinstance(max_new, int) or max_new < 0:
-        return f"max_new_tokens must be a non-negative integer, got {max_new!r}"
-    if n_prompt + max_new > context_len:
-        return (
-            f"Requested token count exceeds the model's maximum context length of {context_len} tokens. You requested "
-            f"a total of {n_prompt + max_new} tokens: {n_prompt} tokens from the input messages and {max_new} tokens "
-            f"for the completion. Please reduce the number of tokens in the input messages or the completion to fit "
-            f"within the limit."
-        )
-    return n_prompt, max(max_new, 1), bool(body.get("stream", False))
-
-
 async def generate(request: web.Request) -> web.StreamResponse:
     st = _state(request)
-    if not st.ready or st.engine is None:
-        return _error(503, "The server is not ready yet.")
-    try:
-        body = await request.json()
-    except json.JSONDecodeError:
-        return _error(400, "request body is not valid JSON")
-    parsed = parse_generate(body if isinstance(body, dict) else {}, st.cfg.context_len)
+    body = await json_body(request, st, _error)
+    if isinstance(body, web.Response):
+        return body
+    parsed = parse_generate(body, st.cfg.context_len)
     if isinstance(parsed, str):
         return _error(400, parsed)
-    n_prompt, max_new, stream = parsed
+    n_prompt = parsed.prompt_tokens
     if n_prompt >= st.cfg.kv_tokens:
         return _error(400, f"The input ({n_prompt} tokens) is longer than the KV cache ({st.cfg.kv_tokens} tokens).")
-    return await run_request(request, st, n_prompt, max_new, stream, generate_chunk)
+    return await run_request(request, st, parsed, generate_chunk)
 
 
 def _send_time(request: web.Request) -> float | None | web.Response:
@@ -209,20 +182,18 @@ async def clock_release(request: web.Request) -> web.Response:
 async def _clock_call(request: web.Request, *, hold: bool) -> web.Response:
     """``POST /sim/hold`` / ``/sim/release`` with ``{"requests": n}``: announce (or withdraw) protocol requests."""
     st = _state(request)
-    if not st.ready or st.engine is None:
-        return _error(503, "The server is not ready yet.")
-    try:
-        body = await request.json()
-    except json.JSONDecodeError:
-        return _error(400, "request body is not valid JSON")
-    n = body.get("requests") if isinstance(body, dict) else None
+    body = await json_body(request, st, _error)
+    if isinstance(body, web.Response):
+        return body
+    n = body.get("requests")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         return _error(400, f'the body must be {{"requests": n}} with n a non-negative integer, got {body!r}')
+    assert st.engine is not None  # json_body answered 503 otherwise
     now = st.engine.hold(n) if hold else st.engine.release(n)
     return web.json_response({"now": now, "expected": st.engine.expected})
 
 
-async def run_request(request: web.Request, st: State, n_prompt: int, max_new: int, stream: bool, build: Any) -> Any:
+async def run_request(request: web.Request, st: State, gen: Generation, build: Any) -> Any:
     """Submit to the engine; answer with one JSON object or an SSE stream of chunks built by ``build``."""
     engine = st.engine
     assert engine is not None  # callers check readiness
@@ -230,7 +201,8 @@ async def run_request(request: web.Request, st: State, n_prompt: int, max_new: i
     send_time = _send_time(request)
     if isinstance(send_time, web.Response):
         return send_time
-    h = engine.submit(n_prompt, max_new, send_time)
+    max_new, stream = gen.max_new_tokens, gen.stream
+    h = engine.submit(gen.prompt_tokens, max_new, send_time)
     interval = st.args.sim_stream_interval_ms / 1000.0
     try:
         if not stream:

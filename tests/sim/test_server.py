@@ -142,6 +142,11 @@ def test_generate_stream_server_info_and_metrics() -> None:
         assert comp["usage"]["completion_tokens"] == 3
         too_long = httpx.post(f"{url}/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 10**7}})
         assert too_long.status_code == 400
+        # a body that is not a JSON object: a 400 in each endpoint's own error shape
+        native = httpx.post(f"{url}/generate", json=["hello"])
+        assert native.status_code == 400 and "JSON object" in native.json()["error"]["message"]
+        openai = httpx.post(f"{url}/v1/completions", json=["hello"])
+        assert openai.status_code == 400 and openai.json()["object"] == "error" and "JSON object" in openai.json()["message"]
 
         metrics = httpx.get(f"{url}/metrics").text
         assert "sglang:generation_tokens_total" in metrics and "sglang:num_running_reqs" in metrics

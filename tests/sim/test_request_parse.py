@@ -1,0 +1,40 @@
+"""The simulated server's request parsing, shared by /generate and the OpenAI endpoints (autotune.sim.request_parse)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.sim.request_parse import Generation, context_error, parse_generate, parse_openai, token_ids_length
+
+
+def test_generate_takes_text_or_one_list_of_token_ids() -> None:
+    assert parse_generate({"text": "x" * 40, "sampling_params": {"max_new_tokens": 8}}, 100) == Generation(10, 8, False)
+    assert parse_generate({"input_ids": [1, 2, 3], "stream": True}, 1000) == Generation(3, 128, True)
+    assert parse_generate({"input_ids": [], "sampling_params": {"max_new_tokens": 0}}, 100) == Generation(1, 1, False)
+    assert "batched requests" in str(parse_generate({"input_ids": [[1, 2], [3]]}, 100))
+    assert "text or input_ids" in str(parse_generate({}, 100))
+    assert "non-negative integer" in str(parse_generate({"text": "a", "sampling_params": {"max_new_tokens": -1}}, 100))
+    too_long = parse_generate({"text": "abcd", "sampling_params": {"max_new_tokens": 100}}, 100)
+    assert too_long == context_error(1, 100, 100) and "maximum context length of 100 tokens" in str(too_long)
+
+
+def test_openai_bodies_count_the_prompt_and_check_the_budget() -> None:
+    assert parse_openai({"prompt": "abcdefgh", "max_tokens": 4}, chat=False, context_len=100) == Generation(2, 4, False)
+    assert parse_openai({"prompt": ["abcd"]}, chat=False, context_len=100) == Generation(1, 16, False)
+    assert parse_openai({"prompt": [5, 6, 7], "stream": True}, chat=False, context_len=100) == Generation(3, 16, True)
+    chat = parse_openai({"messages": [{"role": "user", "content": "abcd"}], "max_completion_tokens": 3}, chat=True,
+                        context_len=100)
+    assert chat == Generation(1 + 4, 3, False)  # 4 tokens of chat template per message
+    for body, chat_, text in [
+        ({"prompt": []}, False, "prompt must be"),
+        ({"prompt": ["a", "b"]}, False, "prompt must be"),
+        ({"messages": []}, True, "messages must be a non-empty list"),
+        ({"prompt": "a", "max_tokens": -1}, False, "max_tokens must be a positive integer"),
+        ({"prompt": "a", "max_tokens": 200}, False, "maximum context length is 100 tokens"),
+    ]:
+        assert text in str(parse_openai(body, chat=chat_, context_len=100)), body
+
+
+@pytest.mark.parametrize(("ids", "n"), [([1, 2], 2), ([], 0), ([True], None), ([1, "a"], None), ("12", None)])
+def test_token_ids_are_one_flat_list_of_integers(ids: object, n: int | None) -> None:
+    assert token_ids_length(ids) == n
