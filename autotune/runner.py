@@ -31,6 +31,7 @@ from autotune.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 from autotune.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
 from autotune.score import failed_score, objective_key, score
 from autotune.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
+from autotune.sim.profile import ProfileError, load_profile
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial import TrialConfig
 
@@ -88,7 +89,21 @@ def failed_record(record: TrialRecord, spec: StudySpec, kind: FailureKind, messa
                    finished_at=finished_at or now_iso())
 
 
-def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int) -> EngineInfo:
+def sim_gpu_name(spec: StudySpec) -> str | None:
+    """The GPU the study's simulator profile declares, which its server reports once it runs; None for a real engine
+    or a profile that cannot be read (the launch says why)."""
+    if spec.engine != "sim" or spec.sim is None:
+        return None
+    try:
+        return load_profile(spec.sim.profile).hardware.gpu_name
+    except ProfileError:
+        return None
+
+
+def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int,
+                sim_gpu: str | None = None) -> EngineInfo:
+    """The record's engine. ``sim_gpu``: the simulator profile's GPU, for a simulated server that never answered (a
+    failed launch), so that its trial names the same hardware as the study's other trials."""
     report = report or ServerReport()
     server_info = report.server_info or {}
     if engine.simulated:
@@ -97,7 +112,7 @@ def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gp
             engine="sim",
             version=str(report.release or engine.release()).split()[-1],  # autotune's release, not SGLang's it mimics
             simulated=True,
-            gpu_name=f"SIMULATED {sim.get('gpu_name', '?')}",
+            gpu_name=f"SIMULATED {sim.get('gpu_name', sim_gpu or '?')}",
             gpu_count=int(sim.get("gpu_count", gpus)),
             profile=spec.sim.profile if spec.sim else None,
             time_scale=float(sim.get("time_scale", spec.sim.time_scale if spec.sim else 1.0)),
@@ -207,8 +222,8 @@ def _notes(obs: Observation) -> list[str]:
 
 
 def assemble(spec: StudySpec, engine: Engine, record: TrialRecord, obs: Observation, *, gpus: int,
-             trial_wall_s: float, finished_at: str) -> TrialRecord:
-    """The trial's record from what the replica said (pure: no I/O, no clock)."""
+             trial_wall_s: float, finished_at: str, sim_gpu: str | None = None) -> TrialRecord:
+    """The trial's record from what the replica said (pure: no I/O, no clock). ``sim_gpu``: ``sim_gpu_name(spec)``."""
     report = obs.report
     log_text = report.log_text if report is not None else ""
     ready_s = obs.ready.ready_s if isinstance(obs.ready, Ready) else None
@@ -219,7 +234,7 @@ def assemble(spec: StudySpec, engine: Engine, record: TrialRecord, obs: Observat
         preflight_s=report.preflight_s if report else None, gpu_wait_s=report.gpu_wait_s if report else None,
         replica_start_s=obs.replica_start_s, teardown_s=obs.teardown_s, trial_wall_s=trial_wall_s,
     )
-    einfo = replace(engine_info(spec, engine, report, gpus), serve_app=obs.app,
+    einfo = replace(engine_info(spec, engine, report, gpus, sim_gpu), serve_app=obs.app,
                     replica_launches=report.launches if report is not None else None)
     record = replace(record, engine=einfo, phases=phases, bench=bench,
                      argv=list(report.argv) if report is not None and report.argv else record.argv,
@@ -304,7 +319,7 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     release_error = deployer.release(deployed)
     obs = replace(obs, release_error=release_error)
     record = assemble(spec, engine, record, obs, gpus=lspec.gpus, trial_wall_s=time.monotonic() - t_trial,
-                      finished_at=now_iso())
+                      finished_at=now_iso(), sim_gpu=sim_gpu_name(spec))
     return record, obs.report.log_text if obs.report is not None else "", dict(lspec.env)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary
 from autotune.errors import ReplicaError
+from autotune.export.banner import study_banner
 from autotune.failures import FailureKind
 from autotune.progress.events import Phase, TrialEvent
 from autotune.records import TrialOutcome, TrialRecord
@@ -155,6 +156,18 @@ def test_launch_failure_keeps_its_kind_and_flags(spec, failure: Failure) -> None
     assert record.log_tail == (failure.log_tail or "\n".join(LOG.splitlines()))  # no tail given: the log's
     assert d.replica.calls == ["wait_ready", "info", "stop_server"], "no benchmark, but always a teardown"
     assert record.phases.launch_to_ready_s is None and record.bench is None
+
+
+def test_a_simulated_launch_failure_names_the_profile_hardware_so_the_study_is_not_mixed(spec) -> None:  # type: ignore[no-untyped-def]
+    # what the simulator's /server_info says once it runs (autotune.sim.server), and a server that never answered
+    running = replace(FakeReplica().report, server_info={"sim": {"gpu_name": "NVIDIA H200", "gpu_count": 1,
+                                                                 "time_scale": 10.0}})
+    ok, _ = trial(spec, FakeDeployer(FakeReplica(report=running)))
+    failed, _ = trial(spec, FakeDeployer(FakeReplica(ready=Failure(FailureKind.OOM_AT_LAUNCH, "no KV room"),
+                                                     report=replace(running, server_info=None))))
+    assert ok.outcome is TrialOutcome.COMPLETE and failed.failure is FailureKind.OOM_AT_LAUNCH
+    assert failed.engine == ok.engine, "a failed launch of the same engine names other hardware"
+    assert study_banner([ok, failed]).startswith("Engine: SIMULATED (profile h200-llama-1b)")
 
 
 def test_crash_under_load_keeps_the_partial_result(spec) -> None:  # type: ignore[no-untyped-def]
