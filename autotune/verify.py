@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -194,13 +195,23 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
         "python": spec.env["PYTHON"], "base_url": spec.base_url, "site": dict(site_policy().env),
         "load_levels": list(plan.concurrencies), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+    def checkpoint() -> None:
+        """verify.json so far (``complete: false``): a run stopped later keeps what it measured."""
+        (out_dir / "verify.json").write_text(json.dumps({**report, "complete": False}, indent=2, default=str) + "\n")
+
     server.start()
     try:
         report["ready_s"] = server.wait_ready()
+        checkpoint()
         result = run_plan(spec.base_url, plan)
         report["autotune"] = result.to_json()
+        checkpoint()
         if args.bench_serving:
-            report["bench_serving"] = _bench_serving(doc, plan, spec.base_url, out_dir)
+            report["bench_serving"] = {"levels": []}
+            report["bench_serving"] = _bench_serving(doc, plan, spec.base_url, out_dir,
+                                                     on_level=lambda lv: (report["bench_serving"]["levels"].append(lv),
+                                                                          checkpoint()))
     finally:
         report["teardown_s"] = server.stop(grace_s=10.0)
         report["server_alive_after_teardown"] = server.alive()
@@ -221,7 +232,8 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     return report, figures
 
 
-def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir: Path) -> dict[str, Any]:
+def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir: Path,
+                   on_level: Callable[[dict[str, Any]], Any] = lambda level: None) -> dict[str, Any]:
     if not bench_serving_available():
         return {"skipped": "SGLang is not installed here: python -m sglang.bench_serving is unavailable"}
     if plan.workload.kind != "synthetic":
@@ -231,7 +243,8 @@ def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir:
     if model is None:
         return {"skipped": "no --model-path in the export: bench_serving needs the tokenizer"}
     prompts = prompts_per_level(doc, plan)
-    return {"levels": [asdict(r) for r in run_bench_serving(plan, base_url, model, out_dir, prompts)]}
+    levels = run_bench_serving(plan, base_url, model, out_dir, prompts, on_level=lambda r: on_level(asdict(r)))
+    return {"levels": [asdict(r) for r in levels]}
 
 
 def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
@@ -309,6 +322,8 @@ def reexport(study_dir: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out_dir: Path = args.out or args.study_dir / "verify"
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         report, figures = verify(args)
     except (AutotuneError, OSError, ValueError) as exc:
@@ -316,13 +331,23 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, LaunchError) and exc.log_tail:
             print(exc.log_tail, file=sys.stderr)
         return 2
-    out_dir: Path = args.out or args.study_dir / "verify"
-    (out_dir / "verify.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    except KeyboardInterrupt:
+        saved = out_dir / "verify.json"
+        kept = f"; what it measured before is in {saved} (complete: false)" if saved.exists() else ""
+        print(f"\ninterrupted: the server was stopped{kept}", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    (out_dir / "verify.json").write_text(json.dumps({**report, "complete": True}, indent=2, default=str) + "\n")
     text = render_markdown(report, figures)
     (out_dir / "verify.md").write_text(text)
     print(text)
     print(f"written: {out_dir / 'verify.json'}, {out_dir / 'verify.md'}")
     return 0 if report["ok"] else 1
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # the server's process group is torn down by verify's finally
 
 
 if __name__ == "__main__":

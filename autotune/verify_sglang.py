@@ -15,7 +15,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,9 +84,11 @@ def parse_result(text: str, concurrency: int, num_prompts: int) -> BenchServingL
 
 
 def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path,
-                      prompts: Mapping[int, int] | None = None) -> list[BenchServingLevel]:
+                      prompts: Mapping[int, int] | None = None,
+                      on_level: Callable[[BenchServingLevel], object] | None = None) -> list[BenchServingLevel]:
     """One bench_serving run per load level of ``plan`` (``prompts``: requests per level, default one window's
-    worth); raises BenchError naming the log of a run that failed."""
+    worth; ``on_level``: called with each level's result as it finishes); raises BenchError naming the log of a run
+    that failed."""
     results = []
     for c in plan.concurrencies:
         n = (prompts or {}).get(c) or requests_for_level(plan, c)
@@ -107,4 +109,6 @@ def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path,
         if proc.returncode != 0 or not output.exists():
             raise BenchError(f"bench_serving at concurrency {c} failed (exit {proc.returncode}); see {log}")
         results.append(parse_result(output.read_text(), c, n))
+        if on_level is not None:
+            on_level(results[-1])
     return results

@@ -243,3 +243,26 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
     assert all(f["verdict"] == "outside interval" for f in bs if f["judged"])
     assert code == 1 and not report["ok"]
     assert "Against the study's figures" in (tmp_path / "v" / "verify.md").read_text()
+
+
+def test_an_interrupted_verify_keeps_what_it_measured(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """Stopped during bench_serving (a deadline's SIGINT): the server is stopped, exit 130, and verify.json keeps
+    autotune's figures and the bench_serving levels that finished, marked complete: false."""
+    def bench_serving(doc, plan, base_url, out_dir, on_level):
+        on_level({"concurrency": 1, "num_prompts": 8, "completed": 8, "output_tok_per_s": 1.0})
+        raise KeyboardInterrupt
+
+    started: list[int] = []
+    original = verify.ServerProcess.start
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        original(self)
+        started.append(self.proc.pid)
+
+    monkeypatch.setattr(verify.ServerProcess, "start", spy)
+    monkeypatch.setattr(verify, "_bench_serving", bench_serving)
+    code, report = _run(study_dir, tmp_path / "v", "--bench-serving")
+    assert code == 130 and report["complete"] is False and started and not group_alive(started[0])
+    assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 4]
+    assert report["bench_serving"]["levels"][0]["concurrency"] == 1 and "teardown_s" not in report
+    assert not (tmp_path / "v" / "verify.md").exists()
