@@ -154,15 +154,21 @@ def test_as_measured_adds_the_benchmark_only_settings_back(study_dir: Path) -> N
     assert spec.argv[-3:] == ("--", "--load-format", "dummy") and spec.env["PORT"] == "1234"
 
 
-def test_server_process_group_is_gone_after_verify(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    started: list[int] = []
+@pytest.fixture
+def started(monkeypatch) -> list[int]:
+    """The process ids of the servers verify starts."""
+    pids: list[int] = []
     original = verify.ServerProcess.start
 
     def spy(self):  # type: ignore[no-untyped-def]
         original(self)
-        started.append(self.proc.pid)
+        pids.append(self.proc.pid)
 
     monkeypatch.setattr(verify.ServerProcess, "start", spy)
+    return pids
+
+
+def test_server_process_group_is_gone_after_verify(study_dir: Path, tmp_path: Path, started: list[int]) -> None:
     _run(study_dir, tmp_path / "v", "--tolerance", "10")
     assert started and not group_alive(started[0])
 
@@ -245,21 +251,14 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
     assert "Against the study's figures" in (tmp_path / "v" / "verify.md").read_text()
 
 
-def test_an_interrupted_verify_keeps_what_it_measured(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
+def test_an_interrupted_verify_keeps_what_it_measured(study_dir: Path, tmp_path: Path, monkeypatch,
+                                                      started: list[int]) -> None:
     """Stopped during bench_serving (a deadline's SIGINT): the server is stopped, exit 130, and verify.json keeps
     autotune's figures and the bench_serving levels that finished, marked complete: false."""
     def bench_serving(doc, plan, base_url, out_dir, on_level):
         on_level({"concurrency": 1, "num_prompts": 8, "completed": 8, "output_tok_per_s": 1.0})
         raise KeyboardInterrupt
 
-    started: list[int] = []
-    original = verify.ServerProcess.start
-
-    def spy(self):  # type: ignore[no-untyped-def]
-        original(self)
-        started.append(self.proc.pid)
-
-    monkeypatch.setattr(verify.ServerProcess, "start", spy)
     monkeypatch.setattr(verify, "_bench_serving", bench_serving)
     code, report = _run(study_dir, tmp_path / "v", "--bench-serving")
     assert code == 130 and report["complete"] is False and started and not group_alive(started[0])
