@@ -33,8 +33,10 @@ from ray.tune.search import Searcher
 
 from autotune.dashboard_attrs import mark_feasibility, name_objectives, named_constraints
 from autotune.failures import FailureKind
+from autotune.kvmodel import KvModel
 from autotune.learned import Learned
 from autotune.records import TrialOutcome, TrialRecord
+from autotune.repair import Repaired, Repairer
 from autotune.score import failed_score, objective_key
 from autotune.space import StudySpec, suggest
 from autotune.space.neighbours import movable, neighbour
@@ -44,6 +46,7 @@ MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
 NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is tried
 NEIGHBOUR_TRIES = 64
 EXPLOIT_EVERY = 2  # every second launch (after the seed points) goes to an unmeasured neighbour of the best point
+EXPLOIT_AFTER = 0  # sampler launches after the seed points before the first neighbour step
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class OptunaStudySearcher(Searcher):
         stop_after_s: float | None = None,
         on_raw_result: Callable[[int, str, str], str] | None = None,
         screen: Callable[[dict[str, Any]], str | None] | None = None,
+        repair: Callable[[dict[str, Any]], Repaired | None] | None = None,
     ) -> None:
         first = spec.objectives[0]
         super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
@@ -148,6 +152,7 @@ class OptunaStudySearcher(Searcher):
         self.study = study
         self.budget = budget
         self.suggested = 0
+        self._searched = 0  # launches proposed after the seed points
         self.on_record = on_record
         self.make_missing_record = make_missing_record
         self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "the Ray Tune results")
@@ -162,17 +167,27 @@ class OptunaStudySearcher(Searcher):
         }
         self.duplicates_skipped = 0
         self.screened_skipped = 0
+        self.repaired = 0
         self.neighbours_launched = 0
-        # Why a point is not worth its launch (None: launch it); the default knows the running cap and GPU memory.
-        if screen is None:
-            from autotune.prescreen import default_screen
-
-            screen = default_screen(spec)
-        self.screen = screen
         self.learned = Learned(spec)
+        # Why a point is not worth its launch (None: launch it); the default knows the running cap and GPU memory.
+        # The repair gives a proposal the cap and KV cache the top load needs (autotune.repair).
+        from autotune.prescreen import default_screen, study_sizes, top_level
+
+        sizes = study_sizes(spec) if screen is None or repair is None else None
+        self.screen = screen if screen is not None else default_screen(spec, sizes)
+        self.kv = KvModel(spec, sizes)  # the KV cache a launch allocates, learnt from the study's launches
+        repairer = Repairer(spec, top_level(spec), sizes, ceiling=self.learned.memory_ceiling, kv=self.kv)
+        self._repairer = repairer
+        self.repair = repair if repair is not None else repairer.repair
+        self.equivalence = repairer.equivalence
+        # points that run the same at the top load as a measured one (autotune.repair): not launched again
+        self._classes: dict[str, int] = {self.equivalence(json.loads(k)): r.number for k, r in self._finished.items()}
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             if "duplicate_of" not in t.user_attrs and t.user_attrs.get("outcome") != TrialOutcome.INVALID.value:
-                self.learned.resume(t.params, t.user_attrs.get("max_accept_length"))
+                failure = t.user_attrs.get("failure")
+                self.learned.resume(t.params, t.user_attrs.get("max_accept_length"),
+                                    FailureKind(failure) if failure in {k.value for k in FailureKind} else None)
         self._rng = random.Random(spec.seed)
         self._turn = 0  # the parameter the next coordinate step changes first
         self.stop_reason = ""  # set when every further trial would fail the same way
@@ -236,6 +251,10 @@ class OptunaStudySearcher(Searcher):
             return "repeats a running trial"
         if seeded:  # the study's own points_to_evaluate
             return None
+        same = self._classes.get(self.equivalence(params))
+        if same is not None:
+            return (f"runs as trial {same} does at the top load (a running cap at or above it, a KV cache that holds "
+                    f"it)")
         return self.screen(params) or self.learned.reason(params)
 
     def _best_params(self) -> dict[str, Any] | None:
@@ -249,28 +268,43 @@ class OptunaStudySearcher(Searcher):
 
     def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if not waiting and self._finished and self.suggested % EXPLOIT_EVERY == EXPLOIT_EVERY - 1:
+        searched = self._searched
+        self._searched += not waiting
+        if (not waiting and self._finished and searched >= EXPLOIT_AFTER
+                and (searched - EXPLOIT_AFTER) % EXPLOIT_EVERY == EXPLOIT_EVERY - 1):
             best = self._best_params()
             alt = self._coordinate_step(best, running) if best is not None else None
             if alt is not None:
                 self.neighbours_launched += 1
                 return self._ask_fixed(alt)
         last: dict[str, Any] = {}
+        walk = True
         for attempt in range(MAX_DUPLICATE_ASKS):
             trial = self.study.ask()
             params = suggest(self.spec, trial)
             key = params_key(params)
             seeded = "fixed_params" in self.study._storage.get_trial_system_attrs(trial._trial_id)
-            reason = self._set_aside(key, params, running, seeded)
-            if reason is None:
-                return trial, params
-            self._skip(trial, key, reason)
+            fixed = None if seeded else self.repair(params)
+            if fixed is not None:  # the proposal's other settings, with the cap and memory the top load needs
+                params, key = fixed.params, params_key(fixed.params)
+                reason = self._set_aside(key, params, running, False)
+                if reason is None:
+                    self._skip(trial, key, fixed.reason)
+                    self.repaired += 1
+                    return self._ask_fixed(params)
+                self._skip(trial, key, f"{reason} ({fixed.reason})")
+            else:
+                reason = self._set_aside(key, params, running, seeded)
+                if reason is None:
+                    return trial, params
+                self._skip(trial, key, reason)
             last = params
-            if attempt + 1 >= NEIGHBOUR_AFTER:
+            if attempt + 1 >= NEIGHBOUR_AFTER and walk:
                 alt = self._neighbour(params, running)
                 if alt is not None:
                     self.neighbours_launched += 1
                     return self._ask_fixed(alt)
+                walk = False  # the points near the proposals are used up; the next walk would fail the same way
         return self._ask_fixed(last)  # the space is (nearly) exhausted or all screened: launch the last proposal
 
     def _ask_fixed(self, params: dict[str, Any]) -> tuple[optuna.Trial, dict[str, Any]]:
@@ -286,6 +320,7 @@ class OptunaStudySearcher(Searcher):
             cand = neighbour(self.spec, params if step % 8 == 0 or cand is None else cand, self._rng)
             if cand is None:
                 return None
+            cand = self._repaired(cand)
             if self._set_aside(params_key(cand), cand, running, False) is None:
                 return cand
         return None
@@ -300,10 +335,15 @@ class OptunaStudySearcher(Searcher):
             name = names[(self._turn + i) % len(names)]
             for _ in range(4):
                 cand = neighbour(self.spec, best, self._rng, param=name)
+                cand = self._repaired(cand) if cand is not None else None
                 if cand is not None and self._set_aside(params_key(cand), cand, running, False) is None:
                     self._turn = (self._turn + i + 1) % len(names)
                     return cand
         return None
+
+    def _repaired(self, params: dict[str, Any]) -> dict[str, Any]:
+        fixed = self.repair(params)
+        return fixed.params if fixed is not None else params
 
     def _skip(self, trial: optuna.Trial, key: str, reason: str) -> None:
         """End a proposal without a launch; samplers ignore FAIL trials, so nothing is told twice."""
@@ -311,13 +351,17 @@ class OptunaStudySearcher(Searcher):
         done = self._finished.get(key)
         if done is not None:
             trial.set_user_attr("duplicate_of", done.number)
-            self.duplicates_skipped += 1
         elif reason == "repeats a running trial":
             trial.set_user_attr("duplicate_of", "a running trial")
+        if not reason.startswith("repaired: "):
+            self._note_skip(key, reason)
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _note_skip(self, key: str, reason: str) -> None:
+        if key in self._finished or reason == "repeats a running trial":
             self.duplicates_skipped += 1
         else:
             self.screened_skipped += 1
-        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret variables redacted, and without the
@@ -329,7 +373,8 @@ class OptunaStudySearcher(Searcher):
         state = self.__dict__.copy()
         server = self.spec.server
         state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
-        for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned"):
+        for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned", "repair",
+                         "equivalence", "_repairer", "kv"):
             state[callback] = None
         return state
 
@@ -371,7 +416,12 @@ class OptunaStudySearcher(Searcher):
         trial.set_user_attr("trial_id", record.trial_id)
         values = objective_values(self.spec, record)
         accept = self.learned.observe(params, record)
+        self.kv.observe(params, record.phases.kv_cache_tokens)
+        self._repairer.forget()  # the memory ceiling or the KV model may have changed
         if accept is not None:
             trial.set_user_attr("max_accept_length", accept)
         self.study.tell(trial, values)
         self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))
+        self._classes = {}
+        for key, r in sorted(self._finished.items(), key=lambda kv: kv[1].number):
+            self._classes.setdefault(self.equivalence(json.loads(key)), r.number)

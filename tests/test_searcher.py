@@ -218,38 +218,45 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
 
     def screen(p: dict) -> str | None:
         asked.append(p)
-        return "capped" if p.get("max_running_requests") is None else None
+        return "screened" if p.get("speculative_num_steps") == 3 or p.get("speculative_algorithm") is None else None
 
     s = _searcher(spec, study, screen)
     first = s.suggest("a")  # the user's own launch (default cap) is a seed point: launched although capped
-    assert first["params"]["max_running_requests"] is None
+    assert first["params"]["max_running_requests"] is None and first["params"]["speculative_algorithm"] == "EAGLE3"
     _complete(s, spec, "a", first, 700.0)
     second = s.suggest("b")
-    assert second["params"]["max_running_requests"] is None  # the second seed, too
+    assert second["params"]["speculative_algorithm"] is None  # the second seed: launched although screened
     _complete(s, spec, "b", second, 1500.0)
+    lifted = s.suggest("lifted")  # the first seed with its cap lifted to the top load: a seed point too
+    assert lifted["params"] == {**first["params"], "max_running_requests": 128}
+    _complete(s, spec, "lifted", lifted, 1200.0)
     for i in range(15):
         cfg = s.suggest(f"c{i}")
-        assert cfg["params"]["max_running_requests"] is not None, "a screened proposal was launched"
+        assert screen(cfg["params"]) is None, "a screened proposal was launched"
         _complete(s, spec, f"c{i}", cfg, 1000.0 + i)
-    skipped = [t for t in study.get_trials() if not str(t.user_attrs.get("skipped", "repeats")).startswith("repeats")]
+    reasons = [str(t.user_attrs.get("skipped", "repeats")) for t in study.get_trials()]
+    skipped = [t for t, r in zip(study.get_trials(), reasons, strict=True) if not r.startswith(("repeats", "repaired: "))]
     assert len(skipped) == s.screened_skipped and all(t.state == optuna.trial.TrialState.FAIL for t in skipped)
-    assert any(t.user_attrs["skipped"] == "capped" for t in skipped)
+    assert sum(r.startswith("repaired: ") for r in reasons) == s.repaired
+    assert any(t.user_attrs["skipped"].startswith("screened") for t in skipped)
 
 
 def test_repeated_proposals_lead_to_an_unmeasured_neighbour(tmp_path: Path) -> None:
+    # parameters that the top load does not make equivalent (autotune.repair): every point is a distinct one
     (tmp_path / "small.yaml").write_text(TINY.replace("sampler: random", "sampler: tpe").replace(
-        "choices: [0.7, 0.8]}", "choices: [0.7, 0.8]}\n  mrr: {flag: max-running-requests, type: categorical, "
-        "choices: [8, 16, 32, 64]}"))
+        "mem: {flag: mem-fraction-static, type: categorical, choices: [0.7, 0.8]}",
+        "cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048]}\n  cgbs: {flag: cuda-graph-max-bs, "
+        "type: categorical, choices: [8, 16, 32, 64]}"))
     spec = load_study(tmp_path / "small.yaml")
     study = open_study(spec, None)
     s = _searcher(spec, study)
     measured = set()
     for i in range(8):  # every point of the space, each once
         cfg = s.suggest(f"t{i}")
-        key = (cfg["params"]["mem"], cfg["params"]["mrr"])
+        key = (cfg["params"]["cpb"], cfg["params"]["cgbs"])
         assert key not in measured, f"launch {i} repeats {key}"
         measured.add(key)
-        _complete(s, spec, f"t{i}", cfg, 100.0 if key == (0.8, 64) else 50.0)
+        _complete(s, spec, f"t{i}", cfg, 100.0 if key == (2048, 64) else 50.0)
     assert len(measured) == 8
     told = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(told) == 8, "only measured points are told to the sampler"

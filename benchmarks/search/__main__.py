@@ -46,7 +46,7 @@ def cache_key(space: str, land: Landscape) -> str:
     content = (spec.params, spec.objectives, spec.constraints, spec.points_to_evaluate, spec.server, spec.sim,
                spec.workload, spec.workload_properties, spec.plan.concurrencies)
     return hashlib.sha256(
-        (space + repr(content) + repr(land.variant)
+        (space + repr(content) + land.variant.key()
          + f"{landscape_mod.LANDSCAPE_VERSION}/{landscape_mod.KV_BUCKET}").encode()
     ).hexdigest()[:16]
 
@@ -64,8 +64,10 @@ def cached_optimum(space: str, land: Landscape) -> Optimum:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    variants = {v.name: v for v in VARIANTS}
     tasks = [dict(space=s, variant=v, noise=a.noise, seeds=a.seeds, methods=a.methods, launches=a.launches,
-                  slots=a.slots, autotune_as=a.autotune_as) for s in a.spaces for v in a.variants]
+                  slots=a.slots, autotune_as=a.autotune_as) for s in a.spaces for v in a.variants
+             if variants[v].affects(load_space(s))]  # a drafter-only variant of a space without one: the base again
     doc: dict[str, Any] = {"command": "python -m benchmarks.search " + " ".join(sys.argv[1:]), "launches": a.launches,
                            "slots": a.slots, "simulated": True, "complete": False, "runs": []}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

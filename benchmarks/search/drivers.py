@@ -20,7 +20,7 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import objective_key
 from autotune.searcher import OptunaStudySearcher, open_study
 from benchmarks.search.baseline import BaselineSearcher, open_baseline_study
@@ -92,9 +92,10 @@ class Lab:
             level = LevelSummary(concurrency=self.land.top, requests=0, failed=0, duration_s=0.0,
                                  output_tok_per_s=value, request_per_s=0.0, input_tok_per_s=0.0, ttft_ms=None,
                                  itl_ms=None, tpot_ms=None, e2e_ms=None, accept_length=out.accept_length)
+            # the KV cache SGLang logs at launch ("KV Cache is allocated. #tokens: N"), as the runner keeps it
             rec = TrialRecord(**base, outcome=TrialOutcome.COMPLETE, objectives={self.land.objective_key: value},
                               constraints=cons, feasible=all(v <= 0 for v in cons.values()),
-                              bench=BenchResult(levels=(level,)))
+                              bench=BenchResult(levels=(level,)), phases=PhaseTimings(kv_cache_tokens=out.kv_tokens))
         self.records.append(rec)
         self.launched.append(dict(params))
         best = select_best(self.records, self.objectives).record

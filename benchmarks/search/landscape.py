@@ -47,7 +47,7 @@ class LandscapeError(ValueError):
 
 @dataclass(frozen=True)
 class Variant:
-    """Multipliers on a profile's constants; 1.0 leaves a constant as the profile has it."""
+    """Multipliers on a profile's constants and the study's targets; 1.0 leaves a value as the study has it."""
 
     name: str
     accept_scale: float = 1.0  # each drafter's per-position acceptance (capped at 0.95)
@@ -56,9 +56,27 @@ class Variant:
     per_seq_scale: float = 1.0  # GPU time per running sequence per step (attention at large batch)
     accept_len: float | None = None  # replaces SGLANG_SIMULATE_ACC_LEN when the study sets it
     drafter_cost_scale: float = 1.0  # a drafter's GPU time per step (its fitted accept_token_us has no known cause)
+    slo_scale: float = 1.0  # every SLO bound (a ``max``) of the study times this: tighter or looser targets
+    top_scale: float = 1.0  # the highest load level times this: the load being optimised
+
+    def affects(self, spec: StudySpec) -> bool:
+        """False when the variant changes only drafters and the study searches no speculative decoding (it would be
+        the base landscape again)."""
+        drafter_only = {"name", "accept_scale", "drafter_cost_scale", "accept_len"}
+        changed = {f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default} - {"name"}
+        if not changed or not changed <= drafter_only:
+            return True
+        return any(p.flag == "speculative-algorithm" for p in spec.params)
+
+    def key(self) -> str:
+        """What identifies the variant's values in the caches (the fields added later only when they are set)."""
+        base = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)[:7]]
+        extra = [f"{n}={getattr(self, n)!r}" for n in ("slo_scale", "top_scale") if getattr(self, n) != 1.0]
+        return f"Variant({', '.join(base + extra)})"
 
 
-# Four landscapes per space: the profile as calibrated, and three perturbations in different directions. In the
+# Twelve landscapes per space: the profile as calibrated, and perturbations in different physical directions (the
+# drafter's quality and cost, link speed, memory per GPU, per-sequence cost, SLO tightness, the top load). In the
 # calibrated Kimi profile speculation never pays at 128 concurrent requests; with a cheaper, better drafter
 # ("good-drafter") it does, uncapped, which is the case the user story hopes for.
 VARIANTS: tuple[Variant, ...] = (
@@ -68,7 +86,29 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("slow-links", accept_scale=0.85, allreduce_scale=1.5, per_seq_scale=1.2, accept_len=2.2),
     Variant("tight-memory", accept_scale=1.1, drafter_cost_scale=0.5, mem_scale=0.92, per_seq_scale=0.8,
             accept_len=2.8),
+    Variant("fast-links", accept_scale=0.95, allreduce_scale=0.6, per_seq_scale=0.9),
+    Variant("poor-drafter", accept_scale=0.75, drafter_cost_scale=1.3, accept_len=1.6),
+    Variant("big-memory", mem_scale=1.15, per_seq_scale=1.1, accept_scale=1.05),
+    Variant("heavy-attention", per_seq_scale=1.6, accept_scale=1.05, drafter_cost_scale=0.8, accept_len=2.6),
+    Variant("tight-slo", slo_scale=0.8, accept_scale=1.15, drafter_cost_scale=0.6, accept_len=3.0),
+    Variant("loose-slo", slo_scale=1.5, allreduce_scale=1.2, mem_scale=0.95),
+    Variant("low-load", top_scale=0.5, accept_scale=1.1, drafter_cost_scale=0.7, accept_len=3.0),
+    Variant("high-load", top_scale=2.0, slo_scale=2.0, mem_scale=1.05, per_seq_scale=0.9),
 )
+
+
+def vary_spec(spec: StudySpec, v: Variant) -> StudySpec:
+    """The study as the variant sees it: SLO bounds scaled by ``slo_scale``, the top load level by ``top_scale``."""
+    if v.slo_scale != 1.0:
+        spec = dataclasses.replace(spec, constraints=tuple(
+            dataclasses.replace(c, max=c.max * v.slo_scale if c.max is not None else None) for c in spec.constraints))
+    if v.top_scale != 1.0:
+        levels = spec.plan.concurrencies
+        top = max(levels)
+        new_top = max(int(round(top * v.top_scale)), 1)
+        kept = [lv for lv in levels if lv != top and lv < new_top]
+        spec = dataclasses.replace(spec, plan=dataclasses.replace(spec.plan, concurrencies=(*kept, new_top)))
+    return spec
 
 
 def perturb(profile: Profile, v: Variant) -> Profile:
@@ -109,6 +149,7 @@ class Outcome:
     feasible: bool  # complete and every constraint met
     message: str = ""
     accept_length: float | None = None  # tokens per verify step at the top level (speculative points)
+    kv_tokens: int | None = None  # the KV cache the launch allocated (SGLang logs it)
 
     @property
     def launched(self) -> bool:
@@ -145,6 +186,7 @@ class Landscape:
             raise LandscapeError(f"{spec.source}: the study has no sim profile (sim.profile); the landscape needs one")
         if len(spec.objectives) != 1 or spec.objectives[0].direction != "maximize":
             raise LandscapeError(f"{spec.source}: the benchmark handles one maximized objective")
+        spec = vary_spec(spec, variant)
         self.spec = spec
         self.variant = variant
         self.profile = perturb(load_profile(spec.sim.profile), variant)
@@ -207,7 +249,8 @@ class Landscape:
             if (c.max is not None and v > c.max) or (c.min is not None and v < c.min):
                 feasible = False
         return Outcome("complete", None, objective, cons, feasible,
-                       accept_length=metrics.get("accept_length") if cfg.spec is not None else None)
+                       accept_length=metrics.get("accept_length") if cfg.spec is not None else None,
+                       kv_tokens=cfg.kv_tokens)
 
     def _run(self, cfg: SimConfig, flags: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, float]:
         # the cache cannot hold more than the running batch needs: the top load or the running cap, whichever is less
@@ -337,4 +380,5 @@ def noisy(outcome: Outcome, noise: float, rng: random.Random) -> tuple[float, di
     return outcome.objective * f(), {k: v * f() for k, v in outcome.metrics.items()}
 
 
-__all__ = ["Landscape", "Optimum", "Outcome", "VARIANTS", "Variant", "enumerate_points", "noisy", "optimum", "perturb"]
+__all__ = ["Landscape", "Optimum", "Outcome", "VARIANTS", "Variant", "enumerate_points", "noisy", "optimum", "perturb",
+           "vary_spec"]
