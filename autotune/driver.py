@@ -16,7 +16,7 @@ from autotune import gpus, registry, slots, stopping
 from autotune.errors import AutotuneError
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
-from autotune.finalists import FinalistOutcome, StagePlan, next_stage, select_finalists, study_outcome
+from autotune.finalists import FinalistOutcome, StagePlan, missing_slots, next_stage, select_finalists, study_outcome
 from autotune.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.progress.console import Console, Verbosity
 from autotune.progress.noise import LOG_NAME as RAY_LOG
@@ -358,8 +358,20 @@ class StudyDriver:
         if plan is None:
             return
         trials = {r.number: r for r in records if r.number in plan.finalists}
-        run_stage(self.spec, plan, trials, self.finalist_store, owner=self.owner, concurrency=concurrency,
-                  say=self.console.say, halted=lambda: self.stopped.stopping)
+        # the relaunches report their phases like trials, labelled as relaunches, through the study's monitor
+        import ray
+
+        monitor = self._monitor or create_monitor(self.spec, self.owner, planned=len(records), records=records)
+        ray.get(monitor.relaunches_started.remote(), timeout=30)
+        self.console.relaunches_started(len(missing_slots(plan, self.finalist_store.load())))
+        with EventPump(monitor, self.console) as pump:
+
+            def say(text: str) -> None:
+                pump.pump()  # a relaunch's last phase lines before its result line
+                self.console.say(text)
+
+            run_stage(self.spec, plan, trials, self.finalist_store, owner=self.owner, concurrency=concurrency,
+                      say=say, halted=lambda: self.stopped.stopping)
 
     def finalist_outcome(self, records: list[TrialRecord]) -> FinalistOutcome:
         spec = self.spec

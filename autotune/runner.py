@@ -268,8 +268,11 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
         from autotune.progress import monitor
 
         send = partial(monitor.send, owner)
-    record, log_text, env = _run_trial(spec, params, trial_id=trial_id, number=number, owner=owner, deployer=deployer,
-                                       send=send)
+    try:
+        record, log_text, env = _run_trial(spec, params, trial_id=trial_id, number=number, owner=owner,
+                                           deployer=deployer, send=send)
+    finally:
+        send(TrialEvent(number, trial_id, Phase.ENDED))  # it no longer runs (a relaunch gets no FINISHED)
     return redact_record(record, log_text, env, spec.server.secret_env)
 
 

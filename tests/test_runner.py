@@ -108,7 +108,8 @@ def test_success_assembles_a_complete_record(spec) -> None:  # type: ignore[no-u
     d = FakeDeployer()
     events: list[TrialEvent] = []
     record, log_text = trial(spec, d, events=events)
-    assert [e.phase for e in events] == [Phase.STARTED, Phase.LAUNCHING, Phase.READY, Phase.TEARING_DOWN]
+    assert [e.phase for e in events] == [Phase.STARTED, Phase.LAUNCHING, Phase.READY, Phase.TEARING_DOWN,
+                                         Phase.ENDED]
     assert {(e.number, e.trial_id) for e in events} == {(4, "abc")} and events[0].params == PARAMS
     assert record.outcome is TrialOutcome.COMPLETE and record.failure is None and record.feasible
     assert record.objectives == {"output_tok_per_s@max": 3200.0}
@@ -124,6 +125,17 @@ def test_success_assembles_a_complete_record(spec) -> None:  # type: ignore[no-u
     req = d.requests[0]
     assert req.name == "trial-004-abc" and req.owner == "own" and req.launch.unset_env == ("OMP_NUM_THREADS",)
     assert (req.number, req.trial_id) == (4, "abc")
+
+
+def test_every_run_ends_with_an_ended_event(spec) -> None:  # type: ignore[no-untyped-def]
+    # a point rejected before any launch, and a deploy that raised: the run still says it no longer runs
+    no_drafter = replace(spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"}))
+    for spec_, deployer in ((no_drafter, FakeDeployer()), (spec, FakeDeployer(error=ReplicaError("boom")))):
+        events: list[TrialEvent] = []
+        record, _ = trial(spec_, deployer, events=events)
+        assert record.outcome is not TrialOutcome.COMPLETE
+        assert events[0].phase is Phase.STARTED and events[-1].phase is Phase.ENDED, events
+        assert {(e.number, e.trial_id) for e in events} == {(4, "abc")}
 
 
 def test_invalid_point_is_recorded_without_a_deploy(spec) -> None:  # type: ignore[no-untyped-def]

@@ -146,6 +146,10 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     assert best["reason"].startswith("finalist stage: ")
     assert "## How the winner was decided" in (root / "best" / "report.md").read_text()
     assert "finalist stage 1 round 1: trial" in out
+    # the relaunches report their phases as trials do, labelled as relaunches
+    tid = runs[0]["record"]["trial_id"]
+    assert f"finalist relaunch of trial {runs[0]['repeats']} [{tid}] started [1/2]" in out, out[-3000:]
+    assert f"finalist relaunch of trial {runs[0]['repeats']} [{tid}] tearing down" in out
 
     # resume: two more trials requested, four finished ones kept and not re-run
     proc2 = _run(space, results, "--trials", "6")

@@ -65,6 +65,9 @@ class Console:
         self.trial_s: list[float] = []
         self.running: dict[int, _Running] = {}
         self.done: set[int] = set()  # finished trials: a late event of theirs is not a new trial
+        self.relaunch_planned: int | None = None  # set when the finalist stage starts: events are then relaunches'
+        self.relaunch_started = 0
+        self.relaunches: dict[str, _Running] = {}  # running finalist relaunches, by their trial id
 
     # Ray Tune pickles the searcher, whose callbacks reach this console: it pickles without its streams and lock.
     def __getstate__(self) -> dict[str, object]:
@@ -120,32 +123,52 @@ class Console:
             return "ETA after the first trial"
         return f"ETA {fmt_duration(eta)}"
 
+    def relaunches_started(self, planned: int) -> None:
+        """The finalist stage begins, with ``planned`` relaunches: the events from now on are theirs."""
+        with self._lock:
+            self.relaunch_planned = planned
+            self.relaunch_started = 0
+
     def on_event(self, event: TrialEvent) -> None:
         with self._lock:
-            if event.number in self.done:
-                return
-            run = self.running.get(event.number)
-            if run is None:
-                self.started += 1
-                run = self.running[event.number] = _Running(self.started, event.at)
-            run.phase = event.phase
-            run.detail = ""
-            n = f"trial {event.number:3d}"
-            if event.phase is Phase.STARTED:
-                params = compact_params(event.params, shorten_paths=False)
-                self._event_line(f"{n} started [{run.ordinal}/{self.planned}]  {params}  ({self._eta_text()})")
-            elif event.phase is Phase.LAUNCHING:
-                self._event_line(f"{n} launching the engine")
-            elif event.phase is Phase.READY:
-                took = f" after {event.seconds:.1f} s" if event.seconds is not None else ""
-                self._event_line(f"{n} ready{took}")
-            elif event.phase is Phase.BENCHMARKING:
-                run.detail = f"{event.level}/{event.levels}"
-                self._event_line(f"{n} benchmarking level {event.level} of {event.levels} "
-                                 f"(concurrency {event.concurrency})")
-            elif event.phase is Phase.TEARING_DOWN:
-                self._event_line(f"{n} tearing down")
+            if self.relaunch_planned is not None:
+                self._on_relaunch_event(event)
+            elif event.number not in self.done and event.phase is not Phase.ENDED:  # a trial ends with its record
+                run = self.running.get(event.number)
+                if run is None:
+                    self.started += 1
+                    run = self.running[event.number] = _Running(self.started, event.at)
+                self._phase_line(f"trial {event.number:3d}", run, event, f"{run.ordinal}/{self.planned}")
             self._draw_status()
+
+    def _on_relaunch_event(self, event: TrialEvent) -> None:
+        if event.phase is Phase.ENDED:  # its result line comes from the finalist stage
+            self.relaunches.pop(event.trial_id, None)
+            return
+        run = self.relaunches.get(event.trial_id)
+        if run is None:
+            self.relaunch_started += 1
+            run = self.relaunches[event.trial_id] = _Running(self.relaunch_started, event.at)
+        self._phase_line(f"finalist relaunch of trial {event.number} [{event.trial_id}]", run, event,
+                         f"{run.ordinal}/{self.relaunch_planned}")
+
+    def _phase_line(self, who: str, run: _Running, event: TrialEvent, n_of_n: str) -> None:
+        run.phase = event.phase
+        run.detail = ""
+        if event.phase is Phase.STARTED:
+            params = compact_params(event.params, shorten_paths=False)
+            eta = f"  ({self._eta_text()})" if self.relaunch_planned is None else ""
+            self._event_line(f"{who} started [{n_of_n}]  {params}{eta}")
+        elif event.phase is Phase.LAUNCHING:
+            self._event_line(f"{who} launching the engine")
+        elif event.phase is Phase.READY:
+            took = f" after {event.seconds:.1f} s" if event.seconds is not None else ""
+            self._event_line(f"{who} ready{took}")
+        elif event.phase is Phase.BENCHMARKING:
+            run.detail = f"{event.level}/{event.levels}"
+            self._event_line(f"{who} benchmarking level {event.level} of {event.levels} (concurrency {event.concurrency})")
+        elif event.phase is Phase.TEARING_DOWN:
+            self._event_line(f"{who} tearing down")
 
     def on_record(self, record: TrialRecord) -> None:
         with self._lock:
@@ -170,17 +193,26 @@ class Console:
     # --- the status line (terminals only) ------------------------------------------------------------------------
     def status_text(self) -> str:
         now = self._now()
-        parts = [f"{self.finished}/{self.planned} done"]
-        for number, run in sorted(self.running.items()):
+        if self.relaunch_planned is not None:
+            parts = [f"finalist stage: {self.relaunch_started}/{self.relaunch_planned} relaunches started"]
+            runs = [(f"#{tid}", run) for tid, run in sorted(self.relaunches.items())]
+        else:
+            parts = [f"{self.finished}/{self.planned} done"]
+            runs = [(f"#{number}", run) for number, run in sorted(self.running.items())]
+        for name, run in runs:
             detail = f" {run.detail}" if run.detail else ""
-            parts.append(f"#{number} {run.phase.value}{detail} {fmt_duration(now - run.started)}")
-        parts.append(self._eta_text())
+            parts.append(f"{name} {run.phase.value}{detail} {fmt_duration(now - run.started)}")
+        if self.relaunch_planned is None:
+            parts.append(self._eta_text())
         return " | ".join(parts)
 
     def _draw_status(self) -> None:
-        if not self.tty or self.verbosity < Verbosity.NORMAL or not (self.running or self.started):
+        if not self.tty or self.verbosity < Verbosity.NORMAL:
             return
-        if self.finished >= self.planned and not self.running:
+        if self.relaunch_planned is not None:
+            if not self.relaunches:
+                return
+        elif not (self.running or self.started) or (self.finished >= self.planned and not self.running):
             return
         self.out.write("\r\x1b[K" + self.status_text()[:200])
         self.out.flush()
@@ -194,7 +226,7 @@ class Console:
     def tick(self) -> None:
         """Redraw the status line (elapsed times move); the driver calls it about once a second."""
         with self._lock:
-            if self._status_shown or self.running:
+            if self._status_shown or self.running or self.relaunches:
                 self._clear_status()
                 self._draw_status()
 

@@ -17,6 +17,7 @@ class Phase(str, enum.Enum):
     READY = "ready"  # the engine answered /health
     BENCHMARKING = "benchmarking"  # one load level of the benchmark began
     TEARING_DOWN = "tearing_down"  # the engine is being stopped
+    ENDED = "ended"  # the run returned its record (sent by the runner; a finalist relaunch's last event)
     FINISHED = "finished"  # the trial's record was written (sent by the driver, not the trial)
 
 

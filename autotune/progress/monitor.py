@@ -27,8 +27,34 @@ LAST_TRIAL_THROUGHPUT = "autotune_last_trial_output_tok_per_s"
 RUNNING_PHASES = (Phase.STARTED, Phase.LAUNCHING, Phase.READY, Phase.BENCHMARKING, Phase.TEARING_DOWN)
 
 
+TRIAL, RELAUNCH = "trial", "finalist_relaunch"  # the ``kind`` label of RUNNING_TRIALS
+
+
 def monitor_name(owner: str) -> str:
     return f"autotune-monitor-{owner}"
+
+
+class RunningTable:
+    """What runs now, by run (Tune's trial id, or a finalist relaunch's id): its phase and kind. A run leaves the table
+    when it ends (ENDED from the runner) or its record is stored (FINISHED from the driver), whichever comes first."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, tuple[Phase, str]] = {}
+        self.kind = TRIAL  # the kind of the runs that start from now on (the finalist stage runs after the trials)
+
+    def update(self, event: TrialEvent) -> None:
+        if event.phase in (Phase.ENDED, Phase.FINISHED):
+            self.runs.pop(event.trial_id, None)
+        else:
+            kind = self.runs[event.trial_id][1] if event.trial_id in self.runs else self.kind
+            self.runs[event.trial_id] = (event.phase, kind)
+
+    def counts(self) -> dict[tuple[str, Phase], int]:
+        """How many runs of each kind are in each running phase (zeros included)."""
+        out = {(kind, phase): 0 for kind in (TRIAL, RELAUNCH) for phase in RUNNING_PHASES}
+        for phase, kind in self.runs.values():
+            out[kind, phase] += 1
+        return out
 
 
 @ray.remote(num_cpus=0)
@@ -43,7 +69,7 @@ class StudyMonitor:
         self.objective = objective
         self.maximize = direction == "maximize"
         self.best = best
-        self.phase: dict[int, Phase] = {}
+        self.table = RunningTable()
         self.buffer: list[dict[str, Any]] = []
         tags = ("study",)
         self.m_finished = metrics.Counter(TRIALS_FINISHED, description="Trials finished, by outcome and failure kind.",
@@ -52,8 +78,8 @@ class StudyMonitor:
                                        tag_keys=tags)
         self.m_best = metrics.Gauge(BEST_OBJECTIVE, description="Best primary objective of a feasible trial so far.",
                                     tag_keys=(*tags, "objective"))
-        self.m_running = metrics.Gauge(RUNNING_TRIALS, description="Trials running now, by phase.",
-                                       tag_keys=(*tags, "phase"))
+        self.m_running = metrics.Gauge(RUNNING_TRIALS, description="Trials (and finalist relaunches) running now, by "
+                                       "phase.", tag_keys=(*tags, "phase", "kind"))
         self.m_tput = metrics.Gauge(LAST_TRIAL_THROUGHPUT,
                                     description="Output tokens/s at each load level of the last completed trial.",
                                     tag_keys=(*tags, "concurrency"))
@@ -66,14 +92,17 @@ class StudyMonitor:
         self._set_running()
 
     def _set_running(self) -> None:
-        for phase in RUNNING_PHASES:
-            n = sum(1 for p in self.phase.values() if p is phase)
-            self.m_running.set(n, {"study": self.study, "phase": phase.value})
+        for (kind, phase), n in self.table.counts().items():
+            self.m_running.set(n, {"study": self.study, "phase": phase.value, "kind": kind})
+
+    def relaunches_started(self) -> None:
+        """The finalist stage begins: the runs that start from now on are relaunches."""
+        self.table.kind = RELAUNCH
 
     def publish(self, event_json: dict[str, Any]) -> None:
         event = TrialEvent.from_json(event_json)
+        self.table.update(event)
         if event.phase is Phase.FINISHED:
-            self.phase.pop(event.number, None)
             self.m_finished.inc(1, {"study": self.study, "outcome": event.outcome, "failure": event.failure or "none"})
             if event.objective is not None and (
                 self.best is None or (event.objective > self.best if self.maximize else event.objective < self.best)
@@ -83,7 +112,6 @@ class StudyMonitor:
             for c, tok_s in event.throughput.items():
                 self.m_tput.set(tok_s, {"study": self.study, "concurrency": str(c)})
         else:
-            self.phase[event.number] = event.phase
             self.buffer.append(event_json)  # the driver prints what trials send; it knows its own FINISHED
         self._set_running()
 
@@ -91,8 +119,8 @@ class StudyMonitor:
         out, self.buffer = self.buffer, []
         return out
 
-    def running(self) -> dict[int, str]:
-        return {n: p.value for n, p in self.phase.items()}
+    def running(self) -> dict[str, str]:
+        return {run: phase.value for run, (phase, _) in self.table.runs.items()}
 
 
 def create(owner: str, *, study: str, objective: str, direction: str, planned: int,

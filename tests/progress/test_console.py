@@ -12,6 +12,7 @@ from pathlib import Path
 from autotune.progress.console import Console, Verbosity
 from autotune.progress.eta import eta_seconds, fmt_duration
 from autotune.progress.events import Phase, TrialEvent
+from autotune.progress.monitor import RELAUNCH, TRIAL, RunningTable
 from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
 
 
@@ -82,6 +83,44 @@ def test_terminal_status_line_redrawn_in_place() -> None:
     assert out.getvalue().endswith("\r\x1b[K")
 
 
+def test_finalist_relaunches_print_their_phases_labelled_and_leave_when_they_end() -> None:
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=False, clock=clock)
+    c.study_started(planned=1, concurrency=1)
+    c.on_event(TrialEvent(0, "t0", Phase.STARTED, at=clock.t, params={"mem": 0.8}))
+    c.on_event(TrialEvent(0, "t0", Phase.ENDED, at=clock.t))  # a trial leaves with its record, not with ENDED
+    assert 0 in c.running
+    c.on_record(_record(0, 20.0))
+    c.relaunches_started(2)
+    for tid in ("t0-f1r1", "t0-f1r2"):  # relaunches of a finished trial: same number, their own ids
+        c.on_event(TrialEvent(0, tid, Phase.STARTED, at=clock.t, params={"mem": 0.8}))
+        c.on_event(TrialEvent(0, tid, Phase.LAUNCHING, at=clock.t))
+        c.on_event(TrialEvent(0, tid, Phase.BENCHMARKING, at=clock.t, level=1, levels=2, concurrency=1))
+        assert list(c.relaunches) == [tid]
+        c.on_event(TrialEvent(0, tid, Phase.TEARING_DOWN, at=clock.t))
+        c.on_event(TrialEvent(0, tid, Phase.ENDED, at=clock.t))
+        assert c.relaunches == {}
+    lines = out.getvalue().splitlines()[3:]
+    assert lines[0].endswith("finalist relaunch of trial 0 [t0-f1r1] started [1/2]  mem=0.8")
+    assert lines[1].endswith("finalist relaunch of trial 0 [t0-f1r1] launching the engine")
+    assert lines[2].endswith("finalist relaunch of trial 0 [t0-f1r1] benchmarking level 1 of 2 (concurrency 1)")
+    assert lines[3].endswith("finalist relaunch of trial 0 [t0-f1r1] tearing down")
+    assert lines[4].endswith("finalist relaunch of trial 0 [t0-f1r2] started [2/2]  mem=0.8")
+    assert len(lines) == 8 and c.finished == 1 and c.running == {}  # the trials' counts are untouched
+
+
+def test_the_status_line_shows_the_running_relaunches() -> None:
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=True, clock=clock)
+    c.relaunches_started(3)
+    c.on_event(TrialEvent(2, "t2-f1r1", Phase.READY, at=clock.t, seconds=3.0))
+    clock.t += 4
+    assert c.status_text() == "finalist stage: 1/3 relaunches started | #t2-f1r1 ready 4s"
+    c.on_event(TrialEvent(2, "t2-f1r1", Phase.ENDED, at=clock.t))
+    c.tick()
+    assert out.getvalue().endswith("\r\x1b[K")  # nothing runs: the status line is cleared, not redrawn
+
+
 def test_quiet_prints_only_errors_and_the_result() -> None:
     out, err = io.StringIO(), io.StringIO()
     c = Console(out=out, err=err, tty=False, verbosity=Verbosity.QUIET)
@@ -114,3 +153,21 @@ def test_ray_output_goes_to_the_log_and_the_console_still_prints(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "study line\nafter\n" and proc.stderr == "study error\n"
     assert log.read_text() == "TUNE BOX\nRAYLET WARNING\n"
+
+
+def test_the_running_table_counts_relaunches_apart_and_forgets_a_run_when_it_ends() -> None:
+    table = RunningTable()
+    table.update(TrialEvent(0, "t0", Phase.BENCHMARKING))
+    table.update(TrialEvent(0, "t0", Phase.ENDED))  # the trainable returned: no longer running
+    table.update(TrialEvent(0, "t0", Phase.FINISHED))  # the driver stored the record: nothing left to forget
+    table.update(TrialEvent(1, "t1", Phase.LAUNCHING))
+    table.kind = RELAUNCH
+    table.update(TrialEvent(1, "t1", Phase.READY))  # a run keeps the kind it started with
+    table.update(TrialEvent(0, "t0-f1r1", Phase.STARTED))
+    table.update(TrialEvent(0, "t0-f1r2", Phase.TEARING_DOWN))
+    counts = table.counts()
+    assert counts[TRIAL, Phase.READY] == 1 and counts[RELAUNCH, Phase.STARTED] == 1
+    assert counts[RELAUNCH, Phase.TEARING_DOWN] == 1 and sum(counts.values()) == 3
+    for tid in ("t1", "t0-f1r1", "t0-f1r2"):
+        table.update(TrialEvent(0, tid, Phase.ENDED))
+    assert sum(table.counts().values()) == 0
