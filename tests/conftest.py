@@ -9,20 +9,20 @@ os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with a slow (Ray, end-to-end) test run first, in their collected order, then the rest: with ``-n 2`` the
-    long files start at once and the many short ones fill in behind them, instead of a long file starting last."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the collected order within each part
+    """The slow (Ray, end-to-end) tests run first, in their collected order, then the rest: with ``-n 2`` the long
+    tests start at once and the many short ones fill in behind them, instead of a long test starting last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the collected order within each
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; without xdist it is never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """With ``-n N`` (pytest-xdist, as the README's test command runs): whole files to a worker, so a module-scoped
-    study is run once, each worker taking the next file in the order above when it is free (not reordered by size)."""
-    from xdist.scheduler import LoadFileScheduling
+    """With ``-n 2 --dist loadgroup`` (the README's test command): each worker takes the next test in the order above
+    when it is free (not reordered by group size); the tests of an ``xdist_group`` (a module-scoped study) stay on
+    one worker, so that study runs once."""
+    from xdist.scheduler import LoadGroupScheduling
 
     config.option.loadscopereorder = False
-    return LoadFileScheduling(config, log)
+    return LoadGroupScheduling(config, log)
 
 
 def free_port() -> int:

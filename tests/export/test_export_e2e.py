@@ -22,7 +22,7 @@ import yaml
 from autotune.site import MULTICAST_VARS
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("export-e2e")]  # one study for both tests
 ROOT = Path(__file__).resolve().parents[2]
 TIME_SCALE = 100  # simulated seconds per wall second; the figures do not depend on it
 
