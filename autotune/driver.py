@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import gpus, registry, slots, stopping
+from autotune import registry, slots, stopping
+from autotune.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray
 from autotune.errors import AutotuneError
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
@@ -35,15 +36,6 @@ from autotune.studylock import StudyLock
 def _spec_json(spec: StudySpec) -> dict[str, Any]:
     """The spec as it reads back from ``study.json`` (tuples as lists), so a resume can compare the two."""
     return json.loads(json.dumps(spec.to_json(), default=str))
-
-
-def sim_profile_gpus(name: str) -> int | None:
-    try:
-        from autotune.sim.profile import load_profile
-
-        return int(load_profile(name).gpu_count)
-    except Exception:  # noqa: BLE001 - the engine reports a bad profile with its own message at launch
-        return None
 
 
 class StudyDriver:
@@ -123,54 +115,8 @@ class StudyDriver:
             self._monitor.publish.remote(finished_event(self.spec, record).to_json())
 
     def _start_ray(self) -> tuple[bool, float]:
-        import ray
-
-        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-        address = self.address or os.environ.get("RAY_ADDRESS")
-        if address:
-            where = "--address" if self.address else "RAY_ADDRESS"
-            _check_reachable(address, where)  # ray.init retries an unreachable GCS for minutes
-            try:
-                ctx = ray.init(address=address, log_to_driver=self._verbose)
-            except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-                raise AutotuneError(
-                    f"could not connect to the Ray cluster at {address!r} (from {where}): "
-                    f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}. Start it (`ray start --head`), "
-                    f"fix the address, or drop {where} to run a local Ray here."
-                ) from exc
-            started = False
-        else:
-            kwargs: dict[str, Any] = {}
-            num_gpus = self.num_gpus
-            if num_gpus is None and self.spec.engine == "sim" and gpus.count() == 0:
-                num_gpus = max(sim_profile_gpus(self.spec.sim.profile) or 0, self.spec.gpus_per_trial)  # type: ignore[union-attr]
-                self.console.say(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the "
-                                 "simulator")
-            if num_gpus is not None:
-                kwargs["num_gpus"] = num_gpus
-            if self.metrics_port:
-                kwargs["_metrics_export_port"] = self.metrics_port
-            if _port_busy(self.dashboard_port):
-                raise AutotuneError(
-                    f"port {self.dashboard_port} on 127.0.0.1 is in use (another Ray dashboard?), so this study's "
-                    f"dashboard cannot start there; pass --dashboard-port with a free port, or join that cluster with "
-                    f"--address auto."
-                )
-            # address="local": always a cluster of its own, never a stray one found on the machine. It stays on this
-            # machine: with Ray's cluster mode off (the switch Ray itself uses on macOS/Windows) the node's address is
-            # 127.0.0.1 and the GCS, raylet and workers listen there only, not on every interface; the dashboard
-            # binds 127.0.0.1 too. Joining a cluster (--address) is unaffected.
-            _loopback_only_ray()
-            ctx = ray.init(address="local", num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True,
-                           dashboard_host="127.0.0.1", dashboard_port=self.dashboard_port,
-                           log_to_driver=self._verbose, _node_ip_address="127.0.0.1", **kwargs)
-            started = True
-        url = getattr(ctx, "dashboard_url", None)
-        self.console.say(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster")
-        if started and self.metrics_port:
-            self.console.say(f"study metrics (Prometheus): http://127.0.0.1:{self.metrics_port}/metrics")
-        total = float(ray.cluster_resources().get("GPU", 0))
-        return started, total
+        return start_ray(self.spec, ClusterRequest(self.address, self.num_gpus, self.dashboard_port, self.metrics_port,
+                                                   self._verbose), self.console.say)
 
     def run(self) -> int:
         """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""
@@ -272,7 +218,7 @@ class StudyDriver:
                     conc = min(conc, cap)
             self.console.say(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
                              f"trial, {conc} at a time; results in {self.store.root}")
-            if _port_busy(self.serve_port):
+            if port_busy(self.serve_port):
                 raise AutotuneError(
                     f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
                     f"pass --serve-port with a free port (or stop what holds it)."
@@ -326,12 +272,12 @@ class StudyDriver:
             self._slot_pool = None
             self._monitor = self._pump = None
             if self.stopped.infrastructure:
-                _ignore_sigint()  # Ray's driver-side core worker may still raise SIGINT about its dead raylet
+                ignore_sigint()  # Ray's driver-side core worker may still raise SIGINT about its dead raylet
                 self.console.error(f"the Ray cluster was lost ({self.stopped.infrastructure}); cleaning up what is "
                                    f"local")
                 registry.sweep(self.owner)
                 if started:
-                    _bounded(ray.shutdown, 15.0)
+                    bounded(ray.shutdown, 15.0)
             else:
                 try:
                     serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
@@ -417,66 +363,3 @@ class StudyDriver:
             say("  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
                 "simulator as measured")
         return 0
-
-
-def _check_reachable(address: str, where: str, timeout_s: float = 5.0) -> None:
-    """Raise AutotuneError at once when ``host:port`` (or ``ray://host:port``) does not accept a TCP connection."""
-    import socket
-
-    if address == "auto":
-        from ray._private.services import canonicalize_bootstrap_address
-
-        try:
-            found = canonicalize_bootstrap_address("auto")
-        except (ConnectionError, ValueError) as exc:
-            found, why = None, str(exc).splitlines()[0]
-        else:
-            why = "no running Ray cluster was found on this machine"
-        if not found:
-            raise AutotuneError(f"--address auto: {why}. Start one (`ray start --head`), or drop --address to run a "
-                                f"local Ray here.")
-        address = found
-    host, _, port = address.split("://", 1)[-1].rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s):
-            return
-    except (OSError, ValueError) as exc:
-        raise AutotuneError(
-            f"could not connect to the Ray cluster at {address!r} (from {where}): {exc}. Start it (`ray start "
-            f"--head`), fix the address, or drop {where} (unset RAY_ADDRESS) to run a local Ray here."
-        ) from exc
-
-
-def _loopback_only_ray() -> None:
-    from ray._private import ray_constants
-
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # for Ray's child processes
-    ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address in this process
-
-
-def _ignore_sigint() -> None:
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _bounded(fn: Any, timeout_s: float) -> None:
-    """Call ``fn`` in a daemon thread and wait at most ``timeout_s`` (a Ray call on a dead cluster can block)."""
-    import threading
-
-    t = threading.Thread(target=fn, daemon=True)
-    t.start()
-    t.join(timeout_s)
-
-
-def _port_busy(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False

@@ -15,17 +15,17 @@ Timeouts (``request_timeout_s``, ``level_timeout_s``) are wall seconds.
 
 A request that gets an HTTP error, an error chunk, a broken stream or a timeout becomes a failed sample; an unreachable
 server, or a level where every request failed, raises ``BenchError``. Definitions of TTFT / ITL / TPOT / e2e follow SGLang's
-``bench_serving``; see docs/benchmark.md.
+``bench_serving``; see docs/benchmark.md. One request is ``autotune/bench/stream.py``; ``/server_info`` and
+``/flush_cache`` are ``autotune/bench/server_api.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,223 +33,13 @@ import httpx
 
 from autotune.bench import sim_clock
 from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
-from autotune.bench.sim_clock import VirtualSlot, VirtualTiming
+from autotune.bench.server_api import FLUSH_RETRY_S, ServerInfo, fetch_server_info, flush_cache
+from autotune.bench.sim_clock import VirtualSlot
+from autotune.bench.stream import Clock, failed_sample, request_body, send_request
 from autotune.bench.transport import _default_transport
 from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample, WorkloadSpec
-from autotune.bench.workload import BenchRequest, build_requests
+from autotune.bench.workload import build_requests
 from autotune.errors import BenchError
-from autotune.virtual_clock import CLOCK_KIND, parse_times
-
-Clock = Callable[[], float]
-_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-_INFO_PATHS = ("/server_info", "/get_server_info")
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """What the client reads from ``/server_info``: the time scale and the server's average accept length."""
-
-    time_scale: float = 1.0
-    accept_length: float | None = None
-    endpoint: str | None = None  # the path that answered; None when neither did
-    virtual_clock: bool = False  # a simulated server that reports virtual times (autotune/virtual_clock.py)
-
-
-def _unreachable(base_url: str, exc: Exception) -> BenchError:
-    return BenchError(f"cannot connect to {base_url}: server is not running / crashed ({type(exc).__name__}: {exc})")
-
-
-async def fetch_server_info(client: httpx.AsyncClient, base_url: str) -> ServerInfo:
-    """Read ``/server_info``, falling back to ``/get_server_info``; a server that answers neither gets the defaults."""
-    for path in _INFO_PATHS:
-        try:
-            resp = await client.get(path)
-        except httpx.TransportError as exc:
-            raise _unreachable(base_url, exc) from exc
-        if resp.status_code != 200:
-            continue
-        try:
-            data = resp.json()
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return _parse_server_info(data, path)
-    return ServerInfo()
-
-
-def _parse_server_info(data: dict[str, Any], path: str) -> ServerInfo:
-    scale: Any = 1.0
-    virtual = False
-    sim = data.get("sim")
-    if isinstance(sim, dict):
-        virtual = sim.get("clock") == CLOCK_KIND
-    if isinstance(sim, dict) and sim.get("time_scale") is not None:
-        scale = sim["time_scale"]
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
-            raise BenchError(f"{path} declares sim.time_scale={scale!r}; it must be a positive number (fix the server)")
-    accept = None
-    states = data.get("internal_states")
-    if isinstance(states, list) and states and isinstance(states[0], dict):
-        value = states[0].get("avg_spec_accept_length")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            accept = float(value)
-    return ServerInfo(time_scale=float(scale), accept_length=accept, endpoint=path, virtual_clock=virtual)
-
-
-def _body(req: BenchRequest, spec: WorkloadSpec) -> bytes:
-    payload: dict[str, Any] = {"input_ids": req.input_ids} if req.input_ids is not None else {"text": req.text}
-    payload["sampling_params"] = {
-        "max_new_tokens": req.max_new_tokens,
-        "ignore_eos": spec.ignore_eos,
-        "temperature": spec.temperature,
-    }
-    payload["stream"] = True
-    return json.dumps(payload).encode()
-
-
-def _failed(error: str) -> RequestSample:
-    return RequestSample(ok=False, error=error[:300])
-
-
-_CT_KEY = '"completion_tokens":'
-
-
-def _completion_tokens(payload: str) -> int | None:
-    """``meta_info.completion_tokens`` of one SSE chunk, read without parsing the (cumulative) JSON."""
-    i = payload.rfind(_CT_KEY)
-    if i < 0:
-        return None
-    j = i + len(_CT_KEY)
-    while j < len(payload) and payload[j] == " ":
-        j += 1
-    k = j
-    while k < len(payload) and payload[k].isdigit():
-        k += 1
-    return int(payload[j:k]) if k > j else None
-
-
-MAX_LINE_BYTES = 4 * 1024 * 1024  # an SSE line longer than this fails the request (SGLang's longest are ~1-2 MB)
-
-
-async def sse_lines(chunks: AsyncIterator[bytes], max_line_bytes: int = MAX_LINE_BYTES) -> AsyncIterator[str]:
-    """The lines of a byte stream (``\\n`` or ``\\r\\n``), decoded as UTF-8; raises ValueError when a line grows past
-    ``max_line_bytes`` without its newline, so a server that never ends a line cannot fill the client's memory."""
-    buf = b""
-    async for data in chunks:
-        buf = buf + data if buf else data
-        if b"\n" in data:
-            *lines, buf = buf.split(b"\n")
-            for raw in lines:
-                if len(raw) > max_line_bytes:
-                    raise ValueError(f"a stream line of {len(raw):,} bytes (more than {max_line_bytes:,})")
-                yield raw.rstrip(b"\r").decode("utf-8", "replace")
-        if len(buf) > max_line_bytes:
-            raise ValueError(f"a stream line grew past {max_line_bytes:,} bytes without a newline")
-    if buf:
-        yield buf.rstrip(b"\r").decode("utf-8", "replace")
-
-
-async def _stream_one(
-    client: httpx.AsyncClient, body: bytes, scale: float, clock: Clock, slot: VirtualSlot | None = None
-) -> RequestSample:
-    """Send one streamed /generate request and time its chunks: on the server's virtual clock when ``slot`` is given
-    (the slot then moves to the request's virtual finish), else in wall time x ``scale``."""
-    virtual = VirtualTiming(slot.t) if slot is not None else None
-    headers = {**_HEADERS, **slot.headers()} if slot is not None else _HEADERS
-    t0 = clock()
-    last_t = t0
-    end_t: float | None = None
-    ttft: float | None = None
-    last_ct = 0
-    itl: list[float] = []
-    last_payload = ""
-    done = False
-    async with client.stream("POST", "/generate", content=body, headers=headers) as resp:
-        if resp.status_code != 200:
-            detail = (await resp.aread()).decode("utf-8", "replace").strip()
-            return _failed(f"HTTP {resp.status_code}: {detail[:200]}")
-        async for line in sse_lines(resp.aiter_bytes()):
-            if not line.startswith("data:"):
-                continue  # blank separators, SSE comments
-            now = clock()
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                done, end_t = True, now
-                continue  # read to the end so the connection can be reused
-            if not (payload.startswith("{") and payload.endswith("}")):  # O(1): the full parse is for the last chunk
-                raise ValueError(f"a chunk that is not a JSON object: {payload[:80]!r}")
-            if '"error"' in payload:  # rare: parse only then (text is JSON-escaped, so it cannot fake this key)
-                err = json.loads(payload).get("error")
-                if err is not None:
-                    return _failed(f"server error: {err.get('message', err) if isinstance(err, dict) else err}")
-            # SGLang's chunks carry the cumulative text and ids, so parsing each one costs O(tokens so far); only the
-            # token count is needed per chunk, and the whole meta_info of the last chunk at the end.
-            ct = _completion_tokens(payload)
-            ct = last_ct + 1 if ct is None else ct  # no meta_info: count one token per chunk
-            if virtual is not None:
-                pairs = parse_times(payload)
-                if pairs is None:
-                    return _failed("the server declared a virtual clock but a stream chunk carries no sim_times")
-                virtual.feed(pairs)
-            new = ct - last_ct
-            if new > 0:
-                if ttft is None:
-                    ttft = now - t0
-                else:
-                    itl.extend([(now - last_t) * scale / new] * new)
-                last_t, last_ct = now, ct
-            end_t = now
-            last_payload = payload
-    meta: dict[str, Any] = (json.loads(last_payload).get("meta_info") or {}) if last_payload else {}
-    finish = meta.get("finish_reason")
-    if isinstance(finish, dict) and finish.get("type") == "abort":
-        return _failed(f"aborted by the server: {finish.get('message', '')}")
-    if not done and finish is None:
-        return _failed(f"broken stream: ended before [DONE] after {last_ct} tokens")
-    if ttft is None or end_t is None:
-        return _failed("stream carried no tokens")
-    itl_s = tuple(itl)
-    ttft_s, e2e_s = ttft * scale, (end_t - t0) * scale
-    if virtual is not None and slot is not None:
-        if virtual.first is None or virtual.last is None:
-            return _failed("the stream's chunks carried no virtual times")
-        ttft_s, e2e_s, itl_s = virtual.first - virtual.sent, virtual.last - virtual.sent, tuple(virtual.itl)
-        slot.t = virtual.last
-    verify = meta.get("spec_verify_ct")
-    accept = meta.get("spec_accept_length")
-    if accept is None and verify:
-        accept = last_ct / verify
-    return RequestSample(
-        ok=True,
-        prompt_tokens=int(meta.get("prompt_tokens") or 0),
-        output_tokens=last_ct,
-        ttft_s=ttft_s,
-        e2e_s=e2e_s,
-        itl_s=itl_s,
-        accept_length=float(accept) if accept else None,
-        spec_verify_ct=int(verify) if verify else None,
-    )
-
-
-async def send_request(
-    client: httpx.AsyncClient,
-    body: bytes,
-    scale: float,
-    timeout_s: float,
-    clock: Clock = time.perf_counter,
-    slot: VirtualSlot | None = None,
-) -> tuple[RequestSample, bool]:
-    """One request as a sample, never an exception; the flag says the server refused the connection (gone)."""
-    try:
-        return await asyncio.wait_for(_stream_one(client, body, scale, clock, slot), timeout_s), False
-    except httpx.ConnectError as exc:
-        return _failed(f"connection refused: server is not running / crashed ({exc})"), True
-    except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
-        return _failed(f"timeout after {timeout_s:g} s ({type(exc).__name__})"), False
-    except httpx.HTTPError as exc:
-        return _failed(f"broken stream: {type(exc).__name__}: {exc}"), False
-    except (ValueError, TypeError, AttributeError) as exc:  # a chunk that is not the JSON SGLang sends
-        return _failed(f"malformed stream chunk: {type(exc).__name__}: {exc}"), False
 
 
 class _RequestSource:
@@ -263,7 +53,7 @@ class _RequestSource:
     def prefetch(self, n: int) -> None:
         missing = n - len(self._queue)
         if missing > 0:
-            self._queue.extend(_body(r, self._spec) for r in build_requests(self._spec, missing, offset=self._built))
+            self._queue.extend(request_body(r, self._spec) for r in build_requests(self._spec, missing, offset=self._built))
             self._built += missing
 
     def next(self) -> bytes:
@@ -337,7 +127,7 @@ async def _run_level(
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]  # a bug in the client, not a failed request
     in_flight = state.issued - len(samples)
-    samples.extend(_failed(f"level timeout after {plan.level_timeout_s:g} s") for _ in range(in_flight))
+    samples.extend(failed_sample(f"level timeout after {plan.level_timeout_s:g} s") for _ in range(in_flight))
     wall_s = clock() - start
     engine_s = max(s.t for s in slots if s is not None) - t0 if virtual else wall_s * scale
     return _LevelRun(tuple(samples), wall_s, state.gone, bool(pending), engine_s)
@@ -364,27 +154,6 @@ def _check_plan(plan: BenchPlan) -> None:
         raise BenchError(f"precision_metric: {exc}") from exc
     if plan.precision_metric in ("server_accept_length", "failed", "requests"):
         raise BenchError(f"precision_metric {plan.precision_metric!r} is not a per-window figure; use e.g. output_tok_per_s")
-
-
-FLUSH_RETRY_S = 30.0
-
-
-async def flush_cache(client: httpx.AsyncClient, base_url: str, timeout_s: float = FLUSH_RETRY_S) -> bool | None:
-    """Flush the server's radix (prefix) cache: True when flushed, False when the server kept refusing (busy) for
-    ``timeout_s``, None when it has no ``/flush_cache`` (404/405). SGLang refuses (HTTP 400) while requests run."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            resp = await client.post("/flush_cache")
-        except httpx.TransportError as exc:
-            raise _unreachable(base_url, exc) from exc
-        if resp.status_code == 200:
-            return True
-        if resp.status_code in (404, 405, 501):
-            return None
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.2)
 
 
 def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:

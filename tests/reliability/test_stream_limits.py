@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from autotune.bench.client import MAX_LINE_BYTES, sse_lines
+from autotune.bench.stream import MAX_LINE_BYTES, sse_lines
 from autotune.bench.types import BenchPlan
 from tests.bench.test_client_http import SPEC, _chunk, _event, complete, run_against
 
