@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import math
-import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from autotune.sim.config import SimConfig
+from autotune.sim.handle import Counters, Handle
 from autotune.sim.offline import make_scheduler
+from autotune.sim.pacing import Noise, Pacer
 from autotune.sim.scheduler import Iteration, Scheduler, SimRequest
 
 CATCHUP_WALL_S = 0.05  # a host lagging more than this behind the pace re-anchors it instead of racing to catch up
@@ -35,90 +35,6 @@ MIN_SLEEP_S = 0.001  # shorter leads are not slept (the event loop's timer granu
 HOLD_TIMEOUT_S = 30.0  # wall seconds the engine waits for an announced request before it goes on without it
 
 _END, _ARRIVAL = 0, 1  # event kinds; at equal times iterations end (and free memory) before arrivals are admitted
-
-
-@dataclass(eq=False)
-class Handle:
-    """A request as its HTTP handler sees it: what the engine has published so far, plus a wake-up event.
-
-    ``output``, ``events`` and ``finished_at`` change only when an iteration's end is processed, never ahead of the
-    virtual clock (the scheduler plans an iteration's tokens at its start).
-    """
-
-    req: SimRequest
-    arrival: float  # virtual time the request joins the timeline
-    tagged: bool = False  # sent under the virtual-clock protocol: its end makes the engine expect the next request
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-    aborted: bool = False
-    notify_after: float = 0.0  # wall (monotonic) time before which new tokens do not wake the handler
-    output: int = 0
-    verify_ct: int = 0
-    accepted_drafts: int = 0
-    finished_at: float | None = None
-    events: list[tuple[float, int]] = field(default_factory=list)  # (virtual end of an iteration, tokens so far)
-    _taken: int = 0
-
-    @property
-    def finished(self) -> bool:
-        return self.finished_at is not None
-
-    def take_events(self) -> list[tuple[float, int]]:
-        """The (time, completion tokens) pairs published since the previous call."""
-        new = self.events[self._taken :]
-        self._taken = len(self.events)
-        return new
-
-
-@dataclass
-class Counters:
-    prompt_tokens: int = 0
-    generation_tokens: int = 0
-    requests: int = 0
-    finished_requests: int = 0
-    verify_calls: int = 0
-    accepted_tokens: int = 0  # tokens produced by verify steps (for the lifetime accept length)
-    retractions: int = 0
-    ttft: list[float] = field(default_factory=list)
-    e2e: list[float] = field(default_factory=list)
-    last_gen_throughput: float = 0.0
-
-
-class Pacer:
-    """Maps virtual time to the wall time at which it is released: ``time_scale`` virtual seconds per wall second."""
-
-    def __init__(self, time_scale: float) -> None:
-        self.scale = time_scale
-        self.epoch0 = time.time()
-        self._wall = time.monotonic()
-        self._virtual = 0.0
-
-    def anchor(self, virtual: float) -> None:
-        self._wall, self._virtual = time.monotonic(), virtual
-
-    def wall_at(self, virtual: float) -> float:
-        return self._wall + (virtual - self._virtual) / self.scale
-
-    def virtual_at(self, wall: float) -> float:
-        return self._virtual + (wall - self._wall) * self.scale
-
-
-class Noise:
-    """Deterministic multiplicative noise on step durations: a slow component (per simulated second) and a fast one."""
-
-    def __init__(self, level: float, seed: int) -> None:
-        self.level = level
-        self._rng = random.Random(seed * 7919 + 17)
-        self._window = -1
-        self._slow = 0.0
-
-    def factor(self, sim_time: float) -> float:
-        if self.level <= 0:
-            return 1.0
-        window = int(sim_time)
-        if window != self._window:
-            self._window = window
-            self._slow = 0.6 * self._slow + 0.8 * self._rng.gauss(0.0, 1.0)
-        return max(0.5, 1.0 + self.level * (0.8 * self._slow + 0.4 * self._rng.gauss(0.0, 1.0)))
 
 
 @dataclass(frozen=True)
@@ -403,10 +319,3 @@ class EngineLoop:
             f"gen throughput (token/s): {gen:.2f}, token usage: {self.token_usage:.2f}, "
             f"cuda graph: {it.graph}, #queue-req: {self.queued}"
         )
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]

@@ -7,7 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
-from autotune.sim.engine import EngineLoop, Handle
+from autotune.sim.engine import EngineLoop
+from autotune.sim.handle import Handle
 from autotune.sim.request_parse import json_body, parse_openai
 from autotune.sim.streaming import output_text
 

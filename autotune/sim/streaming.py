@@ -13,7 +13,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from autotune.sim.engine import EngineLoop, Handle
+from autotune.sim.engine import EngineLoop
+from autotune.sim.handle import Handle
 from autotune.virtual_clock import META_ARRIVAL, META_TIMES
 
 VOCAB_TEXT_BASE = 1000
