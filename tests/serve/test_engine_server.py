@@ -14,6 +14,7 @@ from autotune.failures import FailureKind
 from autotune.registry import group_alive
 from autotune.replica import Failure, Ready, ServerReport, Teardown
 from autotune.serve import app as app_mod
+from autotune.serve import launch_prep
 
 SERVER = r"""
 import http.server, sys, subprocess
@@ -40,7 +41,7 @@ def make_server(tmp_path: Path) -> object:
 
 
 def test_deferred_stop_returns_at_once_and_the_group_dies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    monkeypatch.setattr(app_mod, "with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
     server = make_server(tmp_path)
     assert isinstance(server.wait_ready(), Ready)
     pgid = server.server.proc.pid
@@ -56,19 +57,19 @@ def test_deferred_stop_returns_at_once_and_the_group_dies(tmp_path: Path, monkey
 
 
 def test_gpu_wait_before_launch(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert app_mod._wait_gpus_before_launch([]) is None  # no GPU: nothing to wait for
+    assert launch_prep.wait_gpus_before_launch([]) is None  # no GPU: nothing to wait for
     readings = iter([{"0": 60_000}, {"0": 60_000}, {"0": 3}])
     monkeypatch.setattr("autotune.gpus.memory_used_mib", lambda ids: next(readings))
     monkeypatch.setattr("autotune.launcher.time.sleep", lambda s: None)
-    waited = app_mod._wait_gpus_before_launch(["0"])
+    waited = launch_prep.wait_gpus_before_launch(["0"])
     assert waited is not None and waited >= 0
 
 
 def test_gpu_still_busy_is_a_deploy_error_that_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("autotune.gpus.memory_used_mib", lambda ids: {"3": 70_000})
-    monkeypatch.setattr(app_mod, "GPU_WAIT_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(launch_prep, "GPU_WAIT_TIMEOUT_S", 0.0)
     with pytest.raises(LaunchError) as info:
-        app_mod._wait_gpus_before_launch(["3"])
+        launch_prep.wait_gpus_before_launch(["3"])
     assert info.value.kind is FailureKind.DEPLOY_ERROR
     msg = str(info.value)
     assert "GPU(s) 3 still in use" in msg and "nvidia-smi" in msg and "rerun the same command" in msg
@@ -82,7 +83,7 @@ def slot_config(tmp_path: Path, name: str) -> dict[str, object]:
 
 
 def test_a_gpu_slot_replica_runs_one_trial_after_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    monkeypatch.setattr(app_mod, "with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
     slot = EngineServer()  # a slot app's replica: no engine until Serve hands it a trial's user_config
     assert slot.server is None and slot.launches == 0 and slot.info().argv == ()
     slot.reconfigure(slot_config(tmp_path, "trial-000-a"))
@@ -114,7 +115,7 @@ def test_a_gpu_slot_replica_runs_one_trial_after_another(tmp_path: Path, monkeyp
 def test_an_exported_replica_is_unhealthy_when_its_engine_is_gone(tmp_path: Path, monkeypatch) -> None:
     """health_follows_engine: an engine killed, or one that failed to launch, fails Serve's health check (so Serve
     replaces the replica); a study's slot replica without an engine stays healthy."""
-    monkeypatch.setattr(app_mod, "_with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    monkeypatch.setattr(app_mod, "with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
     args = app_mod.EngineArgs(name="prod", engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"],
                               log_dir=str(tmp_path), check_flags=False, ready_timeout_s=20,
                               wait_ready_in_constructor=True, health_follows_engine=True)
