@@ -181,7 +181,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
             return dict(json.loads(cfg.read_text()))
         except (OSError, ValueError) as exc:
             raise FitError(f"{cfg}: could not read the model config ({exc}); fix or remove the file") from exc
-    from autotune.models.dummy import SHAPES, resolved_config
+    from autotune.models.shapes import SHAPES, resolved_config
 
     if p.name in SHAPES:
         return resolved_config(p.name)
@@ -189,7 +189,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def model_bytes(config: Mapping[str, Any]) -> float:
-    from autotune.models.dummy import ModelShapeError, param_count
+    from autotune.models.shapes import ModelShapeError, param_count
 
     try:
         n = param_count(config)
