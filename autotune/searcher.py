@@ -117,13 +117,22 @@ def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
     return study
 
 
+def tag_trial(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -> None:
+    """What an Optuna trial carries of its record before it is told: constraints, outcome, failure kind, trial id."""
+    set_constraints(trial, spec, record)
+    trial.set_user_attr("outcome", record.outcome.value)
+    if record.failure is not None:
+        trial.set_user_attr("failure", record.failure.value)
+    trial.set_user_attr("trial_id", record.trial_id)
+
+
 def reconcile(study: optuna.Study, spec: StudySpec, records: Sequence[TrialRecord]) -> int:
     """After a killed driver: tell trials whose record was written but not told; fail the rest that were running."""
     recorded = {r.number: r for r in records}
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         rec = recorded.get(t.number)
         if rec is not None:
-            set_constraints(optuna.trial.Trial(study, t._trial_id), spec, rec)
+            tag_trial(optuna.trial.Trial(study, t._trial_id), spec, rec)
             study.tell(t.number, objective_values(spec, rec))
         else:
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)
@@ -409,11 +418,7 @@ class OptunaStudySearcher(Searcher):
             record = self.make_missing_record(trial.number, trial_id, params, reason)
         self.on_record(record, log_text)  # durable first
         self._check_every_trial_fails(record)
-        set_constraints(trial, self.spec, record)
-        trial.set_user_attr("outcome", record.outcome.value)
-        if record.failure is not None:
-            trial.set_user_attr("failure", record.failure.value)
-        trial.set_user_attr("trial_id", record.trial_id)
+        tag_trial(trial, self.spec, record)
         values = objective_values(self.spec, record)
         accept = self.learned.observe(params, record)
         self.kv.observe(params, record.phases.kv_cache_tokens)

@@ -85,6 +85,9 @@ def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: i
     assert states[t0.number] == optuna.trial.TrialState.COMPLETE
     assert states[t1.number] == optuna.trial.TrialState.FAIL
     assert study.trials[t0.number].values == [1000.0 + t0.number]
+    # told as the searcher tells a trial: a killed driver's record keeps its id and outcome in the Optuna study
+    assert study.trials[t0.number].user_attrs["trial_id"] == "x"
+    assert study.trials[t0.number].user_attrs["outcome"] == "complete"
 
 
 TINY = """
