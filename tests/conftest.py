@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import functools
 import os
+import random
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -25,10 +28,33 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return LoadGroupScheduling(config, log)
 
 
+# Ports a test picks ahead for a server: above Ray's worker ports (10002-19999) and below the kernel's ephemeral range,
+# where the processes Ray starts meanwhile take their ports with bind(0). A port picked with bind(0) instead could be
+# handed again to one of them before the server binds it (a study then stops with "port ... is in use").
+_PICK_LOW = 20000
+
+
+@functools.cache
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now, outside the ports Ray's processes take for themselves."""
+    high = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(_PICK_LOW, high) if high > _PICK_LOW + 100 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise RuntimeError(f"no free port on 127.0.0.1 between {_PICK_LOW} and {high}")
 
 
 @pytest.fixture
