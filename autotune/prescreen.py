@@ -122,3 +122,19 @@ def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
             continue
         out.append(lifted)
     return out
+
+
+def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The study's ``points_to_evaluate`` predicted not to fit in GPU memory (``autotune.fit``): launched last, when
+    only as many launches of the budget remain, so the search does not wait behind a launch expected to fail."""
+    if sizes is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for point in spec.points_to_evaluate:
+        try:
+            cfg = to_trial_config(spec, dict(point))
+        except SpaceError:
+            continue
+        if not fit.predict(sizes, cfg.flags, tp_size=cfg.tp_size).fits:
+            out.append(dict(point))
+    return out

@@ -110,10 +110,12 @@ def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
     )
     name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
     if not study.trials:
-        from autotune.prescreen import uncapped_seeds
+        from autotune.prescreen import deferred_seeds, study_sizes, uncapped_seeds
 
+        later = deferred_seeds(spec, study_sizes(spec))  # predicted not to fit: the searcher launches them last
         for point in [*spec.points_to_evaluate, *uncapped_seeds(spec)]:
-            study.enqueue_trial(dict(point), skip_if_exists=True)
+            if dict(point) not in later:
+                study.enqueue_trial(dict(point), skip_if_exists=True)
     return study
 
 
@@ -188,6 +190,13 @@ class OptunaStudySearcher(Searcher):
         self.kv = KvModel(spec, sizes)  # the KV cache a launch allocates, learnt from the study's launches
         repairer = Repairer(spec, top_level(spec), sizes, ceiling=self.learned.memory_ceiling, kv=self.kv)
         self._repairer = repairer
+        # seed points predicted not to fit, not yet launched: launched when only as many launches of the budget remain
+        from autotune.prescreen import deferred_seeds
+
+        queued = {params_key(t.params) for t in study.get_trials(deepcopy=False)
+                  if t.state is optuna.trial.TrialState.WAITING or "fixed_params" in t.system_attrs}
+        self._deferred = [p for p in deferred_seeds(spec, sizes)
+                          if params_key(p) not in self._finished and params_key(p) not in queued]
         self.repair = repair if repair is not None else repairer.repair
         self.equivalence = repairer.equivalence
         # points that run the same at the top load as a measured one (autotune.repair): not launched again
@@ -277,6 +286,8 @@ class OptunaStudySearcher(Searcher):
 
     def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if self._deferred and not waiting and self.budget - self.suggested <= len(self._deferred):
+            return self._ask_fixed(self._deferred.pop(0))  # the user's own point, predicted not to fit: launched last
         searched = self._searched
         self._searched += not waiting
         if (not waiting and self._finished and searched >= EXPLOIT_AFTER

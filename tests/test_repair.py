@@ -87,3 +87,27 @@ def test_learned_memory_failure_regions() -> None:
     learned.observe_failure({**OFF, "mem_fraction_static": 0.76}, FailureKind.OOM_AT_LAUNCH)
     assert "out of memory at load" in (learned.reason({**EAGLE, "mem_fraction_static": 0.75}) or "")
     assert learned.memory_reason({**OFF, "mem_fraction_static": 0.8}) is None
+
+
+def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
+    from autotune.searcher import OptunaStudySearcher, open_study
+    from autotune.space import StudyOverrides
+
+    # sizes from the simulator profile, no nvidia-smi
+    spec = load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml", overrides=StudyOverrides(engine="sim"))
+    study = open_study(spec, None)
+    from autotune.records import TrialOutcome, TrialRecord
+
+    def missing(number: int, tid: str, params: dict, reason: str) -> TrialRecord:
+        return TrialRecord(study=spec.name, trial_id=tid, number=number, params=params, flags={}, env={}, argv=[],
+                           outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, message=reason)
+
+    s = OptunaStudySearcher(spec, study, budget=6, on_record=lambda r, log: None, make_missing_record=missing)
+    oom = {"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01}
+    launched = []
+    for i in range(6):
+        cfg = s.suggest(f"t{i}")
+        launched.append(cfg["params"])
+        s.on_trial_complete(f"t{i}", None)  # no record: the trial is told as failed
+    assert launched[:3] == [dict(p) for p in spec.points_to_evaluate if dict(p) != oom]
+    assert launched[-1] == oom and oom not in launched[:-1]
