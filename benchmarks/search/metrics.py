@@ -41,14 +41,17 @@ class Summary:
     regret: dict[int, float]  # mean of 1 - ratio at each budget
     below_poor: float  # share of runs whose export after the last budget is below POOR of the optimum
     within_2pct_at_40: float  # share of runs with an export within 2% of the optimum after 40 launches
+    median_after_seeds: float  # launches to TARGET after the run's first launches of seed points (inf: never)
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "median_launches": self.median_launches, "reached": self.reached,
                 "regret": {str(k): v for k, v in self.regret.items()}, "below_poor": self.below_poor,
-                "within_2pct_at_40": self.within_2pct_at_40}
+                "within_2pct_at_40": self.within_2pct_at_40, "median_after_seeds": self.median_after_seeds}
 
 
 def summarize(runs: Iterable[dict[str, Any]]) -> Summary:
+    """``run["seed_launches"]`` (optional): how many of the run's first launches were seed points."""
+    runs = list(runs)
     rs = [r["ratios"] for r in runs]
     launches = [launches_to(r) for r in rs]
     last = max(BUDGETS)
@@ -59,6 +62,7 @@ def summarize(runs: Iterable[dict[str, Any]]) -> Summary:
         regret={b: statistics.fmean(1 - ratio_at(r, b) for r in rs) if rs else math.nan for b in BUDGETS},
         below_poor=sum(ratio_at(r, last) < POOR for r in rs) / len(rs) if rs else math.nan,
         within_2pct_at_40=sum(ratio_at(r, 40) >= TARGET for r in rs) / len(rs) if rs else math.nan,
+        median_after_seeds=median([max(x - r.get("seed_launches", 0), 0) for x, r in zip(launches, runs, strict=True)]),
     )
 
 

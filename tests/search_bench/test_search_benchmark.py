@@ -63,3 +63,29 @@ def test_cli_smoke(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-d
     doc = json.loads(out.read_text())
     assert {r["method"] for r in doc["runs"]} == {"autotune", "random", "grid"} and doc["simulated"] is True
     assert "| pooled | autotune |" in capsys.readouterr().out
+
+
+def test_variants_scale_slos_and_the_top_load_and_skip_no_op_drafter_variants() -> None:
+    from benchmarks.search.landscape import vary_spec
+
+    spec = load_space("nccl")
+    by_name = {v.name: v for v in VARIANTS}
+    tight = vary_spec(spec, by_name["tight-slo"])
+    assert [c.max for c in tight.constraints] == [c.max * 0.8 for c in spec.constraints]
+    high = Landscape(spec, by_name["high-load"])
+    assert high.top == 256 and max(high.spec.plan.concurrencies) == 256
+    assert not by_name["poor-drafter"].affects(spec) and by_name["poor-drafter"].affects(load_space("speculative"))
+    assert by_name["base"].key() == ("Variant(name='base', accept_scale=1.0, allreduce_scale=1.0, mem_scale=1.0, "
+                                     "per_seq_scale=1.0, accept_len=None, drafter_cost_scale=1.0)")
+
+
+def test_seed_launches_counts_the_leading_seed_points() -> None:
+    from benchmarks.search.__main__ import seed_launches
+
+    spec = load_space("h200-tp1-speculative")
+    seeds = [dict(p) for p in spec.points_to_evaluate]
+    other = {**seeds[0], "mem_fraction_static": 0.88}
+    run = {"space": "h200-tp1-speculative", "variant": "base", "launched": [seeds[1], seeds[0], other, seeds[2]]}
+    assert seed_launches(run) == 2
+    s = summarize([{"ratios": [0.0, 0.5, 0.99], "seed_launches": 2}])
+    assert s.median_launches == 3 and s.median_after_seeds == 1
