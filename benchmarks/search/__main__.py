@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.space import StudyOverrides, StudySpec, load_study
+from benchmarks.search import jsonio
 from benchmarks.search import landscape as landscape_mod
 from benchmarks.search.landscape import VARIANTS, Landscape, Optimum, optimum
 from benchmarks.search.metrics import BUDGETS, fmt_launches, summarize
@@ -75,7 +76,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     def keep(part: list[dict[str, Any]], done: int) -> None:  # written after every landscape: a partial sweep counts
         doc["runs"].extend(part)
         doc["complete"] = done == len(tasks)
-        Path(a.out).write_text(json.dumps(doc))
+        jsonio.dump(doc, a.out)
 
     if a.jobs > 1:
         with multiprocessing.get_context("spawn").Pool(a.jobs) as pool:
@@ -138,7 +139,7 @@ def seed_launches(run: dict[str, Any]) -> int:
 
 
 def cmd_table(a: argparse.Namespace) -> int:
-    docs = [json.loads(Path(f).read_text()) for f in a.files]
+    docs = [jsonio.load(f) for f in a.files]
     print(table({"launches": min(d["launches"] for d in docs), "runs": [r for d in docs for r in d["runs"]]},
                 hard=a.hard))
     return 0
@@ -147,7 +148,7 @@ def cmd_table(a: argparse.Namespace) -> int:
 def cmd_rescore(a: argparse.Namespace) -> int:
     """Judge a results file's runs against the optimum as the landscape computes it now (``ratios`` are the exported
     config's true value over the optimum, so a corrected optimum rescales them exactly)."""
-    doc = json.loads(Path(a.file).read_text())
+    doc = jsonio.load(a.file)
     optima: dict[tuple[str, str], float] = {}
     changed = 0
     for run in doc["runs"]:
@@ -160,7 +161,7 @@ def cmd_rescore(a: argparse.Namespace) -> int:
             run["ratios"] = [x * run["optimum"] / new for x in run["ratios"]]
             run["optimum"] = new
             changed += 1
-    Path(a.file).write_text(json.dumps(doc))
+    jsonio.dump(doc, a.file)
     print(f"{changed} of {len(doc['runs'])} runs rescored")
     return 0
 

@@ -8,9 +8,9 @@ searcher they ran is not this checkout's), and landscapes that were redefined or
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
+
+from benchmarks.search import jsonio
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"commands": [], "launches": None, "simulated": True, "complete": True, "runs": [],
                            "merged_by": "python -m benchmarks.search.merge_baseline"}
     for f in a.files:
-        doc = json.loads(Path(f).read_text())
+        doc = jsonio.load(f)
         out["commands"].append(doc["command"])
         out["launches"] = min(doc["launches"], out["launches"] or doc["launches"])
         for run in doc["runs"]:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             if run["method"] == "autotune":
                 run["method"] = a.rename
             out["runs"].append(run)
-    Path(a.out).write_text(json.dumps(out))
+    jsonio.dump(out, a.out)
     print(f"{len(out['runs'])} runs from {len(a.files)} files")
     return 0
 
