@@ -67,7 +67,8 @@ def cached_optimum(space: str, land: Landscape) -> Optimum:
 def cmd_run(a: argparse.Namespace) -> int:
     variants = {v.name: v for v in VARIANTS}
     tasks = [dict(space=s, variant=v, noise=a.noise, seeds=a.seeds, methods=a.methods, launches=a.launches,
-                  slots=a.slots, autotune_as=a.autotune_as) for s in a.spaces for v in a.variants
+                  slots=a.slots, autotune_as=a.autotune_as, finalists=list(a.finalists))
+             for s in a.spaces for v in a.variants
              if variants[v].affects(load_space(s))]  # a drafter-only variant of a space without one: the base again
     doc: dict[str, Any] = {"command": "python -m benchmarks.search " + " ".join(sys.argv[1:]), "launches": a.launches,
                            "slots": a.slots, "simulated": True, "complete": False, "runs": []}
@@ -101,6 +102,10 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
         + " | export < 95% at 40 | within 2% at 40 | after the seeds |",
         "| --- | --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in BUDGETS) + " | ---: | ---: | ---: |",
     ]
+    with_stage = any(r.get("finalist_launches") for r in runs)
+    if with_stage:
+        lines[0] += " within 2% after the finalist stage | export < 95% after it | its launches |"
+        lines[1] += " ---: | ---: | ---: |"
     for noise in sorted({r["noise"] for r in runs}):
         for space in [*spaces, "pooled"]:
             for m in methods:
@@ -112,8 +117,21 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
                     f"| {noise:.0%} | {space} | {m} | {s.runs} | {fmt_launches(s.median_launches, cap)} | {s.reached:.0%} | "
                     + " | ".join(f"{s.regret[b]:.3f}" for b in BUDGETS)
                     + f" | {s.below_poor:.0%} | {s.within_2pct_at_40:.0%} | {fmt_launches(s.median_after_seeds, cap)} |"
+                    + (finalist_cells(sel) if with_stage else "")
                 )
     return "\n".join(lines)
+
+
+def finalist_cells(runs: list[dict[str, Any]]) -> str:
+    """Table cells for the finalist stage after the budget: share of runs whose winner is within 2% of the optimum,
+    share below 95%, and the median relaunches it cost (runs without a stage: '-')."""
+    staged = [r for r in runs if r.get("finalist_ratio") is not None]
+    if not staged:
+        return " - | - | - |"
+    within = sum(r["finalist_ratio"] >= 0.98 - 1e-12 for r in staged) / len(staged)
+    poor = sum(r["finalist_ratio"] < 0.95 for r in staged) / len(staged)
+    cost = sorted(r["finalist_launches"] for r in staged)[len(staged) // 2]
+    return f" {within:.0%} | {poor:.0%} | {cost} |"
 
 
 _SEEDS: dict[tuple[str, str], list[str]] = {}
@@ -182,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--jobs", type=int, default=1, help="landscapes simulated in parallel processes")
     r.add_argument("--autotune-as", default="", help="name the autotune method's runs so (e.g. the searcher of "
                    "another checkout: PYTHONPATH=/that/checkout:$PWD)")
+    r.add_argument("--finalists", type=int, nargs=2, default=[0, 0], metavar=("COUNT", "ROUNDS"),
+                   help="after the budget, the study's finalist stage: the top COUNT feasible configs relaunched ROUNDS "
+                   "times each, the winner decided as autotune.finalists does (default 0 0: none)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table", help="print the summary table of a results file")

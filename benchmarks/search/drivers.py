@@ -20,6 +20,7 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
+from autotune.finalists import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
 from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import objective_key
 from autotune.searcher import OptunaStudySearcher, open_study
@@ -47,6 +48,12 @@ class Run:
     infeasible: int  # launches that completed but broke an SLO (true value)
     repeats: int  # launches of a point already measured
     seed_within_2pct: bool  # a points_to_evaluate entry is already within 2% of the optimum
+    # The study's finalist stage after the budget (autotune.finalists, as the driver runs it before export): the top
+    # ``count`` feasible configs by measured value relaunched ``rounds`` times each, the winner decided from the
+    # relaunches; its true value / the optimum, and the relaunches it cost. None: no stage ran.
+    finalist_ratio: float | None = None
+    finalist_launches: int = 0
+    finalist_method: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -68,20 +75,33 @@ class Lab:
 
     def record(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
         """The trial's record; a launch is counted unless the point is invalid."""
+        out = self.land.evaluate(params)
+        if out.outcome == "invalid":
+            self.invalid += 1
+            return self.measure(number, trial_id, params)
+        key = json.dumps(params, sort_keys=True, default=str)
+        self.repeats += key in self._seen
+        self._seen.add(key)
+        self.failed += out.outcome == "failed"
+        self.infeasible += out.outcome != "failed" and not out.feasible
+        rec = self.measure(number, trial_id, params)
+        self.records.append(rec)
+        self.launched.append(dict(params))
+        best = select_best(self.records, self.objectives).record
+        true = self.land.evaluate(best.params).true_value if best is not None else 0.0
+        self.ratios.append(true / self.optimum if self.optimum > 0 else 0.0)
+        return rec
+
+    def measure(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
+        """One launch of ``params`` measured with fresh noise: its record, no bookkeeping."""
         spec = self.land.spec
         out = self.land.evaluate(params)
         base = dict(study=spec.name, trial_id=trial_id, number=number, params=dict(params), flags={}, env={}, argv=[])
         if out.outcome == "invalid":
-            self.invalid += 1
             return TrialRecord(**base, outcome=TrialOutcome.INVALID, failure=out.failure, message=out.message)
-        key = json.dumps(params, sort_keys=True, default=str)
-        self.repeats += key in self._seen
-        self._seen.add(key)
         if out.outcome == "failed":
-            self.failed += 1
             rec = TrialRecord(**base, outcome=TrialOutcome.FAILED, failure=out.failure, message=out.message)
         else:
-            self.infeasible += not out.feasible
             value, metrics = noisy(out, self.noise, self.rng)
             cons: dict[str, float] = {}
             for c in spec.constraints:
@@ -96,23 +116,39 @@ class Lab:
             rec = TrialRecord(**base, outcome=TrialOutcome.COMPLETE, objectives={self.land.objective_key: value},
                               constraints=cons, feasible=all(v <= 0 for v in cons.values()),
                               bench=BenchResult(levels=(level,)), phases=PhaseTimings(kv_cache_tokens=out.kv_tokens))
-        self.records.append(rec)
-        self.launched.append(dict(params))
-        best = select_best(self.records, self.objectives).record
-        true = self.land.evaluate(best.params).true_value if best is not None else 0.0
-        self.ratios.append(true / self.optimum if self.optimum > 0 else 0.0)
         return rec
 
-    def run(self, method: str, seed: int, suggested: int) -> Run:
+    def finalists(self, count: int, rounds: int) -> tuple[float | None, int, str]:
+        """The finalist stage on this study's records (``autotune.finalists``, the study's export rule): the true
+        value ratio of the config it exports, the relaunches it made, and how it decided."""
+        if count <= 0 or rounds <= 0:
+            return None, 0, ""
+        (obj,) = self.objectives[:1]
+        chosen = select_finalists(self.records, obj.key, obj.direction, count)
+        if not chosen:
+            return None, 0, ""
+        trials = {r.number: r for r in self.records if r.number in chosen}
+        runs = [FinalistRun(stage=1, round=rnd, repeats=n, repeats_trial_id=trials[n].trial_id,
+                            record=self.measure(n, run_trial_id(trials[n].trial_id, 1, rnd), dict(trials[n].params)))
+                for rnd, n in StagePlan(1, chosen, rounds).slots()]
+        decision = study_outcome(self.records, [StagePlan(1, chosen, rounds)], runs, key=obj.key,
+                                 direction=obj.direction, alpha=0.05, count=count).decision
+        winner = trials[decision.winner] if decision is not None and decision.winner is not None else None
+        true = self.land.evaluate(dict(winner.params)).true_value if winner is not None else 0.0
+        return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), decision.method if decision else ""
+
+    def run(self, method: str, seed: int, suggested: int, finalists: tuple[int, int] = (0, 0)) -> Run:
         spec = self.land.spec
         seeds_true = [self.land.evaluate(dict(p)).true_value for p in spec.points_to_evaluate]
+        f_ratio, f_launches, f_method = self.finalists(*finalists)
         return Run(method, spec.name, self.land.variant.name, self.noise, seed, self.optimum, tuple(self.ratios),
                    tuple(self.launched), suggested, self.invalid, self.failed, self.infeasible, self.repeats,
-                   any(v >= 0.98 * self.optimum for v in seeds_true))
+                   any(v >= 0.98 * self.optimum for v in seeds_true), f_ratio, f_launches, f_method)
 
 
 def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, noise: float, launches: int,
-                 slots: int = 1, method: str | None = None, baseline: bool = False) -> Run:
+                 slots: int = 1, method: str | None = None, baseline: bool = False,
+                 finalists: tuple[int, int] = (0, 0)) -> Run:
     """The study's own searcher: ``suggest`` for up to ``slots`` trials at once, ``on_trial_complete`` in order.
     ``baseline``: the searcher before issue #14 (``benchmarks.search.baseline``); with ``sampler="random"`` it is
     plain random sampling after the study file's seed points."""
@@ -147,10 +183,11 @@ def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, no
         tid, cfg = pending.popleft()
         rec = lab.record(cfg["number"], tid, cfg["params"])
         searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
-    return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n)
+    return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n, finalists)
 
 
-def run_grid(land: Landscape, optimum: float, *, seed: int, noise: float, launches: int) -> Run:
+def run_grid(land: Landscape, optimum: float, *, seed: int, noise: float, launches: int,
+             finalists: tuple[int, int] = (0, 0)) -> Run:
     """The study's seed points, then the grid (floats at ``GRID_FLOAT_POINTS`` values) in a seeded random order."""
     lab = Lab(land, noise, seed, optimum)
     grid = enumerate_points(land.spec, float_points=GRID_FLOAT_POINTS)
@@ -167,4 +204,4 @@ def run_grid(land: Landscape, optimum: float, *, seed: int, noise: float, launch
         seen.add(key)
         n += 1
         lab.record(n, f"g{n}", params)
-    return lab.run("grid", seed, n)
+    return lab.run("grid", seed, n, finalists)

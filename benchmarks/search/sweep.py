@@ -23,17 +23,19 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
         land.load_runs(json.loads(runs_file.read_text()))
     opt = cached_optimum(space, land)
     out: list[dict[str, Any]] = []
+    stage = tuple(task.get("finalists") or (0, 0))
     for noise in task["noise"]:
         for seed in range(task["seeds"]):
             for method in task["methods"]:
                 if method == "grid":
-                    run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"])
+                    run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"],
+                                   finalists=stage)
                 else:
                     sampler = "random" if method == "random" else "tpe"
                     name = task["autotune_as"] if method == "autotune" and task["autotune_as"] else method
                     run = run_searcher(land, opt.value, sampler=sampler, seed=seed, noise=noise,
                                        launches=task["launches"], slots=task["slots"], method=name,
-                                       baseline=method in ("autotune-before", "random"))
+                                       baseline=method in ("autotune-before", "random"), finalists=stage)
                 out.append(run.to_json())
     CACHE.mkdir(exist_ok=True)
     runs_file.write_text(json.dumps(land.dump_runs()))
