@@ -12,8 +12,9 @@ so launch-to-launch variation counts; the original trial's own measurement is le
 so it is biased upwards). The leader is the finalist with the best mean. A runner-up is *separable* from the leader when
 Welch's t test on the two sets of launches gives p < ``alpha``. If every other finalist is separable, the leader wins
 (``method="separable"``). Otherwise the leader and the finalists not separable from it *tie*; among them the winner is
-the one with the lowest mean TTFT p99 at the objective's level (only where that difference is itself separable), then
-the lowest ``--mem-fraction-static`` (less memory held), then the lowest trial number (``method="tie"``).
+the one with the lowest mean TTFT p99 at the objective's level where that difference is itself separable, else the
+leader (its relaunch mean is still the best estimate; the tie is stated); the lowest ``--mem-fraction-static`` and then
+the lowest trial number break only exactly equal means (``method="tie"``).
 """
 
 from __future__ import annotations
@@ -286,8 +287,10 @@ def decide(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: 
 
 
 def _by_secondary(tied: Sequence[FinalistStats], alpha: float) -> tuple[FinalistStats, str]:
-    """Among tied finalists: the lowest TTFT p99 where that is separable, then the lowest mem-fraction-static, then the
-    lowest trial number. Returns the pick and the criterion that decided it."""
+    """Among tied finalists (``tied[0]`` is the leader, the best relaunch mean): the lowest TTFT p99 where that is
+    separable; else the leader, since its mean is still the best estimate of the objective (the tie says the
+    difference is within noise, not that there is none); the memory setting and the trial number only break exactly
+    equal means. Returns the pick and the criterion that decided it."""
     with_ttft = [s for s in tied if s.ttft_p99]
     pool = list(tied)
     reason = ""
@@ -296,14 +299,16 @@ def _by_secondary(tied: Sequence[FinalistStats], alpha: float) -> tuple[Finalist
         rest = [s for s in tied if s is not best]
         if all(_separable(best.ttft_p99, s.ttft_p99, alpha)[0] for s in rest):
             return best, "lower TTFT p99 (separable, Welch t)"
-        pool = [best] + [s for s in rest if not _separable(best.ttft_p99, s.ttft_p99, alpha)[0]]
         reason = "TTFT p99 also within noise; "
-    mems = [s for s in pool if s.mem_fraction is not None]
-    if mems and len(mems) == len(pool) and len({s.mem_fraction for s in pool}) > 1:
-        best = min(pool, key=lambda s: (s.mem_fraction, s.number))
-        return best, reason + "lower --mem-fraction-static (less memory held)"
-    best = min(pool, key=lambda s: s.number)
-    return best, reason + "the lowest trial number (no other criterion separates them)"
+    top = [s for s in pool if s.mean == pool[0].mean]
+    if len(top) == 1:
+        return top[0], reason + "the best relaunch mean (the best estimate, though not a separable difference)"
+    mems = [s for s in top if s.mem_fraction is not None]
+    if len(mems) == len(top) and len({s.mem_fraction for s in top}) > 1:
+        best = min(top, key=lambda s: (s.mem_fraction, s.number))
+        return best, reason + "equal means; lower --mem-fraction-static (less memory held)"
+    best = min(top, key=lambda s: s.number)
+    return best, reason + "equal means; the lowest trial number"
 
 
 @dataclass(frozen=True)

@@ -105,14 +105,21 @@ def test_tie_picks_by_ttft_then_memory() -> None:
     assert d.winner == 2 and "TTFT p99" in d.secondary
     assert d.tie_within_pct == pytest.approx(100 * (975.0 - 950.0) / 975.0)
     assert "tie within 2.6%" in d.summary
-    # TTFT within noise too -> the lowest mem-fraction-static
+    # TTFT within noise too -> the leader (the best relaunch mean), not the config that holds less memory
     d = decide(trials, runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]},
                             mem={1: 0.9, 2: 0.8, 3: 0.85}), KEY, "maximize")
+    assert (d.method, d.winner, d.leader) == ("tie", 3, 3) and "best relaunch mean" in d.secondary
+    values = {1: [1000.0, 960.0], 2: [980.0, 960.0], 3: [950.0, 1000.0]}  # trial 1 leads by mean, holds more memory
+    d = decide(trials, runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]},
+                            mem={1: 0.9, 2: 0.8, 3: 0.85}), KEY, "maximize")
+    assert (d.method, d.winner) == ("tie", 1) and "best relaunch mean" in d.secondary
+    # equal means: memory, then the trial number
+    same = {1: [1000.0, 960.0], 2: [990.0, 970.0]}
+    d = decide(trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8)),
+               runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}, mem={1: 0.9, 2: 0.8}), KEY, "maximize")
     assert (d.method, d.winner) == ("tie", 2) and "mem-fraction-static" in d.secondary
-    # nothing separates them -> the lowest trial number
     plain = trials_of(trial(1, 1000.0), trial(2, 990.0))
-    d = decide(plain, runs(1, {1: [1000.0, 900.0], 2: [980.0, 960.0]}, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}),
-               KEY, "maximize")
+    d = decide(plain, runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}), KEY, "maximize")
     assert (d.method, d.winner) == ("tie", 1) and "lowest trial number" in d.secondary
 
 
