@@ -20,6 +20,18 @@ from autotune.store import StudyStore
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def default_signal_handlers():  # type: ignore[no-untyped-def]
+    """Each test starts with Python's default SIGINT/SIGTERM handlers and leaves them so: a test that ends in a lost
+    cluster leaves SIGINT ignored (as the driver does), and a pytest-xdist worker may start with SIGINT ignored."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
 def _wait_for(cond, timeout_s: float = 5.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while not cond() and time.monotonic() < deadline:
