@@ -104,8 +104,8 @@ def _finalists(a: StudyAnalysis) -> list[str]:
         f"({outcome.launches} relaunches over stage(s) {', '.join(map(str, d.stages))}); each clean relaunch "
         f"(complete and feasible) is one observation of `{d.objective_key}`, so launch-to-launch variation counts. "
         f"Separable means Welch's t test between the leader and a finalist gives p < {d.alpha:g}; finalists that are "
-        "not separable from the leader tie, and the tie is broken by lower TTFT p99 (where separable), then lower "
-        "`--mem-fraction-static`, then the lower trial number.",
+        "not separable from the leader tie; a tie goes to lower TTFT p99 where that is separable, else to the leader "
+        "(the best relaunch mean); lower `--mem-fraction-static`, then the lower trial number, break only equal means.",
         "",
     ]
     comp = {c.number: c for c in d.comparisons}
