@@ -206,14 +206,18 @@ def _ttft_p99(record: TrialRecord, level: str) -> float | None:
         return None
 
 
+def _clean(record: TrialRecord, key: str) -> bool:
+    """A relaunch that counts as an observation: complete, feasible, with a value of the objective."""
+    return record.outcome is TrialOutcome.COMPLETE and record.feasible and _value(record, key) is not None
+
+
 def finalist_stats(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str) -> list[FinalistStats]:
     """Per finalist (in ``trials``), its clean launches' objective values, TTFT p99s and memory setting."""
     level = key.partition("@")[2] or "max"
     out = []
     for number, trial in trials.items():
         mine = [r.record for r in runs if r.repeats == number]
-        clean = [rec for rec in mine if rec.outcome is TrialOutcome.COMPLETE and rec.feasible
-                 and _value(rec, key) is not None]
+        clean = [rec for rec in mine if _clean(rec, key)]
         values = tuple(float(_value(rec, key)) for rec in clean)  # type: ignore[arg-type]
         ttfts = tuple(t for rec in clean if (t := _ttft_p99(rec, level)) is not None)
         out.append(FinalistStats(number=number, trial_id=trial.trial_id, params=dict(trial.params), values=values,
@@ -292,7 +296,6 @@ def _by_secondary(tied: Sequence[FinalistStats], alpha: float) -> tuple[Finalist
     difference is within noise, not that there is none); the memory setting and the trial number only break exactly
     equal means. Returns the pick and the criterion that decided it."""
     with_ttft = [s for s in tied if s.ttft_p99]
-    pool = list(tied)
     reason = ""
     if len(with_ttft) == len(tied):
         best = min(tied, key=lambda s: (math.fsum(s.ttft_p99) / len(s.ttft_p99), s.number))
@@ -300,7 +303,7 @@ def _by_secondary(tied: Sequence[FinalistStats], alpha: float) -> tuple[Finalist
         if all(_separable(best.ttft_p99, s.ttft_p99, alpha)[0] for s in rest):
             return best, "lower TTFT p99 (separable, Welch t)"
         reason = "TTFT p99 also within noise; "
-    top = [s for s in pool if s.mean == pool[0].mean]
+    top = [s for s in tied if s.mean == tied[0].mean]
     if len(top) == 1:
         return top[0], reason + "the best relaunch mean (the best estimate, though not a separable difference)"
     mems = [s for s in top if s.mem_fraction is not None]
@@ -372,13 +375,13 @@ def incomplete(decision: Decision, plan: StagePlan, missing: int) -> Decision:
     planned = len(plan.slots())
     leader = next(s for s in decision.stats if s.number == decision.leader)
     summary = (f"finalist stage {plan.stage} is incomplete ({planned - missing} of {planned} relaunches ran): trial "
-               f"{leader.number} leads by its relaunch mean ({fmt_mean(leader)}), but no winner is declared until "
+               f"{leader.number} leads by its relaunch mean ({_fmt_mean(leader)}), but no winner is declared until "
                "the stage is resumed (run the same command again)")
     return replace(decision, method="incomplete", winner=leader.number, winner_trial_id=leader.trial_id, tied=(),
                    tie_within_pct=None, secondary="", summary=summary)
 
 
-def fmt_mean(stats: FinalistStats) -> str:
+def _fmt_mean(stats: FinalistStats) -> str:
     n = len(stats.values)
     return f"{stats.mean:,.1f} over {n} relaunch{'es' if n != 1 else ''}" if stats.mean is not None else "no value"
 
@@ -387,6 +390,5 @@ def winner_levels(runs: Sequence[FinalistRun], winner: int | None, key: str) -> 
     """The winner's clean relaunches (those the decision counted) pooled per load level across launches."""
     if winner is None:
         return ()
-    clean = [r.record for r in runs if r.repeats == winner and r.record.outcome is TrialOutcome.COMPLETE
-             and r.record.feasible and _value(r.record, key) is not None and r.record.bench is not None]
-    return tuple(across_launches([[asdict(lv) for lv in rec.bench.levels] for rec in clean]))  # type: ignore[union-attr]
+    return tuple(across_launches([[asdict(lv) for lv in r.record.bench.levels] for r in runs
+                                  if r.repeats == winner and _clean(r.record, key) and r.record.bench is not None]))

@@ -144,20 +144,30 @@ def launch_spec(target: Target, host: str, port: int, ready_timeout_s: float) ->
                       ready_timeout_s=ready_timeout_s)
 
 
-def study_basis(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], str, bool]:
+@dataclass(frozen=True)
+class StudyBasis:
+    """The study's figures a new launch is judged against."""
+
+    levels: list[dict[str, Any]]
+    text: str  # what they are, for verify.md
+    new_launch: bool  # the levels pool several launches: judge against the interval for one new launch
+
+
+def study_basis(doc: dict[str, Any]) -> StudyBasis:
     """The study's figures for the exported config, as the report prints them: across the finalist stage's clean
     relaunches of the winner when there are at least 2 (launch-to-launch variation counts), else the trial's own
-    launch (its windows). The flag: the levels pool launches (a new launch is judged by the new-launch interval)."""
+    launch (its windows)."""
     fin = doc.get("finalists") or {}
     decision = fin.get("decision") or {}
     launches = int(fin.get("winner_launches") or 0)
     number = doc["best"]["number"]
     if fin.get("winner_levels") and launches >= 2 and decision.get("winner") == number:
-        return list(fin["winner_levels"]), (f"the mean of the {launches} clean finalist relaunches of trial {number}; "
-                                             "a figure is judged against the 95% interval for one new launch (the "
-                                             "prediction interval from those launches, report.md's 'a new launch')"), True
-    return list(doc["best"]["levels"]), ("the trial's own launch: the mean of its windows, with the 95% interval "
-                                         "across windows (within one launch; a new launch varies more)"), False
+        return StudyBasis(list(fin["winner_levels"]),
+                          f"the mean of the {launches} clean finalist relaunches of trial {number}; a figure is judged "
+                          "against the 95% interval for one new launch (the prediction interval from those launches, "
+                          "report.md's 'a new launch')", True)
+    return StudyBasis(list(doc["best"]["levels"]), "the trial's own launch: the mean of its windows, with the 95% "
+                      "interval across windows (within one launch; a new launch varies more)", False)
 
 
 def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
@@ -208,24 +218,31 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
         report["autotune"] = result.to_json()
         checkpoint()
         if args.bench_serving:
-            report["bench_serving"] = {"levels": []}
-            report["bench_serving"] = _bench_serving(doc, plan, spec.base_url, out_dir,
-                                                     on_level=lambda lv: (report["bench_serving"]["levels"].append(lv),
-                                                                          checkpoint()))
+            measured: list[dict[str, Any]] = []
+            report["bench_serving"] = {"levels": measured}
+
+            def keep(level: dict[str, Any]) -> None:
+                measured.append(level)
+                checkpoint()
+
+            skipped = _bench_serving(doc, plan, spec.base_url, out_dir, on_level=keep)
+            if skipped:
+                report["bench_serving"] = {"skipped": skipped}
     finally:
         report["teardown_s"] = server.stop(grace_s=10.0)
         report["server_alive_after_teardown"] = server.alive()
-    study_levels, report["study_basis"], pooled = study_basis(doc)
-    figures = compare(study_levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance,
-                      new_launch=pooled)
+    basis = study_basis(doc)
+    report["study_basis"] = basis.text
+    figures = compare(basis.levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance,
+                      new_launch=basis.new_launch)
     report["tolerance"] = args.tolerance
     report["judged"] = judged
     report["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in figures]
     bs_levels = (report.get("bench_serving") or {}).get("levels")
     bs_figures: tuple[Figure, ...] = ()
     if bs_levels:
-        bs_figures = tuple(f for f in compare(study_levels, bench_serving_levels(bs_levels), judged=judged,
-                                              tolerance=args.tolerance, new_launch=pooled)
+        bs_figures = tuple(f for f in compare(basis.levels, bench_serving_levels(bs_levels), judged=judged,
+                                              tolerance=args.tolerance, new_launch=basis.new_launch)
                            if f.verdict != "not measured")
         report["bench_serving"]["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in bs_figures]
     report["ok"] = all(f.ok for f in (*figures, *bs_figures))
@@ -233,18 +250,19 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
 
 
 def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir: Path,
-                   on_level: Callable[[dict[str, Any]], Any] = lambda level: None) -> dict[str, Any]:
+                   on_level: Callable[[dict[str, Any]], None]) -> str | None:
+    """``python -m sglang.bench_serving`` at every level, each result passed to ``on_level`` as it finishes; returns
+    why it was skipped, or None when it ran."""
     if not bench_serving_available():
-        return {"skipped": "SGLang is not installed here: python -m sglang.bench_serving is unavailable"}
+        return "SGLang is not installed here: python -m sglang.bench_serving is unavailable"
     if plan.workload.kind != "synthetic":
-        return {"skipped": "the study's workload is a JSONL file; bench_serving runs only the synthetic workload"}
+        return "the study's workload is a JSONL file; bench_serving runs only the synthetic workload"
     production = doc["export"]["production"]["args"]
-    model = production[production.index("--model-path") + 1] if "--model-path" in production else None
-    if model is None:
-        return {"skipped": "no --model-path in the export: bench_serving needs the tokenizer"}
-    prompts = prompts_per_level(doc, plan)
-    levels = run_bench_serving(plan, base_url, model, out_dir, prompts, on_level=lambda r: on_level(asdict(r)))
-    return {"levels": [asdict(r) for r in levels]}
+    if "--model-path" not in production:
+        return "no --model-path in the export: bench_serving needs the tokenizer"
+    model = production[production.index("--model-path") + 1]
+    run_bench_serving(plan, base_url, model, out_dir, prompts_per_level(doc, plan), on_level=lambda r: on_level(asdict(r)))
+    return None
 
 
 def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:

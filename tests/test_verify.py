@@ -218,12 +218,12 @@ def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() 
                "intervals": {"output_tok_per_s": {"mean": 110.0, "sd": 10.0, "n": 3, "low": 85.2, "high": 134.8}}}]
     doc = {"best": {"number": 3, "levels": own},
            "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled}}
-    levels, basis, new_launch = study_basis(doc)
-    assert levels == pooled and "3 clean finalist relaunches of trial 3" in basis and new_launch
+    basis = study_basis(doc)
+    assert basis.levels == pooled and "3 clean finalist relaunches of trial 3" in basis.text and basis.new_launch
     for change in ({"winner_launches": 1}, {"decision": {"winner": 4}}, {"winner_levels": []}):
-        levels, basis, new_launch = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
-        assert levels == own and "the trial's own launch" in basis and not new_launch
-    assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None})[0] == own
+        basis = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
+        assert basis.levels == own and "the trial's own launch" in basis.text and not basis.new_launch
+    assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None}).levels == own
 
 
 def test_bench_serving_sends_as_many_requests_as_the_study_measured() -> None:
@@ -241,7 +241,11 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
     far = [{"concurrency": lv["concurrency"], "num_prompts": 8, "completed": 8, "duration_s": 1.0,
             "output_tok_per_s": lv["output_tok_per_s"] * 5, "ttft_ms_p99": 1.0, "ttft_ms_median": 1.0,
             "tpot_ms_median": lv["tpot_ms"]["median"]} for lv in doc["best"]["levels"]]
-    monkeypatch.setattr(verify, "_bench_serving", lambda *a, **k: {"levels": far})
+    def bench_serving(doc, plan, base_url, out_dir, on_level):  # type: ignore[no-untyped-def]
+        for level in far:
+            on_level(level)
+
+    monkeypatch.setattr(verify, "_bench_serving", bench_serving)
     code, report = _run(study_dir, tmp_path / "v", "--bench-serving", "--metrics", "output_tok_per_s")
     bs = report["bench_serving"]["figures"]
     assert {(f["concurrency"], f["metric"]) for f in bs if f["judged"]} == {(1, "output_tok_per_s"),

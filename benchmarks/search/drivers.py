@@ -123,7 +123,7 @@ class Lab:
         value ratio of the config it exports, the relaunches it made, and how it decided."""
         if count <= 0 or rounds <= 0:
             return None, 0, ""
-        (obj,) = self.objectives[:1]
+        obj = self.objectives[0]
         chosen = select_finalists(self.records, obj.key, obj.direction, count)
         if not chosen:
             return None, 0, ""
