@@ -19,13 +19,14 @@ from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
 from autotune.finalists import FinalistOutcome, StagePlan, missing_slots, next_stage, select_finalists, study_outcome
 from autotune.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
+from autotune.optuna_study import reconcile
 from autotune.progress.console import Console, Verbosity
 from autotune.progress.noise import LOG_NAME as RAY_LOG
 from autotune.progress.noise import ray_output_to_log
 from autotune.progress.pump import EventPump, create_monitor, finished_event
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
-from autotune.searcher import OptunaStudySearcher, reconcile
+from autotune.searcher import OptunaStudySearcher
 from autotune.secrets import has_secrets
 from autotune.space import StudySpec
 from autotune.storage import open_shared_study, redact_url

@@ -25,7 +25,7 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
     measured trials while this directory holds no record is refused rather than mixed."""
     import optuna
 
-    from autotune.searcher import open_study
+    from autotune.optuna_study import open_study
 
     shown = redact_url(url)
     try:

@@ -13,8 +13,9 @@ from wsgiref.util import setup_testing_defaults
 import optuna
 import pytest
 
+from autotune.optuna_study import LAUNCH_CONSTRAINT, open_study
 from autotune.records import FailureKind, TrialOutcome, TrialRecord
-from autotune.searcher import LAUNCH_CONSTRAINT, OptunaStudySearcher, open_study
+from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
 from autotune.store import StudyStore
 

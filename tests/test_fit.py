@@ -86,8 +86,8 @@ def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
 
 
 def test_a_capped_seed_point_is_also_measured_uncapped() -> None:
+    from autotune.optuna_study import open_study
     from autotune.prescreen import uncapped_seeds
-    from autotune.searcher import open_study
     from autotune.space import suggest
 
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")

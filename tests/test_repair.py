@@ -90,7 +90,8 @@ def test_learned_memory_failure_regions() -> None:
 
 
 def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
-    from autotune.searcher import OptunaStudySearcher, open_study
+    from autotune.optuna_study import open_study
+    from autotune.searcher import OptunaStudySearcher
     from autotune.space import StudyOverrides
 
     # sizes from the simulator profile, no nvidia-smi

@@ -10,8 +10,9 @@ import optuna
 import pytest
 from ray.tune.search import Searcher
 
+from autotune.optuna_study import LAUNCH_CONSTRAINT, open_study, reconcile
 from autotune.records import FailureKind, TrialOutcome, TrialRecord
-from autotune.searcher import LAUNCH_CONSTRAINT, OptunaStudySearcher, open_study, reconcile
+from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
 from autotune.store import StudyStore
 

@@ -21,9 +21,10 @@ from ray.tune.search import Searcher
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
 from autotune.finalists import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
+from autotune.optuna_study import open_study
 from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import objective_key
-from autotune.searcher import OptunaStudySearcher, open_study
+from autotune.searcher import OptunaStudySearcher
 from benchmarks.search.baseline import BaselineSearcher, open_baseline_study
 from benchmarks.search.landscape import Landscape, enumerate_points, noisy
 

@@ -16,9 +16,10 @@ import yaml
 from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.engines.preflight import run_help
 from autotune.errors import EngineError
+from autotune.optuna_study import open_study
 from autotune.records import FailureKind
 from autotune.runner import base_record, failed_record, now_iso
-from autotune.searcher import OptunaStudySearcher, open_study
+from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
 
 ROOT = Path(__file__).resolve().parents[2]

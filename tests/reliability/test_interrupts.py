@@ -13,7 +13,8 @@ import pytest
 from ray.tune.search import Searcher
 
 from autotune.interrupts import EXIT_INFRASTRUCTURE, RayWatchdog, StopState, StudyCancelled, stop_handlers
-from autotune.searcher import OptunaStudySearcher, open_study
+from autotune.optuna_study import open_study
+from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
 from autotune.store import StudyStore
 

@@ -10,8 +10,9 @@ import pytest
 import yaml
 from ray.tune.search import Searcher
 
+from autotune.optuna_study import open_study
 from autotune.search import main
-from autotune.searcher import OptunaStudySearcher, open_study
+from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
 
 ROOT = Path(__file__).resolve().parents[2]

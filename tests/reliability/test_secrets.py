@@ -91,7 +91,8 @@ def test_plain_word_and_short_secret_values_are_not_searched_in_text() -> None:
 def test_the_searcher_tune_pickles_into_its_folder_holds_no_secret(tmp_path: Path) -> None:
     from ray import cloudpickle
 
-    from autotune.searcher import OptunaStudySearcher, open_study
+    from autotune.optuna_study import open_study
+    from autotune.searcher import OptunaStudySearcher
 
     spec = secret_spec(tmp_path)
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
