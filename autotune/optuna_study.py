@@ -65,12 +65,10 @@ def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
     )
     name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
     if not study.trials:
-        from autotune.prescreen import deferred_seeds, study_sizes, uncapped_seeds
+        from autotune.prescreen import seeds_now, study_sizes
 
-        later = deferred_seeds(spec, study_sizes(spec))  # predicted not to fit: the searcher launches them last
-        for point in [*spec.points_to_evaluate, *uncapped_seeds(spec)]:
-            if dict(point) not in later:
-                study.enqueue_trial(dict(point), skip_if_exists=True)
+        for point in seeds_now(spec, study_sizes(spec)):  # the searcher launches the deferred seeds last
+            study.enqueue_trial(point, skip_if_exists=True)
     return study
 
 

@@ -124,9 +124,32 @@ def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     return out
 
 
-def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
-    """The study's ``points_to_evaluate`` predicted not to fit in GPU memory (``autotune.fit``): launched last, when
-    only as many launches of the budget remain, so the search does not wait behind a launch expected to fail."""
+def capped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
+    """The study's ``points_to_evaluate`` whose running cap is below the top load level and whose lifted twin is also
+    launched (another seed with the cap at or above it, or one ``uncapped_seeds`` adds). At the top load the twin runs
+    the same settings without the queue, so the capped seed (usually the user's own launch with SGLang's default cap)
+    teaches the search nothing the twin does not: it is still measured, as the study's baseline, but last."""
+    top = top_level(spec)
+    param = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    if top is None or param is None:
+        return []
+    twins = [dict(p) for p in spec.points_to_evaluate] + uncapped_seeds(spec)
+    out: list[dict[str, Any]] = []
+    for point in spec.points_to_evaluate:
+        point = dict(point)
+        try:
+            cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, point).flags)
+        except SpaceError:
+            continue
+        if cap is None or cap >= top or point in out:
+            continue
+        if any(t != point and _lifts_already(spec, point, t, param.name, top) for t in twins):
+            out.append(point)
+    return out
+
+
+def predicted_oom_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The study's ``points_to_evaluate`` predicted not to fit in GPU memory (``autotune.fit``)."""
     if sizes is None:
         return []
     out: list[dict[str, Any]] = []
@@ -138,3 +161,28 @@ def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, A
         if not fit.predict(sizes, cfg.flags, tp_size=cfg.tp_size).fits:
             out.append(dict(point))
     return out
+
+
+def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The seed points launched last, when only as many launches of the budget remain (or when the stopping rule ends
+    the search), so the search does not wait behind them: capped seeds whose lifted twin is launched (the baseline,
+    first), then seeds predicted not to fit in GPU memory."""
+    out = capped_seeds(spec)
+    return out + [p for p in predicted_oom_seeds(spec, sizes) if p not in out]
+
+
+def seeds_now(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The seed points enqueued when the study opens, in order: the study's ``points_to_evaluate`` and the lifted caps
+    ``uncapped_seeds`` adds, a deferred capped seed replaced in its place by its lifted twin; ``deferred_seeds`` are
+    left out (the searcher launches them last)."""
+    later = deferred_seeds(spec, sizes)
+    lifted = uncapped_seeds(spec)
+    top = top_level(spec)
+    param = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    out: list[dict[str, Any]] = []
+    for point in map(dict, spec.points_to_evaluate):
+        if point not in later:
+            out.append(point)
+        elif top is not None and param is not None:
+            out += [t for t in lifted if _lifts_already(spec, point, t, param.name, top)]
+    return [*(p for i, p in enumerate(out) if p not in out[:i]), *(t for t in lifted if t not in out and t not in later)]

@@ -110,7 +110,8 @@ class OptunaStudySearcher(Searcher):
         self.kv = KvModel(spec, sizes)  # the KV cache a launch allocates, learnt from the study's launches
         repairer = Repairer(spec, top_level(spec), sizes, ceiling=self.learned.memory_ceiling, kv=self.kv)
         self._repairer = repairer
-        # seed points predicted not to fit, not yet launched: launched when only as many launches of the budget remain
+        # seed points launched last (a capped seed whose lifted twin runs, one predicted not to fit), not yet launched:
+        # launched when only as many launches of the budget remain, or when the stopping rule ends the search
         from autotune.prescreen import deferred_seeds
 
         queued = {params_key(t.params) for t in study.get_trials(deepcopy=False)
@@ -169,7 +170,7 @@ class OptunaStudySearcher(Searcher):
         self.finished_reason = reason
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        if self.stop_reason or self.halted or self.finished_reason:
+        if self.stop_reason or self.halted or (self.finished_reason and not self._deferred):
             return Searcher.FINISHED  # type: ignore[return-value]
         if self.suggested >= self.budget:
             return Searcher.FINISHED  # type: ignore[return-value]
@@ -206,8 +207,9 @@ class OptunaStudySearcher(Searcher):
 
     def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if self._deferred and not waiting and self.budget - self.suggested <= len(self._deferred):
-            return self._ask_fixed(self._deferred.pop(0))  # the user's own point, predicted not to fit: launched last
+        if self._deferred and not waiting and (self.finished_reason
+                                               or self.budget - self.suggested <= len(self._deferred)):
+            return self._ask_fixed(self._deferred.pop(0))  # the user's own point, launched last (prescreen)
         searched = self._searched
         self._searched += not waiting
         if (not waiting and self._finished and searched >= EXPLOIT_AFTER

@@ -85,14 +85,47 @@ def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
                                    "mem_fraction_static": 0.01}) or "")
 
 
-def test_a_capped_seed_point_is_also_measured_uncapped() -> None:
+def test_a_capped_seed_point_is_measured_uncapped_first_and_capped_last() -> None:
     from autotune.optuna_study import open_study
-    from autotune.prescreen import uncapped_seeds
+    from autotune.prescreen import capped_seeds, uncapped_seeds
+    from autotune.searcher import OptunaStudySearcher
     from autotune.space import suggest
 
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
-    assert uncapped_seeds(spec) == [{**spec.points_to_evaluate[0], "max_running_requests": 128}]
+    user = dict(spec.points_to_evaluate[0])
+    lifted = {**user, "max_running_requests": 128}
+    assert uncapped_seeds(spec) == [lifted]
+    assert capped_seeds(spec) == [user]
     study = open_study(spec, None)
-    asked = [suggest(spec, study.ask()) for _ in range(3)]
-    assert asked[2]["max_running_requests"] == 128 and asked[2]["speculative_algorithm"] == "EAGLE3"
+    asked = [suggest(spec, study.ask()) for _ in range(2)]
+    assert asked == [lifted, dict(spec.points_to_evaluate[1])]  # the twin in the user's place; no capped launch
     assert uncapped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
+    assert capped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
+
+    # the capped seed is launched when one launch of the budget remains, or when the stopping rule ends the search
+    for budget, stop_after in ((4, None), (40, 3)):
+        study = open_study(spec, None)
+        s = OptunaStudySearcher(spec, study, budget=budget, on_record=lambda r, log: None,
+                                make_missing_record=_failed_record(spec), screen=lambda p: None)
+        launched = []
+        for i in range(budget):
+            if stop_after is not None and i == stop_after:
+                s.finish("no improvement")
+            cfg = s.suggest(f"t{i}")
+            if not isinstance(cfg, dict):
+                break
+            launched.append(cfg["params"])
+            s.on_trial_complete(f"t{i}", None)
+        assert launched[-1] == user and user not in launched[:-1], (budget, launched)
+        assert len(launched) == (budget if stop_after is None else stop_after + 1)
+        assert s.suggest("after") == "FINISHED"  # Searcher.FINISHED
+
+
+def _failed_record(spec):  # type: ignore[no-untyped-def]
+    from autotune.records import FailureKind, TrialOutcome, TrialRecord
+
+    def missing(number: int, tid: str, params: dict, reason: str) -> TrialRecord:
+        return TrialRecord(study=spec.name, trial_id=tid, number=number, params=params, flags={}, env={}, argv=[],
+                           outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, message=reason)
+
+    return missing

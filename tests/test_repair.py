@@ -110,5 +110,7 @@ def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
         cfg = s.suggest(f"t{i}")
         launched.append(cfg["params"])
         s.on_trial_complete(f"t{i}", None)  # no record: the trial is told as failed
-    assert launched[:3] == [dict(p) for p in spec.points_to_evaluate if dict(p) != oom]
-    assert launched[-1] == oom and oom not in launched[:-1]
+    capped = dict(spec.points_to_evaluate[1])  # EAGLE-3 with SGLang's default cap; seed 3 is its lifted twin
+    assert launched[:2] == [dict(spec.points_to_evaluate[i]) for i in (0, 2)]
+    assert launched[-2:] == [capped, oom]  # launched last: the baseline first, then the predicted OOM
+    assert oom not in launched[:-1] and capped not in launched[:-2]

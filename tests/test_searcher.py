@@ -225,15 +225,12 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
         return "screened" if p.get("speculative_num_steps") == 3 or p.get("speculative_algorithm") is None else None
 
     s = _searcher(spec, study, screen)
-    first = s.suggest("a")  # the user's own launch (default cap) is a seed point: launched although capped
-    assert first["params"]["max_running_requests"] is None and first["params"]["speculative_algorithm"] == "EAGLE3"
-    _complete(s, spec, "a", first, 700.0)
+    lifted = s.suggest("lifted")  # the user's launch with its cap lifted to the top load: a seed point, screened or not
+    assert lifted["params"] == {**spec.points_to_evaluate[0], "max_running_requests": 128}
+    _complete(s, spec, "lifted", lifted, 1200.0)
     second = s.suggest("b")
     assert second["params"]["speculative_algorithm"] is None  # the second seed: launched although screened
     _complete(s, spec, "b", second, 1500.0)
-    lifted = s.suggest("lifted")  # the first seed with its cap lifted to the top load: a seed point too
-    assert lifted["params"] == {**first["params"], "max_running_requests": 128}
-    _complete(s, spec, "lifted", lifted, 1200.0)
     for i in range(15):
         cfg = s.suggest(f"c{i}")
         assert screen(cfg["params"]) is None, "a screened proposal was launched"
