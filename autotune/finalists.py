@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from autotune.bench.stats import Interval, interval, welch
 from autotune.records import TrialOutcome, TrialRecord
-from autotune.verify_compare import across_launches
+from autotune.verify_compare import across_launches, launch_spread
 
 Direction = Literal["maximize", "minimize"]
 RUN_KIND = "finalist"
@@ -387,8 +387,17 @@ def _fmt_mean(stats: FinalistStats) -> str:
 
 
 def winner_levels(runs: Sequence[FinalistRun], winner: int | None, key: str) -> tuple[dict[str, Any], ...]:
-    """The winner's clean relaunches (those the decision counted) pooled per load level across launches."""
+    """The winner's clean relaunches (those the decision counted) pooled per load level across launches. The interval
+    for one new launch uses the launch-to-launch spread pooled over every finalist's clean relaunches (relative to each
+    config's mean) where that has more degrees of freedom than the winner's relaunches alone."""
     if winner is None:
         return ()
-    return tuple(across_launches([[asdict(lv) for lv in r.record.bench.levels] for r in runs
-                                  if r.repeats == winner and _clean(r.record, key) and r.record.bench is not None]))
+
+    def levels(number: int) -> list[list[dict[str, Any]]]:
+        return [[asdict(lv) for lv in r.record.bench.levels] for r in runs
+                if r.repeats == number and _clean(r.record, key) and r.record.bench is not None]
+
+    numbers = sorted({r.repeats for r in runs})
+    spread = launch_spread([levels(n) for n in numbers])
+    basis = f"the launch-to-launch sd relative to the mean, pooled over the {len(numbers)} finalists' clean relaunches"
+    return tuple(across_launches(levels(winner), spread, basis))

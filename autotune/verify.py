@@ -155,17 +155,20 @@ class StudyBasis:
 
 def study_basis(doc: dict[str, Any]) -> StudyBasis:
     """The study's figures for the exported config, as the report prints them: across the finalist stage's clean
-    relaunches of the winner when there are at least 2 (launch-to-launch variation counts), else the trial's own
-    launch (its windows)."""
+    relaunches of the winner when they give an interval for a new launch (launch-to-launch variation counts), else the
+    trial's own launch (its windows)."""
     fin = doc.get("finalists") or {}
     decision = fin.get("decision") or {}
     launches = int(fin.get("winner_launches") or 0)
     number = doc["best"]["number"]
-    if fin.get("winner_levels") and launches >= 2 and decision.get("winner") == number:
-        return StudyBasis(list(fin["winner_levels"]),
-                          f"the mean of the {launches} clean finalist relaunches of trial {number}; a figure is judged "
-                          "against the 95% interval for one new launch (the prediction interval from those launches, "
-                          "report.md's 'a new launch')", True)
+    levels = list(fin.get("winner_levels") or [])
+    predicts = any(iv.get("new_launch_low") is not None or iv.get("low") is not None
+                   for lv in levels for iv in (lv.get("intervals") or {}).values())
+    if levels and predicts and decision.get("winner") == number:
+        return StudyBasis(levels,
+                          f"the mean of the {launches} clean finalist relaunch{'es' if launches != 1 else ''} of trial "
+                          f"{number}; a figure is judged against the 95% interval for one new launch (report.md's 'new "
+                          "launch': from the launch-to-launch spread of the finalist relaunches)", True)
     return StudyBasis(list(doc["best"]["levels"]), "the trial's own launch: the mean of its windows, with the 95% "
                       "interval across windows (within one launch; a new launch varies more)", False)
 

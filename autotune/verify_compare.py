@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from autotune.bench.stats import interval, prediction_interval
+from autotune.bench.stats import interval, pooled_relative_sd, prediction_interval
 
 # metric name -> (key of the level summary, sub-key of its distribution or None)
 METRICS: Mapping[str, tuple[str, str | None]] = {
@@ -74,17 +74,43 @@ def level_interval(level: Mapping[str, Any], metric: str,
     """The study's 95% interval of ``metric`` at a level, or Nones when the record has none. ``new_launch``: the
     interval for one new launch where the level pools several launches (``across_launches``), else the mean's."""
     iv = (level.get("intervals") or {}).get(metric)
-    if not isinstance(iv, Mapping) or iv.get("low") is None or iv.get("high") is None:
+    if not isinstance(iv, Mapping):
         return None, None, None
     n = int(iv["n"]) if iv.get("n") is not None else None
     if new_launch and iv.get("new_launch_low") is not None and iv.get("new_launch_high") is not None:
         return float(iv["new_launch_low"]), float(iv["new_launch_high"]), n
+    if iv.get("low") is None or iv.get("high") is None:
+        return None, None, None
     return float(iv["low"]), float(iv["high"]), n
 
 
-def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+Spread = Mapping[tuple[int, str], tuple[float, int]]  # (concurrency, metric) -> (relative sd, degrees of freedom)
+
+
+def _by_level(levels: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    return {int(lv["concurrency"]): lv for lv in levels}
+
+
+def launch_spread(configs: Sequence[Sequence[Sequence[Mapping[str, Any]]]]) -> dict[tuple[int, str], tuple[float, int]]:
+    """Launch-to-launch spread per level and metric, pooled over several configs (``pooled_relative_sd``): for each
+    config its launches' level summaries (``configs[i][j]`` = launch j of config i, as in ``bench.levels``)."""
+    groups: dict[tuple[int, str], list[list[float]]] = {}
+    for launches in configs:
+        per_launch = [_by_level(levels) for levels in launches]
+        for c in sorted({c for lv in per_launch for c in lv}):
+            for metric in METRICS:
+                values = [v for lv in per_launch if c in lv and (v := level_value(lv[c], metric)) is not None]
+                groups.setdefault((c, metric), []).append(values)
+    return {k: p for k, g in groups.items() if (p := pooled_relative_sd(g)) is not None}
+
+
+def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]], spread: Spread | None = None,
+                    spread_basis: str = "") -> list[dict[str, Any]]:
     """Level summaries of several launches of one config pooled into one: per level and metric, the mean of the
-    launches' figures and its 95% interval across launches (``n`` = launches), so launch-to-launch variation counts.
+    launches' figures and its 95% interval across launches (``n`` = launches), so launch-to-launch variation counts,
+    and the 95% interval for ONE new launch. ``spread`` (``launch_spread`` over this config and others measured the
+    same way): where it has more degrees of freedom than these launches alone, the new-launch interval uses it
+    (``new_launch_df``, ``new_launch_basis`` = ``spread_basis``).
 
     ``launches``: each launch's level summaries (as in a record's ``bench.levels``). A level only some launches
     measured is pooled over those."""
@@ -104,11 +130,19 @@ def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]]) -> list[dic
                 pooled[key] = iv.mean
             else:
                 pooled.setdefault(key, {})[sub] = iv.mean
-            if iv.low is not None:
-                new = prediction_interval(values)
+            shared = (spread or {}).get((c, metric))
+            if shared is not None and shared[1] > len(values) - 1:
+                new, df, basis = prediction_interval(values, spread=shared), shared[1], spread_basis
+            else:
+                new, df, basis = prediction_interval(values), len(values) - 1, "this config's launches"
+            if new is not None:  # every metric here is >= 0: a normal model's bound below 0 says only "0"
+                new = (max(new[0], 0.0), new[1])
+            if iv.low is not None or new is not None:
                 pooled["intervals"][metric] = {"mean": iv.mean, "sd": iv.sd, "n": iv.n, "low": iv.low, "high": iv.high,
                                                "new_launch_low": new[0] if new else None,
-                                               "new_launch_high": new[1] if new else None}
+                                               "new_launch_high": new[1] if new else None,
+                                               "new_launch_df": df if new else None,
+                                               "new_launch_basis": basis if new else None}
         out.append(pooled)
     return out
 

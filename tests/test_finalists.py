@@ -215,6 +215,12 @@ def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
     assert level["concurrency"] == 32 and level["output_tok_per_s"] == pytest.approx(1100.0)
     assert iv["n"] == 3 and iv["sd"] == pytest.approx(100.0)
     assert (iv["high"] - iv["low"]) / 2 == pytest.approx(4.302652729911275 * 100.0 / 3 ** 0.5)  # t(0.975, 2)
+    # one new launch: the launch-to-launch sd relative to the mean, pooled over both finalists (2 + 2 degrees of
+    # freedom), not the winner's 2 alone; t(0.975, 4) = 2.776
+    cv = (((100.0 / 1100.0) ** 2 * 2 + (5.0 / 505.0) ** 2 * 2) / 4) ** 0.5
+    assert iv["new_launch_df"] == 4 and "pooled over the 2 finalists" in iv["new_launch_basis"]
+    half = (iv["new_launch_high"] - iv["new_launch_low"]) / 2
+    assert half == pytest.approx(2.7764451051977987 * cv * 1100.0 * (1 + 1 / 3) ** 0.5)
     assert out.to_json()["winner_levels"][0]["intervals"]["output_tok_per_s"]["n"] == 3
     no_stage = study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=2)
     assert no_stage.winner_levels == () and no_stage.to_json()["winner_launches"] == 0

@@ -220,9 +220,16 @@ def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() 
            "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled}}
     basis = study_basis(doc)
     assert basis.levels == pooled and "3 clean finalist relaunches of trial 3" in basis.text and basis.new_launch
-    for change in ({"winner_launches": 1}, {"decision": {"winner": 4}}, {"winner_levels": []}):
+    one = [{"concurrency": 8, "output_tok_per_s": 110.0, "intervals": {}}]  # one relaunch, no other finalist's spread
+    for change in ({"winner_launches": 1, "winner_levels": one}, {"decision": {"winner": 4}}, {"winner_levels": []}):
         basis = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
         assert basis.levels == own and "the trial's own launch" in basis.text and not basis.new_launch
+    # one relaunch of the winner, but the other finalists' relaunches give the launch-to-launch spread
+    lent = [{"concurrency": 8, "output_tok_per_s": 110.0, "intervals": {"output_tok_per_s": {
+        "mean": 110.0, "sd": None, "n": 1, "low": None, "high": None, "new_launch_low": 90.0, "new_launch_high": 130.0,
+        "new_launch_df": 2, "new_launch_basis": "pooled"}}}]
+    basis = study_basis({**doc, "finalists": {**doc["finalists"], "winner_launches": 1, "winner_levels": lent}})
+    assert basis.levels == lent and "1 clean finalist relaunch of trial 3" in basis.text and basis.new_launch
     assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None}).levels == own
 
 

@@ -139,12 +139,35 @@ def interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interva
     return Interval(mean=mean, sd=sd, n=n, low=mean - half, high=mean + half, confidence=confidence)
 
 
-def prediction_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def pooled_relative_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int] | None:
+    """The relative sd (sd / mean) that several groups share, pooled by degrees of freedom:
+    ``sqrt(sum((n_i - 1) * (sd_i / mean_i)^2) / sum(n_i - 1))`` over the groups with at least 2 values and a non-zero
+    mean, and those degrees of freedom; None when there are none. For launches of different configs whose spread is
+    proportional to their level (the same relative launch-to-launch noise), so each config's few launches lend the
+    others their information about the spread."""
+    num, df = 0.0, 0
+    for g in groups:
+        mean, sd = mean_sd(g) if g else (0.0, None)
+        if sd is None or mean == 0:
+            continue
+        num += (len(g) - 1) * (sd / mean) ** 2
+        df += len(g) - 1
+    return (math.sqrt(num / df), df) if df else None
+
+
+def prediction_interval(values: Sequence[float], confidence: float = CONFIDENCE,
+                        spread: tuple[float, int] | None = None) -> tuple[float, float] | None:
     """Where ONE new value from the same distribution falls with probability ``confidence`` (normal model):
     ``mean ± t(n - 1) · sd · sqrt(1 + 1/n)``. None when n < 2. Wider than the mean's interval: it adds the new value's
-    own spread to the uncertainty of the mean."""
-    mean, sd = mean_sd(values)
+    own spread to the uncertainty of the mean. ``spread`` = (relative sd, degrees of freedom) from
+    ``pooled_relative_sd``: that sd (times the mean) and t with those degrees of freedom instead of the values' own."""
     n = len(values)
+    if spread is not None:
+        rel, df = spread
+        mean = math.fsum(values) / n
+        half = t_quantile(0.5 + confidence / 2.0, df) * rel * abs(mean) * math.sqrt(1.0 + 1.0 / n)
+        return mean - half, mean + half
+    mean, sd = mean_sd(values)
     if sd is None:
         return None
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)

@@ -141,7 +141,11 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
     if not outcome.winner_levels:
         return []
     rows = []
+    dfs: set[tuple[int, str]] = set()
     for lv in outcome.winner_levels:
+        for iv in (lv.get("intervals") or {}).values():
+            if iv.get("new_launch_df") is not None:
+                dfs.add((int(iv["new_launch_df"]), str(iv.get("new_launch_basis") or "")))
         ivs = lv.get("intervals") or {}
         rows.append([lv["concurrency"], *(_across(lv, ivs, m, d) for m, d in (
             ("output_tok_per_s", 0), ("ttft_ms.p99", 1), ("tpot_ms.median", 2), ("itl_ms.median", 2)))])
@@ -153,7 +157,9 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
         f"launches (n = {n} launches, t with {max(n - 1, 0)} degrees of freedom; the trial's own launch is left out: "
         "it was selected for being high), then `new launch`: the 95% interval for ONE new launch of this config "
         "(mean ± t·sd·√(1 + 1/n)), which is what `launch.sh` measured again (`python -m autotune.verify`) is judged "
-        "against." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval."),
+        "against." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval of the mean."),
+        *([""] + [f"- `new launch` sd: {basis}, t with {df} degrees of freedom" for df, basis in sorted(dfs)]
+          if dfs else []),
         "",
         *_table(header, rows),
         "",

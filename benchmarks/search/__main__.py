@@ -26,7 +26,8 @@ from benchmarks.search.metrics import BUDGETS, fmt_launches, summarize
 from benchmarks.search.sweep import one_landscape
 
 ROOT = Path(__file__).resolve().parents[2]
-SPACES = ("speculative", "h200-tp1-speculative", "nccl")
+SPACES = ("speculative", "h200-tp1-speculative", "nccl")  # the default sweep
+ALL_SPACES = tuple(sorted(p.stem for p in (ROOT / "search_spaces").glob("*.yaml")))  # each has a sim profile
 CACHE = Path(__file__).resolve().parent / ".cache"
 # The nccl study's 5 s TTFT p99 at 128 concurrent requests is met by no point of the calibrated profile (the first
 # wave of 128 prompts queues for prefill); 8 s keeps a failure region (slow collectives) without emptying the space.
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="simulate studies and write their runs")
-    r.add_argument("--spaces", nargs="+", default=list(SPACES), choices=SPACES)
+    r.add_argument("--spaces", nargs="+", default=list(SPACES), choices=ALL_SPACES)
     r.add_argument("--variants", nargs="+", default=[v.name for v in VARIANTS], choices=[v.name for v in VARIANTS])
     r.add_argument("--seeds", type=int, default=10)
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04])

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from autotune.bench.metrics import aggregate_windows, metric_interval, metric_value, window_stop_reason
-from autotune.bench.stats import interval, t_cdf, t_quantile, welch
+from autotune.bench.stats import interval, pooled_relative_sd, prediction_interval, t_cdf, t_quantile, welch
 from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, WorkloadSpec
 
 # t(0.975, df) from any printed Student t table
@@ -101,3 +101,17 @@ def test_aggregate_is_the_mean_with_intervals() -> None:
     assert metric_interval(result, "ttft_ms.p99") == lv.intervals["ttft_ms.p99"]
     back = BenchResult.from_json(result.to_json())
     assert back == result
+
+
+def test_the_interval_for_one_new_value_and_a_spread_pooled_over_groups() -> None:
+    # 100, 110, 120: mean 110, sd 10; one new value: 110 +- t(2) * 10 * sqrt(1 + 1/3)
+    low, high = prediction_interval([100.0, 110.0, 120.0])
+    assert (high - low) / 2 == pytest.approx(T975[2] * 10.0 * math.sqrt(4 / 3), rel=2e-4)
+    assert prediction_interval([5.0]) is None
+    # relative sds sqrt(200)/100 (df 1: 90, 110) and 10/200 (df 2: 190, 200, 210); a single value adds nothing
+    rel, df = pooled_relative_sd([[90.0, 110.0], [190.0, 200.0, 210.0], [7.0]])
+    assert df == 3 and rel == pytest.approx(math.sqrt((1 * (math.sqrt(200) / 100) ** 2 + 2 * (10 / 200) ** 2) / 3))
+    assert pooled_relative_sd([[1.0], [2.0]]) is None
+    # a single value gets an interval from the pooled spread: 100 +- t(3) * rel * 100 * sqrt(2)
+    low, high = prediction_interval([100.0], spread=(rel, df))
+    assert (high - low) / 2 == pytest.approx(T975[3] * rel * 100.0 * math.sqrt(2), rel=2e-4)
