@@ -79,6 +79,23 @@ def test_variants_scale_slos_and_the_top_load_and_skip_no_op_drafter_variants() 
                                      "per_seq_scale=1.0, accept_len=None, drafter_cost_scale=1.0)")
 
 
+def test_a_repaired_drafter_accepts_like_the_best_other_drafter_times_the_factor() -> None:
+    from autotune.sim.profile import load_profile
+    from benchmarks.search.landscape import perturb
+
+    by_name = {v.name: v for v in VARIANTS}
+    spec = load_space("speculative")
+    base = {d.paths[0]: d for d in load_profile(spec.sim.profile).drafters}
+    fixed = {d.paths[0]: d for d in perturb(load_profile(spec.sim.profile), by_name["fixed-drafter"]).drafters}
+    public, custom = "lightseekorg/kimi-k2-eagle3", "custom-k25-eagle3"
+    assert base[custom].accept_probs == (0.0,)  # the user's broken drafter
+    assert fixed[custom].accept_probs == pytest.approx(tuple(p * 1.6 for p in base[public].accept_probs))
+    assert fixed[public].accept_probs == base[public].accept_probs  # a working drafter keeps its acceptance
+    assert fixed[custom].layer_floor_us == pytest.approx(0.4 * base[custom].layer_floor_us)
+    assert not by_name["fixed-drafter"].affects(load_space("nccl"))  # drafters only: the base landscape again there
+    assert "repaired_drafter=1.6" in by_name["fixed-drafter"].key()
+
+
 def test_seed_launches_counts_the_leading_seed_points() -> None:
     from benchmarks.search.__main__ import seed_launches
 
