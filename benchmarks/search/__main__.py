@@ -1,6 +1,6 @@
 """Search-efficiency benchmark: the project's searcher vs random vs grid on simulated landscapes.
 
-    python -m benchmarks.search run [--spaces ...] [--variants ...] [--seeds 10] [--noise 0 0.04] [--launches 60]
+    python -m benchmarks.search run [--spaces ...] [--variants ...] [--seeds 10] [--first-seed 0] [--noise 0 0.04] [--launches 60]
                                     [--methods autotune random grid] [--slots 1] [--jobs 2] --out FILE.json
     python -m benchmarks.search table FILE.json [--cap 60]
 
@@ -67,7 +67,8 @@ def cached_optimum(space: str, land: Landscape) -> Optimum:
 
 def cmd_run(a: argparse.Namespace) -> int:
     variants = {v.name: v for v in VARIANTS}
-    tasks = [dict(space=s, variant=v, noise=a.noise, seeds=a.seeds, methods=a.methods, launches=a.launches,
+    tasks = [dict(space=s, variant=v, noise=a.noise, seeds=a.seeds, first_seed=a.first_seed, methods=a.methods,
+                  launches=a.launches,
                   slots=a.slots, autotune_as=a.autotune_as, finalists=list(a.finalists))
              for s in a.spaces for v in a.variants
              if variants[v].affects(load_space(s))]  # a drafter-only variant of a space without one: the base again
@@ -193,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--spaces", nargs="+", default=list(SPACES), choices=ALL_SPACES)
     r.add_argument("--variants", nargs="+", default=[v.name for v in VARIANTS], choices=[v.name for v in VARIANTS])
     r.add_argument("--seeds", type=int, default=10)
+    r.add_argument("--first-seed", type=int, default=0, help="seeds FIRST .. FIRST + SEEDS - 1 (a second sample)")
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04])
     r.add_argument("--launches", type=int, default=60, help="launches per simulated study")
     r.add_argument("--methods", nargs="+", default=["autotune", "random", "grid"], choices=["autotune", "random", "grid", "autotune-before"],

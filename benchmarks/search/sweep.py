@@ -25,7 +25,8 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     stage = tuple(task.get("finalists") or (0, 0))
     for noise in task["noise"]:
-        for seed in range(task["seeds"]):
+        first = int(task.get("first_seed", 0))
+        for seed in range(first, first + task["seeds"]):
             for method in task["methods"]:
                 if method == "grid":
                     run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"],
