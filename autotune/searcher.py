@@ -39,7 +39,7 @@ from autotune.optuna_study import constraint_values, objective_values, tag_trial
 from autotune.records import TrialOutcome, TrialRecord
 from autotune.repair import Repaired, Repairer
 from autotune.space import StudySpec, suggest
-from autotune.space.neighbours import movable, neighbour
+from autotune.space.neighbours import alternatives, movable, neighbour
 
 MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
 NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is tried
@@ -269,16 +269,16 @@ class OptunaStudySearcher(Searcher):
 
     def _coordinate_step(self, best: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
         """An unmeasured point that changes one parameter of ``best``, the parameters taken in turn (so each gets
-        its chance before any gets a second), or None when every parameter's tries hit measured or screened points.
+        its chance before any gets a second) and each parameter's next values all tried (both adjacent integers, every
+        other choice), or None when all of them are measured or set aside.
         Parameters that switch a branch (others' ``when`` refers to them) are left to the sampler."""
         gates = {c.param for p in self.spec.params for c in p.when}  # a step stays in its branch: no switch
         names = [n for n in movable(self.spec, best) if n not in gates] or movable(self.spec, best)
         for i in range(len(names)):
             name = names[(self._turn + i) % len(names)]
-            for _ in range(4):
-                cand = neighbour(self.spec, best, self._rng, param=name)
-                cand = self._repaired(cand) if cand is not None else None
-                if cand is not None and self._set_aside(params_key(cand), cand, running, False) is None:
+            for cand in alternatives(self.spec, best, name, self._rng):  # every value the parameter can take next
+                cand = self._repaired(cand)
+                if self._set_aside(params_key(cand), cand, running, False) is None:
                     self._turn = (self._turn + i + 1) % len(names)
                     return cand
         return None
