@@ -203,6 +203,32 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
     assert seen_off
 
 
+def test_alternatives_give_every_next_value_of_one_parameter() -> None:
+    import random
+
+    from autotune.space.neighbours import alternatives
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    rng = random.Random(0)
+    start = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
+             "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
+             "mem_fraction_static": 0.85}
+    steps = alternatives(spec, start, "speculative_num_steps", rng)
+    assert sorted(a["speculative_num_steps"] for a in steps) == [2, 4]  # both adjacent integers, nothing else moved
+    assert all({k: v for k, v in a.items() if k != "speculative_num_steps"} ==
+               {k: v for k, v in start.items() if k != "speculative_num_steps"} for a in steps)
+    caps = alternatives(spec, start, "max_running_requests", rng)
+    assert sorted(str(a["max_running_requests"]) for a in caps) == ["256", "32", "64", "None"]
+    topk = alternatives(spec, start, "speculative_eagle_topk", rng)  # a tree: draft tokens become active
+    assert sorted(a["speculative_eagle_topk"] for a in topk) == [2, 4]
+    assert all(2 <= a["speculative_num_draft_tokens"] <= 8 for a in topk)
+    off = alternatives(spec, start, "speculative_algorithm", rng)
+    assert off == [{"speculative_algorithm": None, "max_running_requests": 128, "mem_fraction_static": 0.85}]
+    edge = alternatives(spec, {**start, "speculative_num_steps": 5}, "speculative_num_steps", rng)
+    assert [a["speculative_num_steps"] for a in edge] == [4]
+    assert alternatives(spec, start, "no_such_param", rng) == []
+
+
 def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
     return OptunaStudySearcher(spec, study, budget=100, on_record=lambda r, log: None,
                                make_missing_record=lambda *a: pytest.fail("no missing record expected"),
