@@ -78,8 +78,12 @@ def neighbour(spec: StudySpec, point: Mapping[str, Any], rng: random.Random, par
         return None
     chosen = rng.choice(names)
     moved = next(p for p in spec.params if p.name == chosen)
-    changed = dict(point)
-    changed[moved.name] = _other_value(moved, point[moved.name], rng)
+    return _settled(spec, {**point, moved.name: _other_value(moved, point[moved.name], rng)}, rng)
+
+
+def _settled(spec: StudySpec, changed: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``changed`` with exactly the parameters its values make active: a parameter that became active gets a random
+    value, one that became inactive is dropped."""
     out: dict[str, Any] = {}
     for p in spec.params:
         if not is_active(p, out):
@@ -108,14 +112,4 @@ def alternatives(spec: StudySpec, point: Mapping[str, Any], param: str, rng: ran
     else:
         values = list(dict.fromkeys(_other_value(p, current, rng) for _ in range(2)))
     rng.shuffle(values)
-    out = []
-    for value in values:
-        changed = {**point, param: value}
-        moved: dict[str, Any] = {}
-        for q in spec.params:
-            if not is_active(q, moved):
-                continue
-            v = changed.get(q.name)
-            moved[q.name] = v if q.name in changed and accepts(q, v) else random_value(q, rng)
-        out.append(moved)
-    return out
+    return [_settled(spec, {**point, param: value}, rng) for value in values]
