@@ -94,7 +94,8 @@ class StudyDriver:
         return failed_record(rec, self.spec, FailureKind.UNKNOWN, reason)
 
     def _check_stop_rule(self, records: list[TrialRecord] | None = None) -> None:
-        """Apply study.stop_when (autotune.stopping) to the stored trials; once it fires, no new trial starts."""
+        """Apply study.stop_when (autotune.stopping) to the stored trials; once it fires, no new search trial starts
+        (seed points the searcher launches last still run: autotune.prescreen.deferred_seeds)."""
         rule = self.spec.stop_when
         if rule is None or self.stop_rule_reason:
             return

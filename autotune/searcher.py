@@ -166,7 +166,9 @@ class OptunaStudySearcher(Searcher):
             )
 
     def finish(self, reason: str) -> None:
-        """Start no further trial (the driver's stopping rule, autotune.stopping); running trials finish."""
+        """Start no further search trial (the driver's stopping rule, autotune.stopping); running trials finish. Seed
+        points kept for last (``autotune.prescreen.deferred_seeds``) are still launched before the search reports
+        FINISHED."""
         self.finished_reason = reason
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
