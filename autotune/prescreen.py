@@ -23,6 +23,7 @@ from autotune import fit, gpus
 from autotune.engines import sglang_rules
 from autotune.errors import AutotuneError, SpaceError
 from autotune.space import StudySpec, to_trial_config
+from autotune.space.types import ParamSpec
 
 Screen = Callable[[dict[str, Any]], "str | None"]
 
@@ -80,15 +81,25 @@ def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Sc
     return screen
 
 
+def _cap_param(spec: StudySpec) -> ParamSpec | None:
+    """The study's unconditional ``--max-running-requests`` parameter, if it searches one."""
+    return next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+
+
+def _capped_below(spec: StudySpec, point: dict[str, Any], top: int) -> bool | None:
+    """Whether ``point``'s running cap is below ``top`` requests at once; None when it is not a valid point."""
+    try:
+        cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, point).flags)
+    except SpaceError:
+        return None
+    return cap is not None and cap < top
+
+
 def _lifts_already(spec: StudySpec, point: dict[str, Any], other: dict[str, Any], name: str, top: int) -> bool:
     """Whether ``other`` is ``point`` with its cap already at or above ``top``."""
     if {k: v for k, v in other.items() if k != name} != {k: v for k, v in point.items() if k != name}:
         return False
-    try:
-        cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, other).flags)
-    except SpaceError:
-        return False
-    return cap is None or cap >= top
+    return _capped_below(spec, other, top) is False
 
 
 def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
@@ -96,7 +107,7 @@ def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     the cap lifted to the top load (the smallest value of the study's ``--max-running-requests`` parameter that
     reaches it): the user's own launch, without the cap the screen would otherwise hold against the search."""
     top = top_level(spec)
-    param = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    param = _cap_param(spec)
     if top is None or param is None:
         return []
     if param.type == "categorical":
@@ -110,12 +121,7 @@ def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     known = [dict(p) for p in spec.points_to_evaluate]
     for point in spec.points_to_evaluate:
-        try:
-            cfg = to_trial_config(spec, point)
-        except SpaceError:
-            continue
-        cap = sglang_rules.effective_max_running_requests(cfg.flags)
-        if cap is None or cap >= top:
+        if not _capped_below(spec, dict(point), top):
             continue
         lifted = {**point, param.name: lifts[0]}
         if lifted in known or lifted in out or any(_lifts_already(spec, point, k, param.name, top) for k in known):
@@ -130,20 +136,14 @@ def capped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     the same settings without the queue, so the capped seed (usually the user's own launch with SGLang's default cap)
     teaches the search nothing the twin does not: it is still measured, as the study's baseline, but last."""
     top = top_level(spec)
-    param = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    param = _cap_param(spec)
     if top is None or param is None:
         return []
     twins = [dict(p) for p in spec.points_to_evaluate] + uncapped_seeds(spec)
     out: list[dict[str, Any]] = []
-    for point in spec.points_to_evaluate:
-        point = dict(point)
-        try:
-            cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, point).flags)
-        except SpaceError:
-            continue
-        if cap is None or cap >= top or point in out:
-            continue
-        if any(t != point and _lifts_already(spec, point, t, param.name, top) for t in twins):
+    for point in map(dict, spec.points_to_evaluate):
+        if point not in out and _capped_below(spec, point, top) and any(
+                t != point and _lifts_already(spec, point, t, param.name, top) for t in twins):
             out.append(point)
     return out
 
@@ -177,12 +177,14 @@ def seeds_now(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
     left out (the searcher launches them last)."""
     later = deferred_seeds(spec, sizes)
     lifted = uncapped_seeds(spec)
-    top = top_level(spec)
-    param = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    top, param = top_level(spec), _cap_param(spec)
     out: list[dict[str, Any]] = []
     for point in map(dict, spec.points_to_evaluate):
         if point not in later:
-            out.append(point)
+            place = [point]
         elif top is not None and param is not None:
-            out += [t for t in lifted if _lifts_already(spec, point, t, param.name, top)]
-    return [*(p for i, p in enumerate(out) if p not in out[:i]), *(t for t in lifted if t not in out and t not in later)]
+            place = [t for t in lifted if _lifts_already(spec, point, t, param.name, top)]
+        else:
+            place = []
+        out += [p for p in place if p not in out]
+    return out + [t for t in lifted if t not in out and t not in later]

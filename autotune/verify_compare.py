@@ -87,8 +87,16 @@ def level_interval(level: Mapping[str, Any], metric: str,
 Spread = Mapping[tuple[int, str], tuple[float, int]]  # (concurrency, metric) -> (relative sd, degrees of freedom)
 
 
-def _by_level(levels: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
-    return {int(lv["concurrency"]): lv for lv in levels}
+def _per_level(launches: Sequence[Sequence[Mapping[str, Any]]]) -> dict[int, dict[str, list[float]]]:
+    """Per concurrency and metric, the figures of the launches that measured it (one per launch)."""
+    out: dict[int, dict[str, list[float]]] = {}
+    for levels in launches:
+        for lv in levels:
+            per = out.setdefault(int(lv["concurrency"]), {})
+            for metric in METRICS:
+                if (v := level_value(lv, metric)) is not None:
+                    per.setdefault(metric, []).append(v)
+    return out
 
 
 def launch_spread(configs: Sequence[Sequence[Sequence[Mapping[str, Any]]]]) -> dict[tuple[int, str], tuple[float, int]]:
@@ -96,10 +104,8 @@ def launch_spread(configs: Sequence[Sequence[Sequence[Mapping[str, Any]]]]) -> d
     config its launches' level summaries (``configs[i][j]`` = launch j of config i, as in ``bench.levels``)."""
     groups: dict[tuple[int, str], list[list[float]]] = {}
     for launches in configs:
-        per_launch = [_by_level(levels) for levels in launches]
-        for c in sorted({c for lv in per_launch for c in lv}):
-            for metric in METRICS:
-                values = [v for lv in per_launch if c in lv and (v := level_value(lv[c], metric)) is not None]
+        for c, per in _per_level(launches).items():
+            for metric, values in per.items():
                 groups.setdefault((c, metric), []).append(values)
     return {k: p for k, g in groups.items() if (p := pooled_relative_sd(g)) is not None}
 
@@ -114,15 +120,12 @@ def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]], spread: Spr
 
     ``launches``: each launch's level summaries (as in a record's ``bench.levels``). A level only some launches
     measured is pooled over those."""
-    by_level: dict[int, list[Mapping[str, Any]]] = {}
-    for levels in launches:
-        for lv in levels:
-            by_level.setdefault(int(lv["concurrency"]), []).append(lv)
+    by_level = _per_level(launches)
     out: list[dict[str, Any]] = []
     for c in sorted(by_level):
         pooled: dict[str, Any] = {"concurrency": c, "intervals": {}}
         for metric, (key, sub) in METRICS.items():
-            values = [v for v in (level_value(lv, metric) for lv in by_level[c]) if v is not None]
+            values = by_level[c].get(metric)
             if not values:
                 continue
             iv = interval(values)
