@@ -133,7 +133,7 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float) -> float:
 def run_clients(args: argparse.Namespace, ports: list[int], cpus: list[tuple[int, ...] | None]) -> list[Any]:
     """One client per port, started together; returns each one's parsed JSON result (first repeat)."""
     procs = []
-    for port, c in zip(ports, cpus):
+    for port, c in zip(ports, cpus, strict=True):
         cmd = [sys.executable, "-m", "autotune.bench.client", "--url", f"http://127.0.0.1:{port}",
                "--concurrency", args.concurrency, *args.client_args.split(), "--json"]
         procs.append(subprocess.Popen(pin(c, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -157,14 +157,14 @@ def level_figures(result: dict[str, Any]) -> dict[int, dict[str, float | None]]:
 
 def render(doc: dict[str, Any]) -> str:
     runs = doc["runs"]
-    alone = {k: level_figures(r["results"][0]) for k, r in enumerate(r for r in runs if r["phase"] == "alone")}
+    alone = {r["servers"][0]: level_figures(r["results"][0]) for r in runs if r["phase"] == "alone"}
     lines = [f"# Interference of two servers on one node ({doc['engine']}, {doc['model_dir']}, GPUs {doc['gpus']})",
              "", f"CPUs: A {doc['cpus'][0]}, B {doc['cpus'][1]} (autotune.cpusets.partition of {doc['all_cpus']}).",
              "Output tok/s per server, mean over the level's windows [95% interval]; ratio to the same server alone.",
              "", "| run | server | " + " | ".join(f"c={c}" for c in doc["levels"]) + " |",
              "|---|---|" + "---|" * len(doc["levels"])]
     for r in runs:
-        for s, res in zip(r["servers"], r["results"]):
+        for s, res in zip(r["servers"], r["results"], strict=True):
             figs = level_figures(res)
             cells = []
             for c in doc["levels"]:
@@ -183,7 +183,7 @@ def render(doc: dict[str, Any]) -> str:
         cells = []
         for c in doc["levels"]:
             rs = [level_figures(res)[c]["mean"] / alone[s][c]["mean"]
-                  for r in rows for s, res in zip(r["servers"], r["results"]) if s in alone]
+                  for r in rows for s, res in zip(r["servers"], r["results"], strict=True) if s in alone]
             cells.append(f"c={c}: {sum(rs) / len(rs):.3f}x (min {min(rs):.3f}, max {max(rs):.3f}, n {len(rs)})")
         lines.append(f"- {phase}: " + "; ".join(cells))
     return "\n".join(lines) + "\n"
