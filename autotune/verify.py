@@ -248,6 +248,7 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
                                               tolerance=args.tolerance, new_launch=basis.new_launch)
                            if f.verdict != "not measured")
         report["bench_serving"]["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in bs_figures]
+        report["bench_serving"]["vs_autotune_client"] = client_offsets(report["autotune"]["levels"], bs_levels)
     report["ok"] = all(f.ok for f in (*figures, *bs_figures))
     return report, figures
 
@@ -309,6 +310,13 @@ def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
                 lines += ["", "Against the study's figures (the same basis and verdict rule as above):", "",
                           *_figure_table([Figure(**{k: v for k, v in f.items() if k not in ("ok", "rel_diff")})
                                           for f in bs["figures"]])]
+            offsets = client_offsets((report.get("autotune") or {}).get("levels") or [], bs["levels"])
+            if offsets:
+                lines += ["", "bench_serving against autotune's client on this same launch (the two clients' offset; "
+                          "a study interval narrower than it cannot hold both):", "",
+                          "| concurrency | output tok/s | TPOT median |", "| --- | --- | --- |"]
+                lines += [f"| {o['concurrency']} | {_signed(o['output_tok_per_s'])} | {_signed(o['tpot_ms.median'])} |"
+                          for o in offsets]
     return "\n".join(lines) + "\n"
 
 
@@ -318,7 +326,7 @@ def _figure_table(figures: Sequence[Figure]) -> list[str]:
     for f in figures:
         interval = "none"
         if f.low is not None and f.high is not None:
-            width = f", ±{50 * (f.high - f.low) / abs(f.study):.0f}%" if f.study else ""
+            width = f", ±{_pct(50 * (f.high - f.low) / abs(f.study))}" if f.study else ""
             interval = f"{f.low:,.2f} .. {f.high:,.2f} (n={f.n}{width})"
         mine = f"{f.measured_low:,.2f} .. {f.measured_high:,.2f}" if f.measured_low is not None and \
             f.measured_high is not None else "none"
@@ -331,6 +339,33 @@ def _figure_table(figures: Sequence[Figure]) -> list[str]:
 
 def _n(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f}"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.2f}%"
+
+
+def _pct(value: float) -> str:
+    """A width in percent, with the decimals a narrow one needs (±0.13%, not ±0%)."""
+    return f"{value:.0f}%" if value >= 10 else f"{value:.1f}%" if value >= 1 else f"{value:.2f}%"
+
+
+def client_offsets(autotune_levels: Sequence[dict[str, Any]],
+                   bs_levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """bench_serving against autotune's client on this same launch, per level: the relative difference of output
+    tok/s and of TPOT median (None where either lacks the figure). The two clients differ by this much on one server;
+    a study interval narrower than it cannot be met by both."""
+    mine = {int(lv["concurrency"]): lv for lv in autotune_levels}
+    out = []
+    for bs in bs_levels:
+        lv = mine.get(int(bs["concurrency"]))
+        if lv is None:
+            continue
+        pairs = {"output_tok_per_s": (bs.get("output_tok_per_s"), lv.get("output_tok_per_s")),
+                 "tpot_ms.median": (bs.get("tpot_ms_median"), (lv.get("tpot_ms") or {}).get("median"))}
+        out.append({"concurrency": int(bs["concurrency"]),
+                    **{k: (a / b - 1.0) if a is not None and b else None for k, (a, b) in pairs.items()}})
+    return out
 
 
 def reexport(study_dir: str | Path) -> Path:

@@ -259,7 +259,21 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
                                                                          (4, "output_tok_per_s")}
     assert all(f["verdict"] == "outside interval" for f in bs if f["judged"])
     assert code == 1 and not report["ok"]
-    assert "Against the study's figures" in (tmp_path / "v" / "verify.md").read_text()
+    md = (tmp_path / "v" / "verify.md").read_text()
+    assert "Against the study's figures" in md
+    # the two clients' offset on this launch: bench_serving sent 5x the study's throughput at the same TPOT
+    offsets = {o["concurrency"]: o for o in report["bench_serving"]["vs_autotune_client"]}
+    mine = {lv["concurrency"]: lv for lv in report["autotune"]["levels"]}
+    for lv in far:
+        o = offsets[lv["concurrency"]]
+        assert o["output_tok_per_s"] == pytest.approx(lv["output_tok_per_s"] / mine[lv["concurrency"]]["output_tok_per_s"] - 1)
+        assert o["tpot_ms.median"] == pytest.approx(lv["tpot_ms_median"] / mine[lv["concurrency"]]["tpot_ms"]["median"] - 1)
+    assert "bench_serving against autotune's client on this same launch" in md
+
+
+def test_narrow_interval_widths_keep_their_decimals() -> None:
+    from autotune.verify import _pct
+    assert [_pct(x) for x in (0.13, 1.64, 12.4)] == ["0.13%", "1.6%", "12%"]
 
 
 def test_an_interrupted_verify_keeps_what_it_measured(study_dir: Path, tmp_path: Path, monkeypatch,
