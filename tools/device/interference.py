@@ -194,11 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     everything = tuple(sorted(os.sched_getaffinity(0)))
-    halves = cpusets.partition(everything, 2, cpusets.numa_cpus())
+    numa = cpusets.numa_cpus()
+    halves = cpusets.partition(everything, 2, numa)
     gpus = args.gpus.split(",")
     mems = args.mem_fractions.split(",")
     doc: dict[str, Any] = {"engine": args.engine, "model_dir": args.model_dir, "gpus": args.gpus,
-                           "all_cpus": cpusets.format_cpulist(everything),
+                           "all_cpus": cpusets.format_cpulist(everything), "numa_nodes": len(numa),
                            "cpus": [cpusets.format_cpulist(h) for h in halves],
                            "levels": [int(c) for c in args.concurrency.split(",")],
                            "client_args": args.client_args, "servers": [], "runs": []}
