@@ -21,7 +21,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,8 @@ from autotune.errors import AutotuneError, LaunchError
 from autotune.launcher import ServerProcess
 from autotune.site import nvls_problems, site_policy, study_env_problems
 from autotune.trial import LaunchSpec
-from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, compare
+from autotune.verify_compare import JUDGED_DEFAULT, METRICS, Figure, bench_serving_levels, client_offsets, compare
+from autotune.verify_report import render_markdown
 from autotune.verify_sglang import bench_serving_available, run_bench_serving
 
 
@@ -180,13 +181,6 @@ def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
     return {c: max(requests_for_level(plan, c), measured.get(c, 0)) for c in plan.concurrencies}
 
 
-def bench_serving_levels(levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """bench_serving's results in the shape of a level summary, for ``compare``."""
-    return [{"concurrency": r["concurrency"], "output_tok_per_s": r["output_tok_per_s"],
-             "ttft_ms": {"p99": r["ttft_ms_p99"], "median": r["ttft_ms_median"]},
-             "tpot_ms": {"median": r["tpot_ms_median"]}} for r in levels]
-
-
 def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]]:
     study_dir: Path = args.study_dir
     if args.reexport:
@@ -248,7 +242,8 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
                                               tolerance=args.tolerance, new_launch=basis.new_launch)
                            if f.verdict != "not measured")
         report["bench_serving"]["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in bs_figures]
-        report["bench_serving"]["vs_autotune_client"] = client_offsets(report["autotune"]["levels"], bs_levels)
+        report["bench_serving"]["vs_autotune_client"] = client_offsets(report["autotune"]["levels"],
+                                                                       bench_serving_levels(bs_levels))
     report["ok"] = all(f.ok for f in (*figures, *bs_figures))
     return report, figures
 
@@ -267,105 +262,6 @@ def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir:
     model = production[production.index("--model-path") + 1]
     run_bench_serving(plan, base_url, model, out_dir, prompts_per_level(doc, plan), on_level=lambda r: on_level(asdict(r)))
     return None
-
-
-def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
-    lines = [
-        f"# Verify: study `{report['study']}`, trial {report['trial']}",
-        "",
-        f"> {report['engine_banner']}",
-        "",
-        f"Started `{report['script']}` ({report['kind']}) outside Ray at {report['base_url']} with PYTHON="
-        f"`{report['python']}`; ready after {report.get('ready_s', float('nan')):.1f} s; torn down in "
-        f"{report.get('teardown_s', float('nan')):.1f} s.",
-    ]
-    if report["as_measured"]:
-        added = " ".join([*(f"{k}={v}" for k, v in report["extra_env"].items()), *report["extra_args"]])
-        lines.append(f"**As measured:** the study's benchmark-only settings were added back ({added}); these are not "
-                     "production figures.")
-    if report["kind"] == "rehearsal":
-        lines.append("**Rehearsal:** the simulator as the study measured it; figures are simulated, not measurements.")
-    lines += [
-        "",
-        f"Study figures: {report.get('study_basis', 'the trial')}.",
-        "",
-        f"Verdict: **{'PASS' if report['ok'] else 'FAIL'}** (judged: {', '.join(report['judged'])}; verify's figure "
-        "against the study's 95% interval where recorded (overlapping intervals are shown, not passed); else "
-        f"+-{report['tolerance']:.0%} of the study's figure).",
-        "",
-        *_figure_table(figures),
-    ]
-    bs = report.get("bench_serving")
-    if bs is not None:
-        lines += ["", "## SGLang bench_serving", ""]
-        if "skipped" in bs:
-            lines.append(f"Skipped: {bs['skipped']}.")
-        else:
-            lines += ["| concurrency | prompts | completed | duration (s) | output tok/s | TTFT p99 (ms) | "
-                      "TPOT median (ms) |", "| --- | --- | --- | --- | --- | --- | --- |"]
-            for r in bs["levels"]:
-                lines.append(f"| {r['concurrency']} | {r['num_prompts']} | {r['completed']} | {r['duration_s']:.1f} | "
-                             f"{_n(r['output_tok_per_s'])} | {_n(r['ttft_ms_p99'])} | {_n(r['tpot_ms_median'])} |")
-            if bs.get("figures"):
-                lines += ["", "Against the study's figures (the same basis and verdict rule as above):", "",
-                          *_figure_table([Figure(**{k: v for k, v in f.items() if k not in ("ok", "rel_diff")})
-                                          for f in bs["figures"]])]
-            offsets = client_offsets((report.get("autotune") or {}).get("levels") or [], bs["levels"])
-            if offsets:
-                lines += ["", "bench_serving against autotune's client on this same launch (the two clients' offset; "
-                          "a study interval narrower than it cannot hold both):", "",
-                          "| concurrency | output tok/s | TPOT median |", "| --- | --- | --- |"]
-                lines += [f"| {o['concurrency']} | {_signed(o['output_tok_per_s'])} | {_signed(o['tpot_ms.median'])} |"
-                          for o in offsets]
-    return "\n".join(lines) + "\n"
-
-
-def _figure_table(figures: Sequence[Figure]) -> list[str]:
-    lines = ["| concurrency | metric | study | study 95% interval | verify | verify 95% interval | difference | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for f in figures:
-        interval = "none"
-        if f.low is not None and f.high is not None:
-            width = f", ±{_pct(50 * (f.high - f.low) / abs(f.study))}" if f.study else ""
-            interval = f"{f.low:,.2f} .. {f.high:,.2f} (n={f.n}{width})"
-        mine = f"{f.measured_low:,.2f} .. {f.measured_high:,.2f}" if f.measured_low is not None and \
-            f.measured_high is not None else "none"
-        diff = f"{f.rel_diff:+.1%}" if f.rel_diff is not None else "-"
-        verdict = f.verdict if f.judged else f"({f.verdict}; not judged)"
-        lines.append(f"| {f.concurrency} | {f.metric} | {_n(f.study)} | {interval} | {_n(f.measured)} | {mine} | "
-                     f"{diff} | {verdict} |")
-    return lines
-
-
-def _n(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
-
-
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:+.2f}%"
-
-
-def _pct(value: float) -> str:
-    """A width in percent, with the decimals a narrow one needs (±0.13%, not ±0%)."""
-    return f"{value:.0f}%" if value >= 10 else f"{value:.1f}%" if value >= 1 else f"{value:.2f}%"
-
-
-def client_offsets(autotune_levels: Sequence[dict[str, Any]],
-                   bs_levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """bench_serving against autotune's client on this same launch, per level: the relative difference of output
-    tok/s and of TPOT median (None where either lacks the figure). The two clients differ by this much on one server;
-    a study interval narrower than it cannot be met by both."""
-    mine = {int(lv["concurrency"]): lv for lv in autotune_levels}
-    out = []
-    for bs in bs_levels:
-        lv = mine.get(int(bs["concurrency"]))
-        if lv is None:
-            continue
-        pairs = {"output_tok_per_s": (bs.get("output_tok_per_s"), lv.get("output_tok_per_s")),
-                 "tpot_ms.median": (bs.get("tpot_ms_median"), (lv.get("tpot_ms") or {}).get("median"))}
-        out.append({"concurrency": int(bs["concurrency"]),
-                    **{k: (a / b - 1.0) if a is not None and b else None for k, (a, b) in pairs.items()}})
-    return out
 
 
 def reexport(study_dir: str | Path) -> Path:

@@ -196,3 +196,29 @@ def _verdict(study: float | None, interval: Bounds, measured: float | None, agai
             return "intervals overlap"
         return "outside interval"
     return "within tolerance" if abs(measured - study) <= tolerance * abs(study) else "outside tolerance"
+
+
+def bench_serving_levels(levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """bench_serving's results in the shape of a level summary, for ``compare``."""
+    return [{"concurrency": r["concurrency"], "output_tok_per_s": r["output_tok_per_s"],
+             "ttft_ms": {"p99": r["ttft_ms_p99"], "median": r["ttft_ms_median"]},
+             "tpot_ms": {"median": r["tpot_ms_median"]}} for r in levels]
+
+
+def client_offsets(autotune_levels: Sequence[Mapping[str, Any]], other_levels: Sequence[Mapping[str, Any]],
+                   metrics: Sequence[str] = ("output_tok_per_s", "tpot_ms.median")) -> list[dict[str, Any]]:
+    """Another client's figures (``bench_serving_levels``) against autotune's client on the same launch, per level:
+    ``other / autotune - 1`` per metric (None where either lacks the figure). The two clients differ by this much on
+    one server; a study interval narrower than it cannot be met by both."""
+    mine = {int(lv["concurrency"]): lv for lv in autotune_levels}
+    out: list[dict[str, Any]] = []
+    for other in other_levels:
+        lv = mine.get(int(other["concurrency"]))
+        if lv is None:
+            continue
+        row: dict[str, Any] = {"concurrency": int(other["concurrency"])}
+        for m in metrics:
+            a, b = level_value(other, m), level_value(lv, m)
+            row[m] = a / b - 1.0 if a is not None and b else None
+        out.append(row)
+    return out

@@ -272,7 +272,7 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
 
 
 def test_narrow_interval_widths_keep_their_decimals() -> None:
-    from autotune.verify import _pct
+    from autotune.verify_report import _pct
     assert [_pct(x) for x in (0.13, 1.64, 12.4)] == ["0.13%", "1.6%", "12%"]
 
 
