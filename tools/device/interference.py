@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a file: make the repo root importable
 import httpx  # noqa: E402
 
 from autotune import cpusets  # noqa: E402
+from autotune.verify_compare import level_interval, level_value  # noqa: E402
 
 PORTS = (30100, 30101)
 
@@ -137,21 +138,19 @@ def run_clients(args: argparse.Namespace, ports: list[int], cpus: list[tuple[int
         cmd = [sys.executable, "-m", "autotune.bench.client", "--url", f"http://127.0.0.1:{port}",
                "--concurrency", args.concurrency, *args.client_args.split(), "--json"]
         procs.append(subprocess.Popen(pin(c, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    out = []
-    for p in procs:
-        stdout, stderr = p.communicate()
+    done = [p.communicate() for p in procs]  # every client finishes (or fails) before any result is read
+    for p, (_, stderr) in zip(procs, done, strict=True):
         if p.returncode != 0:
             raise RuntimeError(f"client failed ({p.returncode}): {stderr[-2000:]}")
-        out.append(json.loads(stdout)[0])
-    return out
+    return [json.loads(stdout)[0] for stdout, _ in done]
 
 
 def level_figures(result: dict[str, Any]) -> dict[int, dict[str, float | None]]:
+    """Per level of one client result: output tok/s (the mean of its windows) and its 95% interval over the windows."""
     figs = {}
     for lv in result["levels"]:
-        iv = (lv.get("intervals") or {}).get("output_tok_per_s") or {}
-        figs[int(lv["concurrency"])] = {"mean": lv["output_tok_per_s"], "low": iv.get("low"), "high": iv.get("high"),
-                                        "n": iv.get("n"), "ttft_p99_ms": (lv.get("ttft_ms") or {}).get("p99")}
+        low, high, n = level_interval(lv, "output_tok_per_s")
+        figs[int(lv["concurrency"])] = {"mean": level_value(lv, "output_tok_per_s"), "low": low, "high": high, "n": n}
     return figs
 
 
