@@ -176,6 +176,12 @@ def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Pat
     assert s.stop_reason == ""
 
 
+# An EAGLE-3 point of the user story's space, the start of the neighbour tests.
+EAGLE_START = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
+               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
+               "mem_fraction_static": 0.85}
+
+
 def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
     import random
 
@@ -184,9 +190,7 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
 
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
     rng = random.Random(1)
-    start = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
-             "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
-             "mem_fraction_static": 0.85}
+    start = dict(EAGLE_START)
     seen_off = False
     for _ in range(200):
         n = neighbour(spec, start, rng)
@@ -210,9 +214,7 @@ def test_alternatives_give_every_next_value_of_one_parameter() -> None:
 
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
     rng = random.Random(0)
-    start = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
-             "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
-             "mem_fraction_static": 0.85}
+    start = dict(EAGLE_START)
     steps = alternatives(spec, start, "speculative_num_steps", rng)
     assert sorted(a["speculative_num_steps"] for a in steps) == [2, 4]  # both adjacent integers, nothing else moved
     assert all({k: v for k, v in a.items() if k != "speculative_num_steps"} ==
