@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a file: make the repo root importable
 import httpx  # noqa: E402
 
 from autotune import cpusets  # noqa: E402
+from autotune.site import server_environment  # noqa: E402
 from autotune.verify_compare import level_interval, level_value  # noqa: E402
 
 PORTS = (30100, 30101)
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         for k in range(2):
-            env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[k])
+            env = server_environment(os.environ, env={"CUDA_VISIBLE_DEVICES": gpus[k]})  # the site's variables kept
             cmd = pin(halves[k], server_cmd(args, PORTS[k], mems[k]))
             log = open(args.out / f"server-{'ab'[k]}.log", "w")  # noqa: SIM115 - open for the server's lifetime
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
