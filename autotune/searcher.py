@@ -17,6 +17,9 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
 - Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
 - Every second launch after the seed points changes one parameter of the best feasible point so far, the parameters
   in turn (coordinate search between TPE's proposals: the launch budget is small).
+- When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
+  nearest the best one is launched); when no point of it is left to launch, the search ends (``exhausted``) and the
+  study goes on to its finalist stage instead of relaunching points it has measured.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from autotune.optuna_study import constraint_values, objective_values, tag_trial
 from autotune.records import TrialOutcome, TrialRecord
 from autotune.repair import Repaired, Repairer
 from autotune.space import StudySpec, suggest
+from autotune.space.enumerate import finite_points, nearest_first
 from autotune.space.neighbours import alternatives, movable, neighbour
 
 MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
@@ -46,6 +50,8 @@ NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is
 NEIGHBOUR_TRIES = 64
 EXPLOIT_EVERY = 2  # every second launch (after the seed points) goes to an unmeasured neighbour of the best point
 EXPLOIT_AFTER = 0  # sampler launches after the seed points before the first neighbour step
+EXHAUSTED = "search space exhausted"  # how the reason the search ended this way begins
+ENUMERATE_LIMIT = 20_000  # a finite space of at most this many points is searched point by point once proposals fail
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,9 @@ class OptunaStudySearcher(Searcher):
         # casualty, not an outcome of its configuration, so it is neither recorded nor told (it reruns on resume)
         self.infrastructure_lost = False
         self.finished_reason = ""  # set by finish(): the study has what it needs (not an error)
+        self.exhausted = ""  # set when no point of a finite space is left to launch (the reason, with the counts)
+        self._points: list[dict[str, Any]] | None = None  # the finite space's points, listed when first needed
+        self._listed = False
 
     def always_passed_flags(self) -> set[str]:
         """Flags every trial passes: fixed ``server.flags`` and parameters without a condition."""
@@ -179,7 +188,13 @@ class OptunaStudySearcher(Searcher):
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.timed_out = True
             return Searcher.FINISHED  # type: ignore[return-value]
-        trial, params = self._propose({params_key(p) for _, p in self._live.values()})
+        proposed = self._propose({params_key(p) for _, p in self._live.values()})
+        if proposed is None:  # no point of the space is left to launch
+            self.finish(self.exhausted)
+            if not self._deferred:
+                return Searcher.FINISHED  # type: ignore[return-value]
+            proposed = self._ask_fixed(self._deferred.pop(0))
+        trial, params = proposed
         self._live[trial_id] = (trial, params)
         self.suggested += 1
         return {"params": params, "number": trial.number}
@@ -207,7 +222,8 @@ class OptunaStudySearcher(Searcher):
                 best = (sign * r.values[0], key)
         return json.loads(best[1]) if best else None
 
-    def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
+    def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]] | None:
+        """The next trial and its point; None when a finite space has no point left to launch."""
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
         if self._deferred and not waiting and (self.finished_reason
                                                or self.budget - self.suggested <= len(self._deferred)):
@@ -249,7 +265,35 @@ class OptunaStudySearcher(Searcher):
                     self.neighbours_launched += 1
                     return self._ask_fixed(alt)
                 walk = False  # the points near the proposals are used up; the next walk would fail the same way
-        return self._ask_fixed(last)  # the space is (nearly) exhausted or all screened: launch the last proposal
+        found = self._unlisted(self._best_params() or last, running)
+        if found is not None:
+            self.neighbours_launched += 1
+            return self._ask_fixed(found)
+        if self.exhausted:
+            return None
+        return self._ask_fixed(last)  # a space too large to list, all screened or measured: launch the last proposal
+
+    def _unlisted(self, near: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
+        """The unmeasured point of a finite space nearest ``near`` that passes the screen, or None (``exhausted``
+        then says why, when the space could be listed)."""
+        if not self._listed:
+            self._points, self._listed = finite_points(self.spec, ENUMERATE_LIMIT), True
+        if self._points is None:
+            return None
+        why: dict[str, int] = {}
+        for point in nearest_first(self.spec, self._points, near, self._rng):
+            cand = self._repaired(point)
+            reason = self._set_aside(params_key(cand), cand, running, False)
+            if reason is None:
+                return cand
+            kind = ("measured or running" if reason.startswith("repeats") else
+                    "run as a measured point does at the top load" if reason.startswith("runs as") else
+                    "set aside before launch")
+            why[kind] = why.get(kind, 0) + 1
+        detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
+        self.exhausted = (f"{EXHAUSTED}: none of its {len(self._points)} points is left to launch "
+                          f"({detail})")
+        return None
 
     def _ask_fixed(self, params: dict[str, Any]) -> tuple[optuna.Trial, dict[str, Any]]:
         self.study.enqueue_trial(params)

@@ -35,11 +35,12 @@ STUDY = {
     "load_levels": [1, 4],
     "bench": {"rounds": 1, "warmup_requests": 1, "min_requests": 4, "max_windows": 2},
     "params": {
-        "cuda_graph_max_bs": {"flag": "cuda-graph-max-bs-decode", "type": "categorical", "choices": [8, 64]},
-        # 0.01 cannot hold the weights: a launch failure the study must record and survive
+        "cuda_graph_max_bs": {"flag": "cuda-graph-max-bs-decode", "type": "categorical", "choices": [8, 16, 32, 48, 64]},
+        # 0.01 cannot hold the weights: the searcher sets such points aside, but the study's own seed point is launched
+        # (last): a launch failure the study must record and survive
         "mem_fraction_static": {"flag": "mem-fraction-static", "type": "categorical", "choices": [0.01, 0.8]},
     },
-    "points_to_evaluate": [],
+    "points_to_evaluate": [{"cuda_graph_max_bs": 8, "mem_fraction_static": 0.01}],
 }
 
 
@@ -162,4 +163,15 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     runs2 = (root / "finalists.jsonl").read_text().splitlines()
     assert [json.loads(x) for x in runs2[:2]] == runs  # kept, not re-run
     assert all(json.loads(x)["stage"] == 2 for x in runs2[2:])  # only a new top 2 gets a new stage
-    assert time.monotonic() - t0 < 480
+
+    # every point is measured (5 that fit, the seed that did not) or set aside (4 predicted not to fit): a larger
+    # budget launches nothing and the search says why it ended
+    proc3 = _run(space, results, "--trials", "12")
+    out3 = proc3.stdout + proc3.stderr
+    assert proc3.returncode == 0, out3[-6000:]
+    assert len((root / "trials.jsonl").read_text().splitlines()) == 6
+    why = json.loads((root / "study.json").read_text())["stopped_early"]
+    assert why == ("search space exhausted: none of its 10 points is left to launch (6 measured or running, "
+                   "4 set aside before launch)"), why
+    assert why in out3 and why in (root / "best" / "report.md").read_text()
+    assert time.monotonic() - t0 < 600

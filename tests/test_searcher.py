@@ -96,7 +96,7 @@ study: {name: tiny, engine: sim, trials: 3, sampler: random, seed: 3}
 sim: {profile: h200-llama-1b}
 load_levels: [1]
 params:
-  mem: {flag: mem-fraction-static, type: categorical, choices: [0.7, 0.8]}
+  cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048]}
 """
 
 
@@ -111,14 +111,17 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
     seen = []
     for tid in ("a", "b"):
         cfg = s.suggest(tid)
-        seen.append(cfg["params"]["mem"])
+        seen.append(cfg["params"]["cpb"])
         s.on_trial_complete(tid, {"record_json": json.dumps(record_for(spec, cfg["number"], tid, cfg["params"],
                                                                         True).to_json())})
-    assert sorted(seen) == [0.7, 0.8], "the second trial must not repeat the first (it was answered from it)"
+    assert sorted(seen) == [1024, 2048], "the second trial must not repeat the first (it was answered from it)"
     before = s.duplicates_skipped
-    third = s.suggest("c")  # both points measured: 25 repeats are set aside, then a repeat is measured
-    assert third["params"]["mem"] in (0.7, 0.8)
+    # both points measured: 25 repeats are set aside, the space is listed, nothing is left: the search ends
+    assert s.suggest("c") == Searcher.FINISHED
     assert s.duplicates_skipped - before == 25
+    assert s.exhausted == "search space exhausted: none of its 2 points is left to launch (2 measured or running)"
+    assert s.finished_reason == s.exhausted
+    assert s.suggest("d") == Searcher.FINISHED
     repeats = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
     assert len(repeats) == s.duplicates_skipped
     # a repeat is not told to the sampler as a second result: TPE would count one point many times
@@ -273,9 +276,8 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
 def test_repeated_proposals_lead_to_an_unmeasured_neighbour(tmp_path: Path) -> None:
     # parameters that the top load does not make equivalent (autotune.repair): every point is a distinct one
     (tmp_path / "small.yaml").write_text(TINY.replace("sampler: random", "sampler: tpe").replace(
-        "mem: {flag: mem-fraction-static, type: categorical, choices: [0.7, 0.8]}",
-        "cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048]}\n  cgbs: {flag: cuda-graph-max-bs, "
-        "type: categorical, choices: [8, 16, 32, 64]}"))
+        "choices: [1024, 2048]}",
+        "choices: [1024, 2048]}\n  cgbs: {flag: cuda-graph-max-bs, type: categorical, choices: [8, 16, 32, 64]}"))
     spec = load_study(tmp_path / "small.yaml")
     study = open_study(spec, None)
     s = _searcher(spec, study)
@@ -348,3 +350,64 @@ def test_every_second_launch_steps_from_the_best_point() -> None:
         steps += len(diff) == 1
         _complete(s, spec, f"t{i}", cfg, 1000.0)
     assert steps >= 5 and s.neighbours_launched >= 5
+
+
+SCREENED = """
+study:
+  name: screened
+  engine: sim
+  trials: 20
+  sampler: tpe
+  seed: 1
+  points_to_evaluate: [{cpb: 1024, cgbs: 8}]
+sim: {profile: h200-llama-1b}
+load_levels: [1]
+params:
+  cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048, 4096]}
+  cgbs: {flag: cuda-graph-max-bs, type: int, low: 8, high: 15}
+"""
+
+
+def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Proposals that find nothing to launch (here: one try each, no walk) fall back on the listed space: the
+    unmeasured point that passes the screen, the nearest to the best one first; then the search ends, saying why."""
+    import autotune.searcher as searcher_mod
+
+    monkeypatch.setattr(searcher_mod, "MAX_DUPLICATE_ASKS", 1)
+    monkeypatch.setattr(searcher_mod, "NEIGHBOUR_AFTER", 99)
+    monkeypatch.setattr(searcher_mod, "EXPLOIT_EVERY", 10_000)  # no coordinate step either
+    (tmp_path / "s.yaml").write_text(SCREENED)
+    spec = load_study(tmp_path / "s.yaml")
+    allowed = {(1024, 8), (1024, 9), (2048, 12), (4096, 15)}
+
+    def screen(p: dict) -> str | None:
+        return None if (p["cpb"], p["cgbs"]) in allowed else "predicted not to fit in GPU memory"
+
+    study = open_study(spec, None)
+    s = _searcher(spec, study, screen)
+    launched = []
+    for i in range(6):
+        cfg = s.suggest(f"t{i}")
+        if cfg == Searcher.FINISHED:
+            break
+        launched.append((cfg["params"]["cpb"], cfg["params"]["cgbs"]))
+        _complete(s, spec, f"t{i}", cfg, 500.0 if launched[-1] == (1024, 8) else 100.0)
+    assert launched[0] == (1024, 8)  # the seed point
+    assert set(launched) == allowed and len(launched) == 4, "every allowed point once, no screened one, no repeat"
+    assert launched.index((1024, 9)) < launched.index((4096, 15)), "nearest the best point first"
+    assert s.exhausted == ("search space exhausted: none of its 24 points is left to launch (4 measured or running, "
+                           "20 set aside before launch)")
+
+
+def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import autotune.searcher as searcher_mod
+
+    monkeypatch.setattr(searcher_mod, "ENUMERATE_LIMIT", 3)  # the 2-point TINY space lists; 24 points do not
+    (tmp_path / "s.yaml").write_text(SCREENED)
+    spec = load_study(tmp_path / "s.yaml")
+    study = open_study(spec, None)
+    s = _searcher(spec, study, lambda p: "screened")
+    seed = s.suggest("seed")
+    _complete(s, spec, "seed", seed, 100.0)
+    cfg = s.suggest("next")  # everything screened: a screened proposal is launched anyway, as before listing
+    assert cfg != Searcher.FINISHED and not s.exhausted

@@ -31,7 +31,8 @@ from autotune.sim.args import parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
 from autotune.sim.offline import simulate_closed_loop
 from autotune.sim.profile import Profile, load_profile
-from autotune.space import StudySpec, is_active, to_trial_config
+from autotune.space import StudySpec, to_trial_config
+from autotune.space.enumerate import walk_points
 from autotune.space.values import rounded
 
 MEM_FLAG = "mem-fraction-static"
@@ -319,23 +320,7 @@ def enumerate_points(spec: StudySpec, *, float_points: int | None = None) -> lis
     A float parameter takes its declared step, else ``FLOAT_GRID_STEP`` apart, or ``float_points`` evenly spaced values.
     """
     choices = {p.name: _values(p, float_points) for p in spec.params}
-    out: list[dict[str, Any]] = []
-
-    def walk(i: int, values: dict[str, Any]) -> None:
-        if i == len(spec.params):
-            out.append(dict(values))
-            return
-        p = spec.params[i]
-        if not is_active(p, values):
-            walk(i + 1, values)
-            return
-        for v in choices[p.name]:
-            values[p.name] = v
-            walk(i + 1, values)
-            del values[p.name]
-
-    walk(0, {})
-    return out
+    return list(walk_points(spec, lambda p: choices[p.name]))
 
 
 def _values(p: Any, float_points: int | None) -> list[Any]:
