@@ -101,8 +101,8 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
     spaces = list(dict.fromkeys(r["space"] for r in runs))
     lines = [
         "| noise | space | method | runs | median launches to 98% | reached | regret@" + " | regret@".join(map(str, BUDGETS))
-        + " | export < 95% at 40 | within 2% at 40 | after the seeds |",
-        "| --- | --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in BUDGETS) + " | ---: | ---: | ---: |",
+        + " | export < 95% at 40 | within 2% at 40 | after the seeds | launches made |",
+        "| --- | --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in BUDGETS) + " | ---: | ---: | ---: | ---: |",
     ]
     with_stage = any(r.get("finalist_launches") for r in runs)
     if with_stage:
@@ -118,7 +118,8 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
                 lines.append(
                     f"| {noise:.0%} | {space} | {m} | {s.runs} | {fmt_launches(s.median_launches, cap)} | {s.reached:.0%} | "
                     + " | ".join(f"{s.regret[b]:.3f}" for b in BUDGETS)
-                    + f" | {s.below_poor:.0%} | {s.within_2pct_at_40:.0%} | {fmt_launches(s.median_after_seeds, cap)} |"
+                    + f" | {s.below_poor:.0%} | {s.within_2pct_at_40:.0%} | {fmt_launches(s.median_after_seeds, cap)} | "
+                    f"{s.mean_launches:.1f} |"
                     + (finalist_cells(sel) if with_stage else "")
                 )
     return "\n".join(lines)

@@ -42,11 +42,13 @@ class Summary:
     below_poor: float  # share of runs whose export after the last budget is below POOR of the optimum
     within_2pct_at_40: float  # share of runs with an export within 2% of the optimum after 40 launches
     median_after_seeds: float  # launches to TARGET after the run's first launches of seed points (inf: never)
+    mean_launches: float  # launches the search made (fewer than the budget where it ended early), finalists apart
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "median_launches": self.median_launches, "reached": self.reached,
                 "regret": {str(k): v for k, v in self.regret.items()}, "below_poor": self.below_poor,
-                "within_2pct_at_40": self.within_2pct_at_40, "median_after_seeds": self.median_after_seeds}
+                "within_2pct_at_40": self.within_2pct_at_40, "median_after_seeds": self.median_after_seeds,
+                "mean_launches": self.mean_launches}
 
 
 def summarize(runs: Iterable[dict[str, Any]]) -> Summary:
@@ -63,6 +65,7 @@ def summarize(runs: Iterable[dict[str, Any]]) -> Summary:
         below_poor=sum(ratio_at(r, last) < POOR for r in rs) / len(rs) if rs else math.nan,
         within_2pct_at_40=sum(ratio_at(r, 40) >= TARGET for r in rs) / len(rs) if rs else math.nan,
         median_after_seeds=median([max(x - r.get("seed_launches", 0), 0) for x, r in zip(launches, runs, strict=True)]),
+        mean_launches=statistics.fmean(len(r) for r in rs) if rs else math.nan,
     )
 
 
