@@ -143,3 +143,20 @@ def test_the_json_gz_results_round_trip(tmp_path: Path) -> None:
     jsonio.dump(doc, tmp_path / "r.json")
     assert (tmp_path / "r.json.gz").read_bytes()[:2] == b"\x1f\x8b"  # gzip
     assert jsonio.load(tmp_path / "r.json.gz") == jsonio.load(tmp_path / "r.json") == doc
+
+
+def test_an_export_rule_is_judged_on_the_runs_own_measurements() -> None:
+    """The replay measures a run's launches again with the same noise stream: select_best's ratios come out as the
+    run recorded them, so another rule is compared on the very same measurements."""
+    from benchmarks.search.export_rules import RULES, replay, table
+
+    spec = load_space("h200-tp1-speculative")
+    land = Landscape(spec, VARIANTS[0])
+    best = optimum(land).value
+    run = run_searcher(land, best, sampler="tpe", seed=2, noise=0.04, launches=8).to_json()
+    for name, rule in RULES.items():
+        base, other = replay(run, land, rule)
+        assert base == list(run["ratios"]), name
+        assert len(other) == 8 and all(0.0 <= x <= 1.0 + 1e-9 for x in other), name
+    row = {"space": run["space"], "variant": "base", "noise": 0.04, "seed": 2, "base": base, "other": base}
+    assert "| 4% | pooled | 1 | other |" in table([row])
