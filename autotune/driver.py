@@ -17,15 +17,7 @@ from autotune.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, 
 from autotune.errors import AutotuneError
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
-from autotune.finalists import (
-    FinalistOutcome,
-    StagePlan,
-    missing_slots,
-    next_stage,
-    select_finalists,
-    stage_rounds,
-    study_outcome,
-)
+from autotune.finalists import FinalistOutcome, StagePlan, missing_slots, next_stage, select_finalists, study_outcome
 from autotune.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.optuna_study import reconcile
 from autotune.progress.console import Console, Verbosity
@@ -34,7 +26,7 @@ from autotune.progress.noise import ray_output_to_log
 from autotune.progress.pump import EventPump, create_monitor, finished_event
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
-from autotune.searcher import EXHAUSTED, OptunaStudySearcher
+from autotune.searcher import OptunaStudySearcher
 from autotune.secrets import has_secrets
 from autotune.space import StudySpec
 from autotune.storage import open_shared_study, redact_url
@@ -109,16 +101,11 @@ class StudyDriver:
             return
         verdict = stopping.check(records if records is not None else self.store.load(), self.spec.objectives[0], rule)
         if verdict.stop:
-            self._stopped_searching(verdict.reason)
+            self.stop_rule_reason = verdict.reason
+            self.console.say(verdict.reason)
+            self.store.write_json("study.json", {**_spec_json(self.spec), "stopped_early": verdict.reason})
             if self._searcher is not None:
                 self._searcher.finish(verdict.reason)
-
-    def _stopped_searching(self, reason: str) -> None:
-        """The search ended before its budget with what it needs (the stopping rule, or no point left to launch):
-        said now and kept in study.json for the export's report."""
-        self.stop_rule_reason = reason
-        self.console.say(reason)
-        self.store.write_json("study.json", {**_spec_json(self.spec), "stopped_early": reason})
 
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
         self.store.append(record, log_text)
@@ -270,8 +257,9 @@ class StudyDriver:
                 if self.stopped.infrastructure:
                     halt()
                 self.stop_reason = searcher.stop_reason
-                if searcher.exhausted and not self.stop_rule_reason:
-                    self._stopped_searching(searcher.exhausted)
+                if searcher.exhausted:
+                    self.console.say(f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured "
+                                     f"points")
                 if searcher.timed_out and not self.stopped.stopping:
                     self.time_box_note = (
                         f"STOPPED by --stop-after-s {self.stop_after_s:g}: no new trial started after "
@@ -308,9 +296,7 @@ class StudyDriver:
         spec = self.spec
         first = spec.objectives[0]
         finalists = select_finalists(records, first.key, first.direction, spec.finalists.count)
-        unspent = spec.trials - len(records) if self.stop_rule_reason.startswith(EXHAUSTED) else 0
-        rounds = stage_rounds(spec.finalists.rounds, spec.finalists.count, unspent)
-        return next_stage(self.finalist_store.plans(), self.finalist_store.load(), finalists, rounds,
+        return next_stage(self.finalist_store.plans(), self.finalist_store.load(), finalists, spec.finalists.rounds,
                           new_round=self.finalists_only)
 
     def _run_finalists(self, concurrency: int) -> None:

@@ -103,12 +103,6 @@ def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direct
     return tuple(r.number for r, _ in scored[:count])
 
 
-def stage_rounds(rounds: int, count: int, unspent: int) -> int:
-    """Relaunches per finalist: the study's ``rounds``, or more when the search ended with ``unspent`` launches of its
-    budget left because no point of the space was left to launch; those go to re-measuring the finalists."""
-    return max(rounds, unspent // count) if count > 0 else rounds
-
-
 def next_stage(plans: Sequence[StagePlan], runs: Sequence[FinalistRun], finalists: tuple[int, ...], rounds: int, *,
                new_round: bool) -> StagePlan | None:
     """The stage to run now, or None when nothing is due.

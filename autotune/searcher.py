@@ -18,8 +18,8 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
 - Every second launch after the seed points changes one parameter of the best feasible point so far, the parameters
   in turn (coordinate search between TPE's proposals: the launch budget is small).
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
-  nearest the best one is launched); when no point of it is left to launch, the search ends (``exhausted``) and the
-  study goes on to its finalist stage instead of relaunching points it has measured.
+  nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
+  launches measured points again (the proposal's own, or the one it runs as), never a point set aside.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is
 NEIGHBOUR_TRIES = 64
 EXPLOIT_EVERY = 2  # every second launch (after the seed points) goes to an unmeasured neighbour of the best point
 EXPLOIT_AFTER = 0  # sampler launches after the seed points before the first neighbour step
-EXHAUSTED = "search space exhausted"  # how the reason the search ended this way begins
 ENUMERATE_LIMIT = 20_000  # a finite space of at most this many points is searched point by point once proposals fail
 
 
@@ -143,6 +142,7 @@ class OptunaStudySearcher(Searcher):
         self.infrastructure_lost = False
         self.finished_reason = ""  # set by finish(): the study has what it needs (not an error)
         self.exhausted = ""  # set when no point of a finite space is left to launch (the reason, with the counts)
+        self.relaunched = 0  # launches of measured points after that
         self._points: list[dict[str, Any]] | None = None  # the finite space's points, listed when first needed
         self._listed = False
 
@@ -188,13 +188,7 @@ class OptunaStudySearcher(Searcher):
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.timed_out = True
             return Searcher.FINISHED  # type: ignore[return-value]
-        proposed = self._propose({params_key(p) for _, p in self._live.values()})
-        if proposed is None:  # no point of the space is left to launch
-            self.finish(self.exhausted)
-            if not self._deferred:
-                return Searcher.FINISHED  # type: ignore[return-value]
-            proposed = self._ask_fixed(self._deferred.pop(0))
-        trial, params = proposed
+        trial, params = self._propose({params_key(p) for _, p in self._live.values()})
         self._live[trial_id] = (trial, params)
         self.suggested += 1
         return {"params": params, "number": trial.number}
@@ -222,8 +216,7 @@ class OptunaStudySearcher(Searcher):
                 best = (sign * r.values[0], key)
         return json.loads(best[1]) if best else None
 
-    def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]] | None:
-        """The next trial and its point; None when a finite space has no point left to launch."""
+    def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
         if self._deferred and not waiting and (self.finished_reason
                                                or self.budget - self.suggested <= len(self._deferred)):
@@ -269,9 +262,20 @@ class OptunaStudySearcher(Searcher):
         if found is not None:
             self.neighbours_launched += 1
             return self._ask_fixed(found)
-        if self.exhausted:
-            return None
-        return self._ask_fixed(last)  # a space too large to list, all screened or measured: launch the last proposal
+        if self.exhausted:  # every point measured or set aside: the budget left re-measures measured points
+            self.relaunched += 1
+            return self._ask_fixed(self._measured_like(last))
+        return self._ask_fixed(last)  # a space too large to list: launch the last proposal, set aside or not
+
+    def _measured_like(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A feasible measured point to launch again for ``params``: itself, or the point it runs as at the top load,
+        else the best point so far; a point set aside before launch or one that failed or broke a constraint is not
+        launched again."""
+        same = self._classes.get(self.equivalence(params))
+        for key, r in self._finished.items():
+            if (key == params_key(params) or r.number == same) and all(v <= 0 for v in r.constraints.values()):
+                return json.loads(key)
+        return self._best_params() or params
 
     def _unlisted(self, near: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
         """The unmeasured point of a finite space nearest ``near`` that passes the screen, or None (``exhausted``
@@ -291,7 +295,7 @@ class OptunaStudySearcher(Searcher):
                     "set aside before launch")
             why[kind] = why.get(kind, 0) + 1
         detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
-        self.exhausted = (f"{EXHAUSTED}: none of its {len(self._points)} points is left to launch "
+        self.exhausted = (f"search space exhausted: none of its {len(self._points)} points is left to launch "
                           f"({detail})")
         return None
 

@@ -17,7 +17,6 @@ from autotune.finalists import (
     next_stage,
     run_trial_id,
     select_finalists,
-    stage_rounds,
     study_outcome,
 )
 from autotune.records import FailureKind, TrialOutcome, TrialRecord
@@ -239,10 +238,3 @@ def test_an_interrupted_stage_declares_no_winner_and_keeps_the_leader() -> None:
     done = [*made, *runs(1, {4: [4779.0, 4800.0]}, mem={4: 0.80})[1:]]
     assert study_outcome(records, [plan], done, key=KEY, direction="maximize", alpha=0.05,
                          count=2).decision.method in ("separable", "tie")
-
-
-def test_an_exhausted_search_gives_its_unspent_launches_to_the_finalists() -> None:
-    assert stage_rounds(2, 3, 0) == 2  # the search used its budget: the study's rounds
-    assert stage_rounds(2, 3, 21) == 7  # 21 launches left when no point was left to launch: 3 finalists x 7
-    assert stage_rounds(2, 3, 5) == 2  # fewer than the stage needs: never fewer rounds than the study asks
-    assert stage_rounds(2, 0, 21) == 2

@@ -116,12 +116,13 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
                                                                         True).to_json())})
     assert sorted(seen) == [1024, 2048], "the second trial must not repeat the first (it was answered from it)"
     before = s.duplicates_skipped
-    # both points measured: 25 repeats are set aside, the space is listed, nothing is left: the search ends
-    assert s.suggest("c") == Searcher.FINISHED
+    # both points measured: 25 repeats are set aside, the space is listed, nothing is left: a measured point is
+    # launched again (the budget left re-measures)
+    third = s.suggest("c")
+    assert third["params"]["cpb"] in (1024, 2048)
     assert s.duplicates_skipped - before == 25
     assert s.exhausted == "search space exhausted: none of its 2 points is left to launch (2 measured or running)"
-    assert s.finished_reason == s.exhausted
-    assert s.suggest("d") == Searcher.FINISHED
+    assert s.relaunched == 1
     repeats = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
     assert len(repeats) == s.duplicates_skipped
     # a repeat is not told to the sampler as a second result: TPE would count one point many times
@@ -386,17 +387,17 @@ def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path
     study = open_study(spec, None)
     s = _searcher(spec, study, screen)
     launched = []
-    for i in range(6):
+    for i in range(7):
         cfg = s.suggest(f"t{i}")
-        if cfg == Searcher.FINISHED:
-            break
         launched.append((cfg["params"]["cpb"], cfg["params"]["cgbs"]))
         _complete(s, spec, f"t{i}", cfg, 500.0 if launched[-1] == (1024, 8) else 100.0)
     assert launched[0] == (1024, 8)  # the seed point
-    assert set(launched) == allowed and len(launched) == 4, "every allowed point once, no screened one, no repeat"
+    assert set(launched[:4]) == allowed, "every allowed point once, no screened one, no repeat"
     assert launched.index((1024, 9)) < launched.index((4096, 15)), "nearest the best point first"
     assert s.exhausted == ("search space exhausted: none of its 24 points is left to launch (4 measured or running, "
                            "20 set aside before launch)")
+    # then measured points again, never a point set aside (the last proposals were all screened: the best point)
+    assert launched[4:] == [(1024, 8)] * 3 and s.relaunched == 3
 
 
 def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
-from autotune.finalists import FinalistRun, StagePlan, run_trial_id, select_finalists, stage_rounds, study_outcome
+from autotune.finalists import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
 from autotune.optuna_study import open_study
 from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
 from autotune.score import objective_key
@@ -119,13 +119,11 @@ class Lab:
                               bench=BenchResult(levels=(level,)), phases=PhaseTimings(kv_cache_tokens=out.kv_tokens))
         return rec
 
-    def finalists(self, count: int, rounds: int, unspent: int = 0) -> tuple[float | None, int, str]:
+    def finalists(self, count: int, rounds: int) -> tuple[float | None, int, str]:
         """The finalist stage on this study's records (``autotune.finalists``, the study's export rule): the true
-        value ratio of the config it exports, the relaunches it made, and how it decided. ``unspent``: launches of
-        the budget left when the search ended with no point of the space left to launch (they add rounds)."""
+        value ratio of the config it exports, the relaunches it made, and how it decided."""
         if count <= 0 or rounds <= 0:
             return None, 0, ""
-        rounds = stage_rounds(rounds, count, unspent)
         obj = self.objectives[0]
         chosen = select_finalists(self.records, obj.key, obj.direction, count)
         if not chosen:
@@ -140,10 +138,10 @@ class Lab:
         true = self.land.evaluate(dict(winner.params)).true_value if winner is not None else 0.0
         return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), decision.method if decision else ""
 
-    def run(self, method: str, seed: int, suggested: int, finalists: tuple[int, int] = (0, 0), unspent: int = 0) -> Run:
+    def run(self, method: str, seed: int, suggested: int, finalists: tuple[int, int] = (0, 0)) -> Run:
         spec = self.land.spec
         seeds_true = [self.land.evaluate(dict(p)).true_value for p in spec.points_to_evaluate]
-        f_ratio, f_launches, f_method = self.finalists(*finalists, unspent=unspent)
+        f_ratio, f_launches, f_method = self.finalists(*finalists)
         return Run(method, spec.name, self.land.variant.name, self.noise, seed, self.optimum, tuple(self.ratios),
                    tuple(self.launched), suggested, self.invalid, self.failed, self.infeasible, self.repeats,
                    any(v >= 0.98 * self.optimum for v in seeds_true), f_ratio, f_launches, f_method)
@@ -186,8 +184,7 @@ def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, no
         tid, cfg = pending.popleft()
         rec = lab.record(cfg["number"], tid, cfg["params"])
         searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
-    unspent = launches - len(lab.ratios) if getattr(searcher, "exhausted", "") else 0
-    return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n, finalists, unspent)
+    return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n, finalists)
 
 
 def run_grid(land: Landscape, optimum: float, *, seed: int, noise: float, launches: int,
