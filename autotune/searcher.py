@@ -231,8 +231,9 @@ class OptunaStudySearcher(Searcher):
                 self.neighbours_launched += 1
                 return self._ask_fixed(alt)
         last: dict[str, Any] = {}
-        walk = True
-        for attempt in range(MAX_DUPLICATE_ASKS):
+        walk = not self.exhausted
+        # once the listing found nothing left, one proposal (the point to re-measure) and the listing itself suffice
+        for attempt in range(1 if self.exhausted else MAX_DUPLICATE_ASKS):
             trial = self.study.ask()
             params = suggest(self.spec, trial)
             key = params_key(params)
