@@ -30,8 +30,10 @@ from autotune.records import FailureKind
 GB = 1e9
 GIB = 1024**3
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "float8_e4m3fn": 1, "int8": 1, "int4": 0.5}
-# SGLang's own memory before the weights load (torch, CUDA context), measured on the H200: 139.09 GiB available of 139.80
-PRELOAD_GIB = 0.7
+# Memory SGLang's KV-cache arithmetic counts as in use besides the weights (CUDA context, torch): measured on the H200
+# from the KV cache SGLang 0.5.17 allocated for Llama-8B at TP 1 at four fractions (results/evidence/
+# h200-tp1-oom-boundary: a constant 3,250 tokens of 128 KiB above the arithmetic with 0.7 GiB, i.e. 0.30 GiB)
+PRELOAD_GIB = 0.3
 
 
 class FitError(AutotuneError):

@@ -1,7 +1,7 @@
 """The GPU-memory prediction (``autotune.fit``) against real launches: which OOM launches it would have avoided, which
 good launches it would have set aside, and how close its KV-cache size is to what SGLang allocated.
 
-    python -m benchmarks.search.oom [--gpu-mib 143771] [DIR ...]    (default: results/evidence/h200*)
+    python -m benchmarks.search.oom [--gpu-mib 143771] [DIR ...]    (default: every study under results/evidence/h200*)
 
 Sizes come from the model directory's config.json, or the dummy shape of the same name (the H200 studies served
 ``/tmp/models/llama-1b`` etc. with dummy weights). ``--gpu-mib`` is the GPU's total memory as nvidia-smi reports it
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-mib", type=float, default=H200_MIB)
     ap.add_argument("--json", type=Path, help="also write every row here")
     a = ap.parse_args(argv)
-    dirs = a.dirs or sorted(p.parent for p in (ROOT / "results" / "evidence").glob("h200*/trials.jsonl"))
+    dirs = a.dirs or sorted({p.parent for p in (ROOT / "results" / "evidence").glob("h200*/**/trials.jsonl")})
     rows = [row for d in dirs for row in evaluate(d, a.gpu_mib * 1024 * 1024)]
     print(summary(rows))
     for r in rows:
