@@ -24,6 +24,7 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -143,8 +144,6 @@ class OptunaStudySearcher(Searcher):
         self.finished_reason = ""  # set by finish(): the study has what it needs (not an error)
         self.exhausted = ""  # set when no point of a finite space is left to launch (the reason, with the counts)
         self.relaunched = 0  # launches of measured points after that
-        self._points: list[dict[str, Any]] | None = None  # the finite space's points, listed when first needed
-        self._listed = False
 
     def always_passed_flags(self) -> set[str]:
         """Flags every trial passes: fixed ``server.flags`` and parameters without a condition."""
@@ -278,15 +277,19 @@ class OptunaStudySearcher(Searcher):
                 return json.loads(key)
         return self._best_params() or params
 
+    @functools.cached_property
+    def _space_points(self) -> list[dict[str, Any]] | None:
+        """Every point of the space when it is finite and small enough to list (listed when first needed), else None."""
+        return finite_points(self.spec, ENUMERATE_LIMIT)
+
     def _unlisted(self, near: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
         """The unmeasured point of a finite space nearest ``near`` that passes the screen, or None (``exhausted``
         then says why, when the space could be listed)."""
-        if not self._listed:
-            self._points, self._listed = finite_points(self.spec, ENUMERATE_LIMIT), True
-        if self._points is None:
+        points = self._space_points
+        if points is None:
             return None
         why: dict[str, int] = {}
-        for point in nearest_first(self.spec, self._points, near, self._rng):
+        for point in nearest_first(self.spec, points, near, self._rng):
             cand = self._repaired(point)
             reason = self._set_aside(params_key(cand), cand, running, False)
             if reason is None:
@@ -296,7 +299,7 @@ class OptunaStudySearcher(Searcher):
                     "set aside before launch")
             why[kind] = why.get(kind, 0) + 1
         detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
-        self.exhausted = (f"search space exhausted: none of its {len(self._points)} points is left to launch "
+        self.exhausted = (f"search space exhausted: none of its {len(points)} points is left to launch "
                           f"({detail})")
         return None
 

@@ -28,8 +28,9 @@ from autotune.space import StudySpec
 from autotune.space.enumerate import distance
 from benchmarks.search import jsonio
 from benchmarks.search.drivers import Lab
-from benchmarks.search.landscape import VARIANTS, Landscape
+from benchmarks.search.landscape import Landscape
 from benchmarks.search.metrics import launches_to
+from benchmarks.search.sweep import cached_landscape
 
 Rule = Callable[[StudySpec, Sequence[TrialRecord], str], TrialRecord | None]
 LENGTHS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -102,19 +103,12 @@ def replay(run: dict[str, Any], land: Landscape, rule: Rule) -> tuple[list[float
 
 
 def compare(runs: list[dict[str, Any]], rule: Rule) -> list[dict[str, Any]]:
-    from benchmarks.search.__main__ import CACHE, cache_key, load_space
-    from benchmarks.search.landscape import RUNS_VERSION
-
     lands: dict[tuple[str, str], Landscape] = {}
     out = []
     for run in runs:
         k = (run["space"], run["variant"])
         if k not in lands:
-            land = Landscape(load_space(k[0]), next(v for v in VARIANTS if v.name == k[1]))
-            cached = CACHE / f"{k[0]}-{k[1]}-{cache_key(k[0], land)}.runs{RUNS_VERSION}.json"
-            if cached.exists():
-                land.load_runs(json.loads(cached.read_text()))
-            lands[k] = land
+            lands[k] = cached_landscape(*k)[0]
         base, other = replay(run, lands[k], rule)
         if any(abs(a - b) > 1e-9 for a, b in zip(base, run["ratios"], strict=False)):
             raise SystemExit(f"{k} seed {run['seed']}: the replay does not reproduce the run (another searcher or "

@@ -42,7 +42,7 @@ class Summary:
     below_poor: float  # share of runs whose export after the last budget is below POOR of the optimum
     within_2pct_at_40: float  # share of runs with an export within 2% of the optimum after 40 launches
     median_after_seeds: float  # launches to TARGET after the run's first launches of seed points (inf: never)
-    mean_launches: float  # launches the search made (fewer than the budget where it ended early), finalists apart
+    mean_launches: float  # launches the search made (fewer than the budget where it stopped early), finalists apart
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "median_launches": self.median_launches, "reached": self.reached,

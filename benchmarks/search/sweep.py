@@ -5,22 +5,31 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks.search.drivers import run_grid, run_searcher
 from benchmarks.search.landscape import VARIANTS, Landscape
 
 
-def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
-    space, variant = task["space"], next(v for v in VARIANTS if v.name == task["variant"])
-    from benchmarks.search.__main__ import CACHE, cache_key, cached_optimum, load_space
+def cached_landscape(space: str, variant_name: str) -> tuple[Landscape, Path]:
+    """The landscape of a space and variant with the simulated runs cached for it loaded, and that cache's file."""
+    from benchmarks.search.__main__ import CACHE, cache_key, load_space
     from benchmarks.search.landscape import RUNS_VERSION
 
-    land = Landscape(load_space(space), variant)
-    t0 = time.monotonic()
-    runs_file = CACHE / f"{space}-{variant.name}-{cache_key(space, land)}.runs{RUNS_VERSION}.json"
+    land = Landscape(load_space(space), next(v for v in VARIANTS if v.name == variant_name))
+    runs_file = CACHE / f"{space}-{variant_name}-{cache_key(space, land)}.runs{RUNS_VERSION}.json"
     if runs_file.exists():
         land.load_runs(json.loads(runs_file.read_text()))
+    return land, runs_file
+
+
+def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
+    from benchmarks.search.__main__ import CACHE, cached_optimum
+
+    space = task["space"]
+    t0 = time.monotonic()
+    land, runs_file = cached_landscape(space, task["variant"])
     opt = cached_optimum(space, land)
     out: list[dict[str, Any]] = []
     stage = tuple(task.get("finalists") or (0, 0))
@@ -40,6 +49,6 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append(run.to_json())
     CACHE.mkdir(exist_ok=True)
     runs_file.write_text(json.dumps(land.dump_runs()))
-    print(f"{space}/{variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
+    print(f"{space}/{land.variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
           f"{len(out)} runs in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     return out
