@@ -35,6 +35,7 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
+from autotune import specmodel
 from autotune.dashboard_attrs import named_constraints
 from autotune.failures import FailureKind
 from autotune.kvmodel import KvModel
@@ -61,6 +62,11 @@ class _Result:
     number: int
     values: list[float]
     constraints: dict[str, float]
+    accept: float | None = None  # the highest accept length the trial measured (None: none reported)
+
+    @property
+    def feasible(self) -> bool:
+        return all(v <= 0 for v in self.constraints.values())
 
 
 def params_key(params: dict[str, Any]) -> str:
@@ -98,7 +104,8 @@ class OptunaStudySearcher(Searcher):
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
         # Every launch costs minutes: a point already measured is answered from its result, not launched again.
         self._finished: dict[str, _Result] = {
-            params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints))
+            params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints),
+                                          t.user_attrs.get("max_accept_length"))
             for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if "duplicate_of" not in t.user_attrs
         }
@@ -211,7 +218,7 @@ class OptunaStudySearcher(Searcher):
         sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
         best: tuple[float, str] | None = None
         for key, r in self._finished.items():
-            if all(v <= 0 for v in r.constraints.values()) and (best is None or sign * r.values[0] > best[0]):
+            if r.feasible and (best is None or sign * r.values[0] > best[0]):
                 best = (sign * r.values[0], key)
         return json.loads(best[1]) if best else None
 
@@ -273,7 +280,7 @@ class OptunaStudySearcher(Searcher):
         launched again."""
         same = self._classes.get(self.equivalence(params))
         for key, r in self._finished.items():
-            if (key == params_key(params) or r.number == same) and all(v <= 0 for v in r.constraints.values()):
+            if (key == params_key(params) or r.number == same) and r.feasible:
                 return json.loads(key)
         return self._best_params() or params
 
@@ -330,12 +337,22 @@ class OptunaStudySearcher(Searcher):
         names = [n for n in movable(self.spec, best) if n not in gates] or movable(self.spec, best)
         for i in range(len(names)):
             name = names[(self._turn + i) % len(names)]
-            for cand in alternatives(self.spec, best, name, self._rng):  # every value the parameter can take next
+            for cand in self._faster_first(best, name, alternatives(self.spec, best, name, self._rng)):
                 cand = self._repaired(cand)
                 if self._set_aside(params_key(cand), cand, running, False) is None:
                     self._turn = (self._turn + i + 1) % len(names)
                     return cand
         return None
+
+    def _faster_first(self, best: dict[str, Any], name: str, cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The step's candidates (every value ``name`` can take next), the step count of a speculative chain that
+        ``autotune.specmodel`` predicts faster first, where the study measured what that needs."""
+        result = self._finished.get(params_key(best))
+        if result is None or not specmodel.sets_steps(self.spec, name):
+            return cands
+        off = max((r.values[0] for k, r in self._finished.items()
+                   if r.feasible and specmodel.is_off(self.spec, json.loads(k))), default=None)
+        return specmodel.order_steps(self.spec, best, result.values[0], result.accept, off, name, cands)
 
     def _repaired(self, params: dict[str, Any]) -> dict[str, Any]:
         fixed = self.repair(params)
@@ -413,7 +430,7 @@ class OptunaStudySearcher(Searcher):
         if accept is not None:
             trial.set_user_attr("max_accept_length", accept)
         self.study.tell(trial, values)
-        self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))
+        self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record), accept)
         self._classes = {}
         for key, r in sorted(self._finished.items(), key=lambda kv: kv[1].number):
             self._classes.setdefault(self.equivalence(json.loads(key)), r.number)

@@ -412,3 +412,33 @@ def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Pa
     _complete(s, spec, "seed", seed, 100.0)
     cfg = s.suggest("next")  # everything screened: a screened proposal is launched anyway, as before listing
     assert cfg != Searcher.FINISHED and not s.exhausted
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_step_moves_the_chain_length_the_way_the_speed_model_predicts(seed: int) -> None:
+    """H200 study: SGLANG_SIMULATE_ACC_LEN=3.0, so 2 steps accept as much as 3 and cost less (autotune.specmodel);
+    drawn at random, the step would go to 4 first in half the studies."""
+    from autotune.bench.types import BenchResult, LevelSummary
+
+    spec = replace(load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml"), seed=seed)
+    study = open_study(spec, None)
+    s = _searcher(spec, study)
+    level = LevelSummary(concurrency=64, requests=8, failed=0, duration_s=1.0, output_tok_per_s=1.0,
+                         request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
+                         e2e_ms=None, accept_length=3.0)
+    chain = None
+    for i in range(8):
+        cfg = s.suggest(f"t{i}")
+        p = cfg["params"]
+        if chain is not None and [k for k in p if p.get(k) != chain.get(k)] == ["speculative_num_steps"]:
+            assert p["speculative_num_steps"] == 2
+            return
+        spec_on = p.get("speculative_algorithm") is not None
+        first_chain = chain is None and p.get("speculative_num_steps") == 3 and p.get("speculative_eagle_topk") == 1
+        value = 2000.0 if first_chain else 1000.0  # the seed's chain stays the best point
+        rec = replace(record_for(spec, cfg["number"], f"t{i}", p, True), objectives={"output_tok_per_s@max": value},
+                      bench=BenchResult(levels=(level,) if spec_on else ()))
+        s.on_trial_complete(f"t{i}", {"record_json": json.dumps(rec.to_json())})
+        if value == 2000.0:
+            chain = p
+    pytest.fail("no step changed the chain's length within 8 launches")
