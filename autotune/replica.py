@@ -16,6 +16,21 @@ from autotune.bench.types import BenchPlan, BenchResult
 from autotune.failures import FailureKind
 from autotune.trial import LaunchSpec
 
+LOG_KEEP = 200_000  # characters of a server log that cross the boundary and are kept with the record
+
+
+def clip_log(text: str, keep: int = LOG_KEEP) -> str:
+    """A server log cut to about ``keep`` characters: its first half (the launch: weights, the KV cache allocated,
+    CUDA graphs, which the record's phases are parsed from) and its last half (the end of the benchmark, the error of a
+    crash), with a line saying how much was left out between them. A shorter log is returned whole."""
+    if len(text) <= keep:
+        return text
+    head, tail = text[: keep // 2], text[-(keep // 2):]
+    head = head[: head.rfind("\n") + 1] or head  # whole lines where there are any
+    cut = tail.find("\n")
+    tail = tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
+    return f"{head}[... {len(text) - len(head) - len(tail):,} characters of the log left out ...]\n{tail}"
+
 
 @dataclass(frozen=True)
 class Ready:
@@ -58,7 +73,7 @@ class ServerReport:
     gpu_names: tuple[str, ...] = ()
     release: str | None = None  # the installed engine release, e.g. "sglang 0.5.17"
     server_info: Mapping[str, Any] | None = None  # the server's /server_info answer
-    log_text: str = ""  # the server log (its last 200 kB)
+    log_text: str = ""  # the server log, ``clip_log``-ped: its launch (head) and its end
     ready_s: float | None = None
     init_epoch: float | None = None  # time.time() when the replica began the launch
     preflight_s: float | None = None

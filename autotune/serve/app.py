@@ -32,7 +32,7 @@ from autotune.failures import FailureKind
 from autotune.launcher import ServerProcess, wait_gpus_free
 from autotune.progress import monitor as progress
 from autotune.progress.events import Phase, TrialEvent
-from autotune.replica import BenchRun, Failure, Ready, ServerReport, Teardown
+from autotune.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
 from autotune.serve.launch_prep import (
     EngineArgs,
     failure_of,
@@ -225,7 +225,7 @@ class EngineServer:
             gpu_names=tuple(gpus.names(self.gpu_ids or None)),
             release=self.release,
             server_info=server_info,
-            log_text=log_text[-200_000:],
+            log_text=clip_log(log_text),
             ready_s=self.ready_s,
             init_epoch=self.init_epoch,
             preflight_s=self.preflight_s,
