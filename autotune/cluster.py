@@ -25,6 +25,33 @@ class ClusterRequest:
     verbose: bool  # Ray's own output on the console
 
 
+PROXY_READY_S = 30  # how long Ray Serve waits for a local cluster's HTTP proxy to become ready
+SERVE_START_ATTEMPTS = 3
+
+
+def start_serve(port: int, attempts: int = SERVE_START_ATTEMPTS) -> None:
+    """Start Ray Serve with its HTTP proxy on 127.0.0.1:``port``. A proxy that dies before it is ready (a loaded node)
+    is restarted by Serve's controller with a longer ready check, so the start is tried again; after ``attempts``
+    an AutotuneError says what happened."""
+    import ray
+    from ray import serve
+
+    last: Exception | None = None
+    for _ in range(attempts):
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            return
+        except (ray.exceptions.RayActorError, TimeoutError) as exc:  # ActorDiedError is a RayActorError
+            last = exc
+    first = str(last).strip().splitlines()[0] if last is not None and str(last).strip() else type(last).__name__
+    raise AutotuneError(
+        f"Ray Serve's HTTP proxy did not start on 127.0.0.1:{port} ({attempts} attempts; last: {first}). On a "
+        f"loaded machine the proxy can take longer than Serve waits for it: free some CPU, or set "
+        f"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S higher (seconds; autotune sets {PROXY_READY_S} for a local cluster), "
+        f"and run the same command again: finished trials are kept."
+    ) from last
+
+
 def sim_profile_gpus(name: str) -> int | None:
     """The GPUs a simulator profile declares; None for a profile that cannot be read."""
     try:
@@ -40,6 +67,10 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
     import ray
 
     os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+    # Ray Serve kills an HTTP proxy not ready within 5 s of its start; on a loaded node (every core busy) importing
+    # Serve in the proxy's worker takes longer, and serve.start then fails with the proxy "killed by ray.kill". A local
+    # cluster inherits this; a joined one keeps its own setting.
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_S))
     address = req.address or os.environ.get("RAY_ADDRESS")
     if address:
         where = "--address" if req.address else "RAY_ADDRESS"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import registry, slots, stopping
-from autotune.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray
+from autotune.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray, start_serve
 from autotune.errors import AutotuneError
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
@@ -225,7 +225,7 @@ class StudyDriver:
                     f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
                     f"pass --serve-port with a free port (or stop what holds it)."
                 )
-            serve.start(http_options={"host": "127.0.0.1", "port": self.serve_port})
+            start_serve(self.serve_port)
             # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
             self._slot_pool = slots.create(self.owner, conc)
             if remaining > 0:
