@@ -16,7 +16,8 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
   launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
 - Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
 - Every second launch after the seed points changes one parameter of the best feasible point so far, the parameters
-  in turn (coordinate search between TPE's proposals: the launch budget is small).
+  in turn (coordinate search between TPE's proposals: the launch budget is small); a speculative chain's step count
+  moves first the way ``autotune.specmodel`` predicts faster.
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
   nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
   launches measured points again (the proposal's own, or the one it runs as), never a point set aside.
