@@ -28,17 +28,7 @@ from autotune.engines.sglang_rules import violations
 from autotune.errors import AutotuneError, failure_kind, rejected_flags
 from autotune.progress.events import Phase, TrialEvent
 from autotune.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
-from autotune.replica import (
-    BenchRun,
-    Deployer,
-    DeployRequest,
-    Failure,
-    Ready,
-    Replica,
-    ServerReport,
-    Teardown,
-    clip_log,
-)
+from autotune.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
 from autotune.score import failed_score, objective_key, score
 from autotune.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
 from autotune.sim.profile import ProfileError, load_profile
@@ -349,6 +339,6 @@ def tune_trainable(spec: StudySpec, owner: str | None = None):  # type: ignore[n
         value = record.objectives.get(objective_key(first.metric, first.level), 0.0)
         tune.report({"objective0": value, "feasible": record.feasible, "outcome": record.outcome.value,
                      "failure": record.failure.value if record.failure else "",
-                     "record_json": json.dumps(record.to_json()), "log_text": clip_log(log_text)})
+                     "record_json": json.dumps(record.to_json()), "log_text": log_text})  # clipped by the replica (clip_log)
 
     return trainable

@@ -24,9 +24,8 @@ from typing import Any
 from autotune.engines import sglang_rules
 from autotune.engines.sglang_facts import simulated_accept_length
 from autotune.errors import SpaceError
+from autotune.learned import BROKEN_ACCEPT
 from autotune.space import StudySpec, to_trial_config
-
-NO_GAIN = 1.05  # an accept length at most this says the drafter is rejected (autotune.learned.BROKEN_ACCEPT)
 
 
 def chain_accept_length(acceptance: float, steps: int) -> float:
@@ -67,27 +66,31 @@ class ChainSpeedup:
 
 def fit(steps: int, accept_length: float, speedup: float, simulated: float | None = None) -> ChainSpeedup | None:
     """The model through one measured chain point (``speedup``: its throughput over the best without speculation);
-    None when the point says nothing about speculation (no accept length above ``NO_GAIN``, no positive speed-up)."""
-    if steps < 1 or accept_length <= NO_GAIN or speedup <= 0:
+    None when the point says nothing about speculation (a drafter that accepts nothing, ``BROKEN_ACCEPT``, or no
+    positive speed-up)."""
+    if steps < 1 or accept_length <= BROKEN_ACCEPT or speedup <= 0:
         return None
     model = ChainSpeedup(acceptance_of(accept_length, steps), 0.0, simulated)
     cost = max((model.accept_length(steps) / speedup - 1.0) / steps, 0.0)
     return ChainSpeedup(model.acceptance, cost, simulated)
 
 
+def chain_steps(flags: Mapping[str, Any]) -> int | None:
+    """The step count of an EAGLE-family chain (top-k 1 set explicitly) from a trial's SGLang flags, else None."""
+    if sglang_rules.algorithm(flags) in (None, "NGRAM"):
+        return None
+    steps, topk = flags.get(sglang_rules.STEPS), flags.get(sglang_rules.TOPK)
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and topk == 1 else None
+
+
 def _chain_steps(spec: StudySpec, params: Mapping[str, Any]) -> tuple[int, dict[str, str]] | None:
-    """(steps, env) of an EAGLE-family chain point (top-k 1 set explicitly), or None."""
+    """(steps, env) of a chain point of the study (``chain_steps``), or None."""
     try:
         tc = to_trial_config(spec, dict(params))
     except SpaceError:
         return None
-    flags = tc.flags
-    if sglang_rules.algorithm(flags) in (None, "NGRAM"):
-        return None
-    steps, topk = flags.get(sglang_rules.STEPS), flags.get(sglang_rules.TOPK)
-    if not isinstance(steps, int) or isinstance(steps, bool) or topk != 1:
-        return None
-    return steps, dict(tc.env)
+    steps = chain_steps(tc.flags)
+    return (steps, dict(tc.env)) if steps is not None else None
 
 
 def sets_steps(spec: StudySpec, param: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune.engines import sglang_rules
 from autotune.engines.sglang_facts import simulated_accept_length
-from autotune.specmodel import fit
+from autotune.specmodel import chain_steps, fit
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ def _chain(record: dict[str, Any]) -> int | None | bool:
     flags = record.get("flags") or {}
     if sglang_rules.algorithm(flags) is None:
         return None
-    steps, topk = flags.get(sglang_rules.STEPS), flags.get(sglang_rules.TOPK)
-    return steps if isinstance(steps, int) and topk == 1 else False
+    steps = chain_steps(flags)
+    return False if steps is None else steps
 
 
 def rows(study_dir: Path, fit_steps: int = 3) -> list[Row]:
