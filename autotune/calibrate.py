@@ -1,6 +1,6 @@
 """``python -m autotune.calibrate --profile NAME [--json]``: measure a profile's reference table on the simulated engine.
 
-Each configuration is launched through autotune's own launcher (``autotune.launcher.launched``) and measured with its
+Each configuration is launched through autotune's own launcher (``autotune.trial.launcher.launched``) and measured with its
 own benchmark (``autotune.bench.client.run_plan``), exactly as a study would; the figures are printed beside the
 numbers they are calibrated to (``USER_STORY.md`` for the Kimi profile, the device README for the H200 ones).
 Everything measured here is SIMULATED. Exit status 1 when a cell is off by more than the tolerance (15%).
@@ -214,10 +214,10 @@ def _measure(metric: str, bench: object, draft_tokens: int | None) -> float | No
 def run_case(suite: Suite, case: Case, seed: int, log_dir: Path) -> tuple[list[Row], str | None]:
     from autotune.bench.client import run_plan
     from autotune.bench.types import BenchPlan, WorkloadSpec
+    from autotune.core.errors import AutotuneError
+    from autotune.core.trial import TrialConfig
     from autotune.engines import get_engine
-    from autotune.errors import AutotuneError
-    from autotune.launcher import launched
-    from autotune.trial import TrialConfig
+    from autotune.trial.launcher import launched
 
     flags = {"sim-stream-interval-ms": 40, **case.flags}
     cfg = TrialConfig(model_path=suite.model_path, tp_size=suite.tp_size, flags=flags, env=case.env)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autotune.spaces import packaged_space_names, resolve_space
+from autotune.space.spaces import packaged_space_names, resolve_space
 
 EXAMPLES = """
 examples:
@@ -82,7 +82,7 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     ``Path(args.results_dir) / spec.name``. Raises AutotuneError for a bad study file."""
     from dataclasses import replace
 
-    from autotune.errors import SpaceError
+    from autotune.core.errors import SpaceError
     from autotune.space import load_study
 
     args = build_parser().parse_args(argv)
@@ -95,7 +95,7 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autotune.errors import AutotuneError
+    from autotune.core.errors import AutotuneError
 
     if "--list-spaces" in (sys.argv[1:] if argv is None else argv):
         for name in packaged_space_names():
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.validate_only:
         print(f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine})")
         return 0
-    from autotune.driver import StudyDriver
     from autotune.progress.console import Console, Verbosity
+    from autotune.study.driver import StudyDriver
 
     verbosity = Verbosity.QUIET if args.quiet else Verbosity.VERBOSE if args.verbose else Verbosity.NORMAL
     console = Console(out=sys.stderr if args.json else sys.stdout, verbosity=verbosity)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                       "resume.")
         code = 130
     if args.json:
-        from autotune.study_summary import print_summary
+        from autotune.report.study_summary import print_summary
 
         print_summary(driver.store.root, exit_code=code, stop_reason=driver.stop_reason)
     return code

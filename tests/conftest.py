@@ -62,7 +62,7 @@ def port() -> int:
     return free_port()
 
 
-# The variables a site sets to keep NVLink multicast off (autotune.site), as on the lent GPU machines.
+# The variables a site sets to keep NVLink multicast off (autotune.core.site), as on the lent GPU machines.
 SITE_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 

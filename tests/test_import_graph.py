@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # (from, to): edges the layering forbids. "serve_app" is only an import path for exported configs.
 FORBIDDEN = {
     ("autotune.space", "autotune.engines"): "the search space knows no engine (the engine normalizes a trial's flags)",
-    ("autotune.failures", "*"): "failures is a leaf: every layer names a FailureKind",
-    ("autotune.trial", "*"): "trial is a leaf: the values between the searcher and the engine",
-    ("autotune.replica", "autotune.serve"): "the Serve boundary's records know nothing of Serve",
-    ("autotune.replica", "autotune.runner"): "the Serve boundary's records know nothing of the runner",
-    ("autotune.bench", "autotune.records"): "the benchmark does not know trial records",
-    ("autotune.engines", "autotune.records"): "engines speak failures and phases, not records",
+    ("autotune.core.failures", "*"): "failures is a leaf: every layer names a FailureKind",
+    ("autotune.core.trial", "*"): "trial is a leaf: the values between the searcher and the engine",
+    ("autotune.trial.replica", "autotune.serve"): "the Serve boundary's records know nothing of Serve",
+    ("autotune.trial.replica", "autotune.study.runner"): "the Serve boundary's records know nothing of the runner",
+    ("autotune.bench", "autotune.trial.records"): "the benchmark does not know trial records",
+    ("autotune.engines", "autotune.trial.records"): "engines speak failures and phases, not records",
 }
-LEAVES_ALLOWED = {"autotune.failures", "autotune.trial"}  # a leaf may import only these (and the package's version)
+LEAVES_ALLOWED = {"autotune.core.failures", "autotune.core.trial"}  # a leaf may import only these (and the package's version)
 
 
 def unit(module: str) -> str | None:
@@ -52,7 +52,7 @@ def imported(tree: ast.AST) -> list[str]:
         if isinstance(node, ast.Import):
             out += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # ``from autotune import slots`` imports the module autotune.slots; ``from autotune import __version__``
+            # ``from autotune import slots`` imports the module autotune.trial.slots; ``from autotune import __version__``
             # only the package
             out += [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module == "autotune"]
     return out
@@ -155,17 +155,17 @@ def test_the_documented_layers_match_the_code() -> None:
 
 
 def test_the_layer_check_reports_an_upward_import() -> None:
-    graph = {"autotune.failures": {"autotune.runner"}, "autotune.runner": set(), "autotune.extra": set()}
-    found = layer_violations(graph, {"autotune.failures": 0, "autotune.runner": 7})
+    graph = {"autotune.core.failures": {"autotune.study.runner"}, "autotune.study.runner": set(), "autotune.extra": set()}
+    found = layer_violations(graph, {"autotune.core.failures": 0, "autotune.study.runner": 7})
     assert found == ["autotune.extra: not in the table of docs/architecture.md",
-                     "autotune.failures (layer 0) imports autotune.runner (layer 7)"]
+                     "autotune.core.failures (layer 0) imports autotune.study.runner (layer 7)"]
 
 
 def test_the_graph_sees_the_packages() -> None:
     graph = import_graph()
-    assert {"autotune.space", "autotune.engines", "autotune.serve", "autotune.runner", "serve_app"} <= set(graph)
+    assert {"autotune.space", "autotune.engines", "autotune.serve", "autotune.study.runner", "serve_app"} <= set(graph)
     assert graph["serve_app"] == {"autotune.serve"}, "serve_app is an import shim, nothing more"
-    assert "autotune.serve" in graph["autotune.runner"]  # a lazy import inside a function counts
+    assert "autotune.serve" in graph["autotune.study.runner"]  # a lazy import inside a function counts
 
 
 def test_no_import_cycles() -> None:
@@ -200,7 +200,7 @@ def test_the_checks_fail_on_a_broken_copy(tmp_path: Path) -> None:
         f.write("\nfrom autotune.bench.types import BenchPlan  # noqa\n")
     graph = import_graph(tmp_path)
     assert any("autotune.space -> autotune.engines" in e for e in forbidden_edges(graph))
-    assert any({"autotune.bench", "autotune.errors"} <= set(c) for c in cycles(graph))
+    assert any({"autotune.bench", "autotune.core.errors"} <= set(c) for c in cycles(graph))
 
 
 if __name__ == "__main__":

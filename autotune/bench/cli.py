@@ -8,7 +8,7 @@ import sys
 
 from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, WorkloadSpec
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 
 def build_parser() -> argparse.ArgumentParser:

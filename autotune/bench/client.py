@@ -9,7 +9,7 @@ sent and ``min_duration_s`` has passed (more windows until the plan's precision 
 Time: a real server's durations are wall durations. A simulated server that declares a virtual clock
 (``sim.clock == "virtual"``) is measured on that clock: each worker sends its requests at a virtual time (the level's
 start, then the virtual finish of its previous request) and every duration comes from the virtual times the server puts
-in each chunk (``autotune/bench/sim_clock.py``, ``autotune/virtual_clock.py``), so host load and the time scale never
+in each chunk (``autotune/bench/sim_clock.py``, ``autotune/core/virtual_clock.py``), so host load and the time scale never
 enter a figure. An older simulated server without that clock is measured in wall time x its declared time scale.
 Timeouts (``request_timeout_s``, ``level_timeout_s``) are wall seconds.
 
@@ -39,7 +39,7 @@ from autotune.bench.stream import Clock, failed_sample, request_body, send_reque
 from autotune.bench.transport import _default_transport
 from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample, WorkloadSpec
 from autotune.bench.workload import build_requests
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 
 class _RequestSource:

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from autotune.errors import BenchError
-from autotune.virtual_clock import CLOCK_KIND
+from autotune.core.errors import BenchError
+from autotune.core.virtual_clock import CLOCK_KIND
 
 _INFO_PATHS = ("/server_info", "/get_server_info")
 
@@ -23,7 +23,7 @@ class ServerInfo:
     time_scale: float = 1.0
     accept_length: float | None = None
     endpoint: str | None = None  # the path that answered; None when neither did
-    virtual_clock: bool = False  # a simulated server that reports virtual times (autotune/virtual_clock.py)
+    virtual_clock: bool = False  # a simulated server that reports virtual times (autotune/core/virtual_clock.py)
 
 
 def unreachable(base_url: str, exc: Exception) -> BenchError:

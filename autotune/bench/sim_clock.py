@@ -1,4 +1,4 @@
-"""The client's side of the simulated server's virtual-clock protocol (``autotune/virtual_clock.py``).
+"""The client's side of the simulated server's virtual-clock protocol (``autotune/core/virtual_clock.py``).
 
 A closed-loop worker holds a :class:`VirtualSlot`: the virtual time at which it sends its next request (the level's
 start, then the virtual finish time of its previous request). :class:`VirtualTiming` turns the ``sim_times`` pairs of a
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from autotune.errors import BenchError
-from autotune.virtual_clock import HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER, format_time
+from autotune.core.errors import BenchError
+from autotune.core.virtual_clock import HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER, format_time
 
 
 @dataclass

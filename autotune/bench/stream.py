@@ -14,7 +14,7 @@ import httpx
 from autotune.bench.sim_clock import VirtualSlot, VirtualTiming
 from autotune.bench.types import RequestSample, WorkloadSpec
 from autotune.bench.workload import BenchRequest
-from autotune.virtual_clock import parse_times
+from autotune.core.virtual_clock import parse_times
 
 Clock = Callable[[], float]
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}

@@ -3,7 +3,7 @@
 A study's replica runs the client this way rather than inside its own event loop, so the client does not share a Python
 interpreter, an event loop or a GIL with Ray Serve's replica machinery (health checks, metrics pushes, the HTTP proxy
 path), and gets an environment cleaned of what Ray sets for its workers (``OMP_NUM_THREADS`` and the other thread caps).
-Where the slot has a CPU set (``autotune.cpusets``), the client process is pinned to it, like its server.
+Where the slot has a CPU set (``autotune.core.cpusets``), the client process is pinned to it, like its server.
 
 The child writes ``{"ok": true, "result": BenchResult}`` or ``{"ok": false, "message": ...}`` to ``--out`` and prints
 ``level K M C`` on stdout as level K of M (concurrency C) begins, which the parent relays as progress.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autotune.bench.plan_codec import plan_from_json, plan_to_json
 from autotune.bench.types import BenchPlan, BenchResult
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 # Thread caps Ray sets in its workers (to the actor's CPU count, often 1) that a benchmark client must not inherit.
 THREAD_CAPS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",

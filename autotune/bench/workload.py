@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.bench.types import WorkloadSpec
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 MIN_TOKEN_ID = 10  # ids below this are left out: tokenizers treat many of them specially
 

@@ -12,11 +12,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from autotune.core.failures import FailureKind, PhaseTimings
+from autotune.core.site import SitePolicy, check_study_env, site_policy
+from autotune.core.trial import FlagValue, LaunchSpec, TrialConfig
 from autotune.engines import sglang_rules
 from autotune.engines.sglang_facts import ARGPARSE_ARGUMENT, ARGPARSE_UNRECOGNIZED, FAILURE_PATTERNS, LOG_PATTERNS
-from autotune.failures import FailureKind, PhaseTimings
-from autotune.site import SitePolicy, check_study_env, site_policy
-from autotune.trial import FlagValue, LaunchSpec, TrialConfig
 
 # Ray sets these in every actor (OMP_NUM_THREADS = the actor's CPUs). A server started by hand has none of them, so the
 # launcher removes them unless the study sets them explicitly: tuning results must describe the server you will deploy.
@@ -24,7 +24,7 @@ RAY_INJECTED_ENV: tuple[str, ...] = ("OMP_NUM_THREADS",)
 
 
 def server_env(cfg_env: Mapping[str, str], policy: SitePolicy | None = None) -> dict[str, str]:
-    """The variables autotune sets for a server: the trial's own, then the site's (``autotune.site``), which win.
+    """The variables autotune sets for a server: the trial's own, then the site's (``autotune.core.site``), which win.
 
     Where the site sets no multicast variable, nothing is added. Raises SiteError when the trial overrides one.
     """
@@ -107,7 +107,7 @@ class Engine(abc.ABC):
     """Turns a TrialConfig into a LaunchSpec and checks it on the worker. Both engines print SGLang's log lines, which
     ``parse_log_phases`` and ``classify_failure`` read.
 
-    Ownership: the engine never starts or stops processes (``autotune.launcher`` does). ``launch_spec`` is pure;
+    Ownership: the engine never starts or stops processes (``autotune.trial.launcher`` does). ``launch_spec`` is pure;
     ``preflight`` may run subprocesses on the worker that will launch the server.
     """
 

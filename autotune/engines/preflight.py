@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from autotune.core.errors import EngineUnavailableError, HelpTimeoutError, UnknownFlagError
+from autotune.core.trial import LaunchSpec
 from autotune.engines.base import Engine, flags_in_help
-from autotune.errors import EngineUnavailableError, HelpTimeoutError, UnknownFlagError
-from autotune.trial import LaunchSpec
 
 # argv elements that autotune itself adds and that every engine accepts by construction.
 _MODULE_FLAG = "-m"

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.failures import FailureKind
+from autotune.core.failures import FailureKind
 
 # ---- speculative decoding (SGLang ``srt/arg_groups/speculative_hook.py``, 0.5.x) -------------------------------------
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # --speculative-algorithm's choices

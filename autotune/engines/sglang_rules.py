@@ -2,7 +2,7 @@
 
 Pure functions over a trial's flags (keyed without dashes, as in ``TrialConfig.flags``) and environment; SGLang is
 never imported. The rules come from SGLang's ``srt/arg_groups/speculative_hook.py`` and from what real launches on
-the H200 showed (NCCL settings); NVLink multicast follows the site policy (``autotune.site``). The SGLang facts they
+the H200 showed (NCCL settings); NVLink multicast follows the site policy (``autotune.core.site``). The SGLang facts they
 use are in ``sglang_facts``, shared with the simulator (``tests/engines/test_sglang_contract.py`` checks that the two
 agree).
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.core.site import SitePolicy, nvls_problems, study_env_problems
 from autotune.engines.sglang_facts import (
     EAGLE_FAMILY,
     NEEDS_DRAFT_MODEL,
@@ -34,7 +35,6 @@ from autotune.engines.sglang_facts import (
     simulated_accept_overflows,
     speculative_algorithm,
 )
-from autotune.site import SitePolicy, nvls_problems, study_env_problems
 
 ALGORITHM = "speculative-algorithm"
 DRAFT_MODEL = "speculative-draft-model-path"
@@ -281,5 +281,5 @@ def _nccl(env: Mapping[str, str], *, tp_size: int) -> list[str]:
 
 
 def _nvls(f: Mapping[str, Any], env: Mapping[str, str], site: SitePolicy | None) -> list[str]:
-    """NVLS switches, refused only while the site turns NVLink multicast off (``autotune.site``)."""
+    """NVLS switches, refused only while the site turns NVLink multicast off (``autotune.core.site``)."""
     return nvls_problems(f, env, site)

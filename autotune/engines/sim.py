@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 
 from autotune import __version__
+from autotune.core.trial import FlagValue
 from autotune.engines.base import Engine, flags_to_argv
 from autotune.engines.preflight import run_help
-from autotune.trial import FlagValue
 
 
 class SimEngine(Engine):

@@ -10,7 +10,7 @@ from autotune.bench.stats import Interval
 from autotune.bench.types import LevelSummary
 from autotune.engines.sglang_facts import is_given
 from autotune.engines.sglang_facts import speculative_algorithm as sglang_speculative_algorithm
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 def level(record: TrialRecord, concurrency: int) -> LevelSummary | None:

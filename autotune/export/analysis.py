@@ -10,9 +10,9 @@ from autotune.export.best import BestChoice, apply_finalists, parse_load_levels,
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
 from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
-from autotune.finalists import FinalistOutcome
-from autotune.records import TrialRecord
+from autotune.finalists.choice import FinalistOutcome
 from autotune.space import Objective
+from autotune.trial.records import TrialRecord
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from autotune.export.study_only import SIMULATED_ACCEPTANCE_ENV, simulated_acceptance
-from autotune.records import EngineInfo, TrialRecord
+from autotune.trial.records import EngineInfo, TrialRecord
 
 _ENGINE_NAMES = {"sglang": "SGLang", "sim": "simulated SGLang"}
 

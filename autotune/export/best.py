@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 from autotune.export.errors import ExportError
-from autotune.finalists import FinalistOutcome
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.finalists.choice import FinalistOutcome
 from autotune.space import Objective, parse_objective_key
+from autotune.trial.records import TrialOutcome, TrialRecord
 
 Direction = Literal["maximize", "minimize"]
 
@@ -26,7 +26,7 @@ class BestChoice:
     value: float | None
     reason: str
     # How the winner was decided: "single_launch" (the best trial's own measurement), or the finalist stage's
-    # "separable" / "tie" / "single" / "incomplete" (see autotune.finalists)
+    # "separable" / "tie" / "single" / "incomplete" (see autotune.finalists.choice)
     method: str = "single_launch"
 
 

@@ -21,7 +21,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from autotune.export.accessors import speculative_algorithm, throughput
 from autotune.export.analysis import StudyAnalysis
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.trial.records import TrialOutcome, TrialRecord
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 MUTED = "#b0b0b0"

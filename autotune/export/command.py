@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autotune.core.site import MULTICAST_VARS
 from autotune.engines.base import RAY_INJECTED_ENV
 from autotune.export.errors import ExportError
 from autotune.export.study_only import StudyOnly, study_only_settings
-from autotune.records import TrialRecord
-from autotune.site import MULTICAST_VARS
+from autotune.trial.records import TrialRecord
 
 SGLANG_MODULE = "sglang.launch_server"
 SIM_MODULE = "autotune.sim.server"
@@ -35,7 +35,7 @@ class ServerCommand:
     module: str
     options: tuple[Option, ...]
     env: tuple[tuple[str, str], ...]  # the study's variables
-    site_env: tuple[tuple[str, str], ...]  # the site's multicast variables the trial ran with (autotune.site)
+    site_env: tuple[tuple[str, str], ...]  # the site's multicast variables the trial ran with (autotune.core.site)
     unset_env: tuple[str, ...]
     host: str
 

@@ -10,7 +10,7 @@ from autotune.export.analysis import StudyAnalysis
 from autotune.export.banner import engine_banner
 from autotune.export.command import ExportedServer, ServerCommand, option_argv
 from autotune.export.pareto import ParetoPoint
-from autotune.records import TrialRecord
+from autotune.trial.records import TrialRecord
 
 SCHEMA_VERSION = 1
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autotune.errors import AutotuneError
+from autotune.core.errors import AutotuneError
 
 
 class ExportError(AutotuneError):

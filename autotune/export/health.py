@@ -14,7 +14,7 @@ from autotune.export.accessors import (
     is_speculative,
     speculative_algorithm,
 )
-from autotune.records import TrialRecord
+from autotune.trial.records import TrialRecord
 
 BROKEN_ACCEPT_LENGTH = 1.05
 BROKEN_DRAFTER = "broken drafter / wrong algorithm for this drafter (accept length ~1.0): no draft token accepted"

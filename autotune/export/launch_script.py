@@ -11,6 +11,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from autotune.core.secrets import REDACTED, is_secret
 from autotune.export.accessors import fmt, throughput, tpot_median, ttft_p99
 from autotune.export.banner import engine_banner
 from autotune.export.command import (
@@ -23,8 +24,7 @@ from autotune.export.command import (
 )
 from autotune.export.errors import ExportError
 from autotune.export.study_only import StudyOnly
-from autotune.records import TrialRecord
-from autotune.secrets import REDACTED, is_secret
+from autotune.trial.records import TrialRecord
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -125,7 +125,7 @@ def _script(record: TrialRecord, header: list[str], cmd: ServerCommand, *, what:
     ]
     if site_lines:
         body += [
-            "# The site's variables where it was measured (autotune.site: NVLink multicast switched off for every",
+            "# The site's variables where it was measured (autotune.core.site: NVLink multicast switched off for every",
             "# process). Keep them where your site needs multicast off.",
             *site_lines,
         ]

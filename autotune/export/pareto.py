@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.export.accessors import is_speculative, throughput, tpot_median
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.export.accessors import is_speculative, level, throughput
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
-from autotune.finalists import FinalistOutcome
-from autotune.records import TrialOutcome, TrialRecord
-from autotune.verify_compare import level_value
+from autotune.finalists.choice import FinalistOutcome
+from autotune.trial.records import TrialOutcome, TrialRecord
+from autotune.verify.compare import level_value
 
 THROUGHPUT_SVG = "throughput_vs_concurrency.svg"
 PARETO_SVG = "pareto.svg"

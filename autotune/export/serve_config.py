@@ -12,12 +12,12 @@ from typing import Any
 
 import yaml
 
+from autotune.core.secrets import REDACTED, is_secret
 from autotune.export.accessors import argv_value
 from autotune.export.banner import engine_banner
 from autotune.export.command import ExportedServer, ServerCommand, exported_server, option_argv
 from autotune.export.errors import ExportError
-from autotune.records import TrialRecord
-from autotune.secrets import REDACTED, is_secret
+from autotune.trial.records import TrialRecord
 
 IMPORT_PATH = "serve_app.app:build_app"
 DEPLOYMENT_NAME = "EngineServer"

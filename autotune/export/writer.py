@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from autotune.core.secrets import REDACTED, has_secrets, redact_env
 from autotune.export.analysis import analyze
 from autotune.export.banner import engine_banner
 from autotune.export.charts import pareto_svg, throughput_svg
@@ -18,9 +19,8 @@ from autotune.export.launch_script import render_launch_script, render_rehearsal
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config
-from autotune.finalists import FinalistOutcome
-from autotune.records import TrialRecord
-from autotune.secrets import REDACTED, has_secrets, redact_env
+from autotune.finalists.choice import FinalistOutcome
+from autotune.trial.records import TrialRecord
 
 BEST_DIR = "best"
 LAUNCH_SH = "launch.sh"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from autotune.errors import AutotuneError
+from autotune.core.errors import AutotuneError
 
 N_SPECIAL = 256  # the top ids of the vocab are special tokens
 TRANSFORMERS_VERSION = "5.12.1"  # the release SGLang 0.5.17 pins; written into config.json like a real checkpoint

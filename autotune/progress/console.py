@@ -19,7 +19,7 @@ from typing import IO
 from autotune.export.accessors import compact_params
 from autotune.progress.eta import eta_seconds, fmt_duration
 from autotune.progress.events import Phase, TrialEvent
-from autotune.records import TrialRecord
+from autotune.trial.records import TrialRecord
 
 
 class Verbosity(int, enum.Enum):

@@ -13,9 +13,9 @@ from typing import Any
 from autotune.progress import monitor
 from autotune.progress.console import Console
 from autotune.progress.events import Phase, TrialEvent
-from autotune.records import TrialRecord
-from autotune.score import objective_key
 from autotune.space import StudySpec
+from autotune.trial.records import TrialRecord
+from autotune.trial.score import objective_key
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autotune.errors import AutotuneError
+from autotune.core.errors import AutotuneError
 
 EXAMPLES = """
 examples:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from autotune.export import format_summary_table
     from autotune.report.render import rerender
-    from autotune.study_summary import print_summary
+    from autotune.report.study_summary import print_summary
 
     try:
         done = rerender(args.study_dir)

@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.errors import AutotuneError
+from autotune.core.errors import AutotuneError
 from autotune.export import ExportResult, export_study
-from autotune.finalist_store import outcome_from_study
-from autotune.records import TrialRecord
+from autotune.finalists.store import outcome_from_study
 from autotune.report.html import render_html
-from autotune.store import StudyStore
-from autotune.study_summary import read_study_json
+from autotune.report.study_summary import read_study_json
+from autotune.trial.records import TrialRecord
+from autotune.trial.store import StudyStore
 
 REPORT_HTML = "report.html"
 

@@ -23,16 +23,15 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from autotune import cpusets, gpus, registry
 from autotune.bench.types import BenchPlan
+from autotune.core import cpusets, gpus
+from autotune.core.errors import AutotuneError, LaunchError
+from autotune.core.failures import FailureKind
+from autotune.core.trial import LaunchSpec
 from autotune.engines import get_engine
 from autotune.engines.preflight import preflight
-from autotune.errors import AutotuneError, LaunchError
-from autotune.failures import FailureKind
-from autotune.launcher import ServerProcess, wait_gpus_free
 from autotune.progress import monitor as progress
 from autotune.progress.events import Phase, TrialEvent
-from autotune.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
 from autotune.serve.launch_prep import (
     EngineArgs,
     failure_of,
@@ -42,7 +41,9 @@ from autotune.serve.launch_prep import (
     with_port,
 )
 from autotune.serve.proxy import EngineProxy
-from autotune.trial import LaunchSpec
+from autotune.trial import registry
+from autotune.trial.launcher import ServerProcess, wait_gpus_free
+from autotune.trial.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
 
 
 @serve.deployment(
@@ -54,7 +55,7 @@ from autotune.trial import LaunchSpec
     graceful_shutdown_timeout_s=15,
 )
 class EngineServer:
-    """One engine server per replica at a time; implements ``autotune.replica.Replica`` for the trial runner.
+    """One engine server per replica at a time; implements ``autotune.trial.replica.Replica`` for the trial runner.
 
     Built with ``args`` (production, or one application per trial), the constructor launches the engine. A study's GPU
     slot application is built without ``args`` and gets each trial's engine through ``user_config``: Serve calls

@@ -1,8 +1,8 @@
 """The trial runner's side of the Serve boundary: deploy a trial's server (``ServeDeployer``) and call its replica
-through a deployment handle (``ServeReplica``, an ``autotune.replica.Replica``).
+through a deployment handle (``ServeReplica``, an ``autotune.trial.replica.Replica``).
 
 Ray's own exceptions stop here: each is translated into ``ReplicaError`` (``raise ... from exc``), whose failure kind
-``autotune.errors.failure_kind`` knows. The runner never sees a Ray type.
+``autotune.core.errors.failure_kind`` knows. The runner never sees a Ray type.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from autotune import slots
 from autotune.bench.types import BenchPlan
-from autotune.errors import AutotuneError, ReplicaError
-from autotune.replica import BenchRun, Deployed, DeployRequest, Failure, Ready, ServerReport, Teardown
+from autotune.core.errors import AutotuneError, ReplicaError
+from autotune.trial import slots
+from autotune.trial.replica import BenchRun, Deployed, DeployRequest, Failure, Ready, ServerReport, Teardown
 
 T = TypeVar("T")
 

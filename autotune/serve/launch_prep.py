@@ -9,10 +9,10 @@ import sys
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from autotune.errors import AutotuneError, LaunchError, failure_kind, rejected_flags
-from autotune.failures import FailureKind
-from autotune.launcher import wait_gpus_free
-from autotune.replica import Failure
+from autotune.core.errors import AutotuneError, LaunchError, failure_kind, rejected_flags
+from autotune.core.failures import FailureKind
+from autotune.trial.launcher import wait_gpus_free
+from autotune.trial.replica import Failure
 
 
 class EngineArgs(BaseModel):
@@ -42,7 +42,7 @@ class EngineArgs(BaseModel):
     slot: int | None = Field(default=None, description="the study's GPU slot this replica is (its share of the CPUs)")
     slots: int | None = Field(default=None, description="how many GPU slots the study has")
     cpu_isolation: bool = Field(default=True, description="pin the server and the benchmark client to this slot's "
-                                "CPU set (autotune.cpusets); a slot alone on its node gets every CPU")
+                                "CPU set (autotune.core.cpusets); a slot alone on its node gets every CPU")
 
 
 def failure_of(exc: AutotuneError) -> Failure:

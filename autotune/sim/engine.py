@@ -7,7 +7,7 @@ clock never enters a figure. It only paces the simulation: an event at virtual t
 more than ``CATCHUP_WALL_S``), so a client sees roughly ``time_scale`` virtual seconds pass per wall second. A slow or
 busy host makes the simulation take longer in wall time, never changes what it computes.
 
-Requests join the timeline by the virtual-clock protocol (``autotune/virtual_clock.py``): a request that carries its
+Requests join the timeline by the virtual-clock protocol (``autotune/core/virtual_clock.py``): a request that carries its
 virtual send time joins at that time, and while the client has announced requests that have not arrived yet
 (``expected``), the engine does not move its clock. A closed-loop client that sends its next request at the virtual
 finish time of the previous one therefore gets the same timeline whatever the host load or the time scale. Requests

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from autotune.errors import EngineError
+from autotune.core.errors import EngineError
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 

@@ -2,7 +2,7 @@
 
 A real HTTP server process (aiohttp) with SGLang's endpoints and log lines; timings come from the performance model of
 the profile (``autotune/sim/model.py``), on the engine's virtual clock (``autotune/sim/engine.py``), which the
-``--sim-time-scale`` only paces; clients keep it exact with the protocol of ``autotune/virtual_clock.py``. Exit codes
+``--sim-time-scale`` only paces; clients keep it exact with the protocol of ``autotune/core/virtual_clock.py``. Exit codes
 as SGLang: 2 for a bad flag (argparse), 1 for a failed launch.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from autotune import __version__
+from autotune.core.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
 from autotune.sim.args import ServerArgs, build_parser, parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
 from autotune.sim.engine import EngineLoop
@@ -29,7 +30,6 @@ from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.prometheus import render_metrics
 from autotune.sim.request_parse import Generation, json_body, parse_generate
 from autotune.sim.streaming import generate_chunk, sse, token_updates
-from autotune.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
 
 ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
 

@@ -13,9 +13,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from autotune.core.virtual_clock import META_ARRIVAL, META_TIMES
 from autotune.sim.engine import EngineLoop
 from autotune.sim.handle import Handle
-from autotune.virtual_clock import META_ARRIVAL, META_TIMES
 
 VOCAB_TEXT_BASE = 1000
 
@@ -85,7 +85,7 @@ def prompt_tokens_of(text: str) -> int:
 
 def meta_info(engine: EngineLoop, h: Handle, *, final: bool) -> dict[str, Any]:
     """SGLang's ``meta_info`` from what the engine has published, then the virtual-clock fields (last, see
-    ``autotune/virtual_clock.py``): the request's arrival and the (time, tokens) pairs since the previous chunk."""
+    ``autotune/core/virtual_clock.py``): the request's arrival and the (time, tokens) pairs since the previous chunk."""
     r = h.req
     end = h.finished_at if final and h.finished_at is not None else (h.events[-1][0] if h.events else h.arrival)
     meta: dict[str, Any] = {

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.bench.types import BenchPlan, WorkloadSpec
-from autotune.errors import SpaceError
+from autotune.core.errors import SpaceError
 from autotune.space.checks import check_file, resolve_workload_path
 from autotune.space.params import build_params, check_points
 from autotune.space.schema import Problem, StudyFileModel, parse_file_model, raise_problems, read_yaml

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from autotune.site import NVLS_ENV, NVLS_FLAGS, SitePolicy, site_policy
+from autotune.core.site import NVLS_ENV, NVLS_FLAGS, SitePolicy, site_policy
 from autotune.space.schema import Problem
 
 FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -35,7 +35,7 @@ NVLS_WHY = (
 
 
 def _site_note(policy: SitePolicy) -> str:
-    return f"{NVLS_WHY}; {policy.describe()} (autotune.site)"
+    return f"{NVLS_WHY}; {policy.describe()} (autotune.core.site)"
 
 
 def flag_problems(key: str, name: str) -> list[Problem]:

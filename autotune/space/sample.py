@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from autotune.errors import SpaceError
+from autotune.core.errors import SpaceError
+from autotune.core.trial import TrialConfig
 from autotune.space.schema import did_you_mean
 from autotune.space.types import StudySpec
 from autotune.space.values import accepts, describe, env_str, is_active, rounded
-from autotune.trial import TrialConfig
 
 if TYPE_CHECKING:
     import optuna

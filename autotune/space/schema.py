@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origi
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from autotune.errors import SpaceError
+from autotune.core.errors import SpaceError
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Problems and how they are reported
@@ -223,7 +223,7 @@ class ServerModel(_Model):
     host: str = "127.0.0.1"
     flags: dict[str, FlagValueT] = Field(default_factory=dict)
     env: dict[str, EnvValueT] = Field(default_factory=dict)
-    # names whose values are redacted in records and exports, beyond the built-in pattern (autotune.secrets)
+    # names whose values are redacted in records and exports, beyond the built-in pattern (autotune.core.secrets)
     secret_env: list[str] = Field(default_factory=list)
     # Benchmark-only settings (a flag name without dashes, or a variable), with the reason: kept in the records, left
     # out of the production export (best/launch.sh, serve_config.yaml). autotune.export.study_only knows common ones.

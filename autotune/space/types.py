@@ -133,7 +133,7 @@ class ServerSpec:
     host: str = "127.0.0.1"
     flags: dict[str, str | int | float | bool] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    secret_env: tuple[str, ...] = ()  # redacted beyond autotune.secrets.SECRET_NAME
+    secret_env: tuple[str, ...] = ()  # redacted beyond autotune.core.secrets.SECRET_NAME
     study_only: dict[str, str] = field(default_factory=dict)  # flag or variable -> why it is benchmark-only
 
 
@@ -213,8 +213,8 @@ class StudySpec:
         raise KeyError(f"no parameter named {name!r} in study {self.name!r}")
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready copy (for records and exports); secret environment values are redacted (autotune.secrets)."""
-        from autotune.secrets import redact_env
+        """A JSON-ready copy (for records and exports); secret environment values are redacted (autotune.core.secrets)."""
+        from autotune.core.secrets import redact_env
 
         data = asdict(self)
         data["server"]["env"] = redact_env(self.server.env, self.server.secret_env)

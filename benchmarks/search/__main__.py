@@ -145,7 +145,7 @@ def seed_launches(run: dict[str, Any]) -> int:
     caps, as the landscape's study has them)."""
     key = (run["space"], run["variant"])
     if key not in _SEEDS:
-        from autotune.prescreen import uncapped_seeds
+        from autotune.policy.prescreen import uncapped_seeds
         from benchmarks.search.landscape import vary_spec
 
         spec = vary_spec(load_space(run["space"]), next(v for v in VARIANTS if v.name == run["variant"]))
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                    "another checkout: PYTHONPATH=/that/checkout:$PWD)")
     r.add_argument("--finalists", type=int, nargs=2, default=[0, 0], metavar=("COUNT", "ROUNDS"),
                    help="after the budget, the study's finalist stage: the top COUNT feasible configs relaunched ROUNDS "
-                   "times each, the winner decided as autotune.finalists does (default 0 0: none)")
+                   "times each, the winner decided as autotune.finalists.choice does (default 0 0: none)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table", help="print the summary table of a results file")

@@ -11,8 +11,8 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
-from autotune.searcher import MAX_DUPLICATE_ASKS, OptunaStudySearcher, _Result, params_key
 from autotune.space import StudySpec, suggest
+from autotune.study.searcher import MAX_DUPLICATE_ASKS, OptunaStudySearcher, _Result, params_key
 
 
 def open_baseline_study(spec: StudySpec) -> optuna.Study:

@@ -1,4 +1,4 @@
-"""The chain speed model (``autotune.specmodel``) against measured chains: fitted on the point without speculation and
+"""The chain speed model (``autotune.policy.specmodel``) against measured chains: fitted on the point without speculation and
 one chain length, what it predicts for the other lengths, and what was measured.
 
     python -m benchmarks.search.chain STUDY_DIR [--fit-steps 3] [--json FILE]
@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune.engines import sglang_rules
 from autotune.engines.sglang_facts import simulated_accept_length
-from autotune.specmodel import chain_steps, fit
+from autotune.policy.specmodel import chain_steps, fit
 
 
 @dataclass(frozen=True)

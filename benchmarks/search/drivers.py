@@ -20,11 +20,11 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
-from autotune.finalists import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
-from autotune.optuna_study import open_study
-from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
-from autotune.score import objective_key
-from autotune.searcher import OptunaStudySearcher
+from autotune.finalists.choice import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
+from autotune.study.optuna_study import open_study
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.trial.records import PhaseTimings, TrialOutcome, TrialRecord
+from autotune.trial.score import objective_key
 from benchmarks.search.baseline import BaselineSearcher, open_baseline_study
 from benchmarks.search.landscape import Landscape, enumerate_points, noisy
 
@@ -49,7 +49,7 @@ class Run:
     infeasible: int  # launches that completed but broke an SLO (true value)
     repeats: int  # launches of a point already measured
     seed_within_2pct: bool  # a points_to_evaluate entry is already within 2% of the optimum
-    # The study's finalist stage after the budget (autotune.finalists, as the driver runs it before export): the top
+    # The study's finalist stage after the budget (autotune.finalists.choice, as the driver runs it before export): the top
     # ``count`` feasible configs by measured value relaunched ``rounds`` times each, the winner decided from the
     # relaunches; its true value / the optimum, and the relaunches it cost. None: no stage ran.
     finalist_ratio: float | None = None
@@ -120,7 +120,7 @@ class Lab:
         return rec
 
     def finalists(self, count: int, rounds: int) -> tuple[float | None, int, str]:
-        """The finalist stage on this study's records (``autotune.finalists``, the study's export rule): the true
+        """The finalist stage on this study's records (``autotune.finalists.choice``, the study's export rule): the true
         value ratio of the config it exports, the relaunches it made, and how it decided."""
         if count <= 0 or rounds <= 0:
             return None, 0, ""

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from autotune.records import TrialOutcome, TrialRecord
 from autotune.space import StudySpec
 from autotune.space.enumerate import distance
+from autotune.trial.records import TrialOutcome, TrialRecord
 from benchmarks.search import jsonio
 from benchmarks.search.drivers import Lab
 from benchmarks.search.landscape import Landscape

@@ -25,8 +25,6 @@ from typing import Any
 
 from autotune.engines import sglang_rules
 from autotune.engines.base import flags_to_argv
-from autotune.records import FailureKind
-from autotune.score import objective_key
 from autotune.sim.args import parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
 from autotune.sim.offline import simulate_closed_loop
@@ -34,6 +32,8 @@ from autotune.sim.profile import Profile, load_profile
 from autotune.space import StudySpec, to_trial_config
 from autotune.space.enumerate import walk_points
 from autotune.space.values import rounded
+from autotune.trial.records import FailureKind
+from autotune.trial.score import objective_key
 
 MEM_FLAG = "mem-fraction-static"
 KV_BUCKET = 1.10

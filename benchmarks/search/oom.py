@@ -1,4 +1,4 @@
-"""The GPU-memory prediction (``autotune.fit``) against real launches: which OOM launches it would have avoided, which
+"""The GPU-memory prediction (``autotune.policy.fit``) against real launches: which OOM launches it would have avoided, which
 good launches it would have set aside, and how close its KV-cache size is to what SGLang allocated.
 
     python -m benchmarks.search.oom [--gpu-mib 143771] [DIR ...]    (default: every study under results/evidence/h200*)
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune import fit
 from autotune.engines import sglang_rules
+from autotune.policy import fit
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_MIB = 143771

@@ -14,7 +14,7 @@ import pytest
 from autotune.bench.cli import main
 from autotune.bench.client import arun_plan, run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 SPEC = WorkloadSpec(input_len=4, output_len=5, vocab_size=100, seed=3)
 

@@ -11,7 +11,7 @@ import pytest
 
 from autotune.bench.client import arun_plan
 from autotune.bench.types import BenchPlan, BenchResult, WorkloadSpec
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 Behaviour = Callable[[int, asyncio.StreamWriter], Awaitable[None]]
 

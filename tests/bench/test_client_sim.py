@@ -16,7 +16,7 @@ import pytest
 
 from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("autotune.sim.server") is None,

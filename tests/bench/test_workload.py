@@ -10,7 +10,7 @@ import pytest
 
 from autotune.bench.types import WorkloadSpec
 from autotune.bench.workload import MIN_TOKEN_ID, BenchRequest, build_requests
-from autotune.errors import BenchError
+from autotune.core.errors import BenchError
 
 
 def test_synthetic_is_deterministic_and_batch_independent() -> None:

@@ -4,12 +4,12 @@ import sys
 
 import pytest
 
+from autotune.core.errors import UnknownFlagError
+from autotune.core.trial import TrialConfig
 from autotune.engines import get_engine
 from autotune.engines.base import classify_failure, flags_in_help, flags_to_argv, key_error_line, parse_log_phases
 from autotune.engines.preflight import check_argv
-from autotune.errors import UnknownFlagError
-from autotune.records import FailureKind
-from autotune.trial import TrialConfig
+from autotune.trial.records import FailureKind
 
 CFG = TrialConfig(
     model_path="/models/m",

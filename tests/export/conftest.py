@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from autotune.bench.types import BenchResult, Dist, LevelSummary
-from autotune.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
+from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 
 LEVELS = (1, 8, 32, 128)
 OBJECTIVES = [("output_tok_per_s@max", "maximize"), ("ttft_ms.p99@max", "minimize")]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.site import MULTICAST_VARS
+from autotune.core.site import MULTICAST_VARS
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("export-e2e")]  # one study for both tests

@@ -16,7 +16,7 @@ from ray.serve.schema import ServeDeploySchema
 
 from autotune.export import ExportError, export_study
 from autotune.export.ray_llm import ray_llm_available
-from autotune.records import FailureKind, TrialOutcome
+from autotune.trial.records import FailureKind, TrialOutcome
 
 SIM_BANNER = "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement"
 

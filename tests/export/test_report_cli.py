@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from autotune.export.charts import place_labels
 from autotune.report.__main__ import main
-from autotune.store import StudyStore
+from autotune.trial.store import StudyStore
 
 
 def _study_dir(tmp_path: Path, records, objectives, levels) -> Path:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ import pytest
 
 from autotune.bench.types import WorkloadSpec
 from autotune.bench.workload import build_requests
-from autotune.errors import AutotuneError, BenchError
+from autotune.core.errors import AutotuneError, BenchError
 from autotune.models.dummy import write_model
 from tools.device.fidelity import (
     FidelityReport,

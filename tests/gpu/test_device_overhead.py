@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.records import FailureKind, PhaseTimings, TrialOutcome, TrialRecord
+from autotune.trial.records import FailureKind, PhaseTimings, TrialOutcome, TrialRecord
 from tools.device.overhead import main, span_and_gaps, summarize, trial_overhead
 
 

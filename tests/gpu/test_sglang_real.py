@@ -24,15 +24,15 @@ import pytest
 
 from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.core.errors import LaunchError, UnknownFlagError
+from autotune.core.gpus import memory_used_mib
+from autotune.core.trial import FlagValue, LaunchSpec, TrialConfig
 from autotune.engines import get_engine
 from autotune.engines.base import parse_log_phases
 from autotune.engines.preflight import preflight
 from autotune.engines.sglang import installed_sglang_version
-from autotune.errors import LaunchError, UnknownFlagError
-from autotune.gpus import memory_used_mib
-from autotune.launcher import ServerProcess, launched, wait_gpus_free
-from autotune.records import FailureKind
-from autotune.trial import FlagValue, LaunchSpec, TrialConfig
+from autotune.trial.launcher import ServerProcess, launched, wait_gpus_free
+from autotune.trial.records import FailureKind
 
 pytestmark = pytest.mark.gpu
 

@@ -13,7 +13,7 @@ from autotune.progress.console import Console, Verbosity
 from autotune.progress.eta import eta_seconds, fmt_duration
 from autotune.progress.events import Phase, TrialEvent
 from autotune.progress.monitor import RELAUNCH, TRIAL, RunningTable
-from autotune.records import PhaseTimings, TrialOutcome, TrialRecord
+from autotune.trial.records import PhaseTimings, TrialOutcome, TrialRecord
 
 
 class Clock:

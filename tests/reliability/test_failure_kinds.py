@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from autotune.core.errors import EngineError
 from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.engines.preflight import run_help
-from autotune.errors import EngineError
-from autotune.optuna_study import open_study
-from autotune.records import FailureKind
-from autotune.runner import base_record, failed_record, now_iso
-from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
+from autotune.study.optuna_study import open_study
+from autotune.study.runner import base_record, failed_record, now_iso
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.trial.records import FailureKind
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,11 +12,11 @@ import optuna
 import pytest
 from ray.tune.search import Searcher
 
-from autotune.interrupts import EXIT_INFRASTRUCTURE, RayWatchdog, StopState, StudyCancelled, stop_handlers
-from autotune.optuna_study import open_study
-from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
-from autotune.store import StudyStore
+from autotune.study.interrupts import EXIT_INFRASTRUCTURE, RayWatchdog, StopState, StudyCancelled, stop_handlers
+from autotune.study.optuna_study import open_study
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.trial.store import StudyStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

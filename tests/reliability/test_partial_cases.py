@@ -10,10 +10,10 @@ import pytest
 import yaml
 from ray.tune.search import Searcher
 
-from autotune.optuna_study import open_study
 from autotune.search import main
-from autotune.searcher import OptunaStudySearcher
 from autotune.space import load_study
+from autotune.study.optuna_study import open_study
+from autotune.study.searcher import OptunaStudySearcher
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "search_spaces" / "smoke.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune import registry
+from autotune.trial import registry
 
 
 @pytest.fixture

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune import runner
-from autotune.driver import _spec_json
 from autotune.export import export_study
-from autotune.records import TrialOutcome
-from autotune.replica import Teardown
 from autotune.space import load_study
+from autotune.study import runner
+from autotune.study.driver import _spec_json
+from autotune.trial.records import TrialOutcome
+from autotune.trial.replica import Teardown
 from tests.export.conftest import LEVELS, OBJECTIVES, make_record
-from tests.test_runner import FakeDeployer, FakeReplica
+from tests.study.test_runner import FakeDeployer, FakeReplica
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
@@ -77,7 +77,7 @@ def test_exports_reference_secrets_and_are_private(tmp_path: Path) -> None:
 
 def test_plain_word_and_short_secret_values_are_not_searched_in_text() -> None:
     """RAY_AUTH_MODE=token must not turn ``--speculative-num-draft-tokens`` into ``--speculative-num-draft-<redacted>s``."""
-    from autotune.secrets import redact_text, secret_values
+    from autotune.core.secrets import redact_text, secret_values
 
     env = {"RAY_AUTH_MODE": "token", "SOME_KEY": "1234", "HF_TOKEN": "hf_abcdefgh12345678", "DB_PASSWORD": "hunter22"}
     values = secret_values(env)
@@ -91,8 +91,8 @@ def test_plain_word_and_short_secret_values_are_not_searched_in_text() -> None:
 def test_the_searcher_tune_pickles_into_its_folder_holds_no_secret(tmp_path: Path) -> None:
     from ray import cloudpickle
 
-    from autotune.optuna_study import open_study
-    from autotune.searcher import OptunaStudySearcher
+    from autotune.study.optuna_study import open_study
+    from autotune.study.searcher import OptunaStudySearcher
 
     spec = secret_spec(tmp_path)
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.records import SCHEMA_VERSION, FailureKind, TrialOutcome, TrialRecord
-from autotune.store import StudyStore
+from autotune.trial.records import SCHEMA_VERSION, FailureKind, TrialOutcome, TrialRecord
+from autotune.trial.store import StudyStore
 
 
 def rec(number: int, outcome: TrialOutcome = TrialOutcome.COMPLETE) -> TrialRecord:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune import driver as driver_mod
-from autotune import registry
 from autotune.search import main
+from autotune.study import driver as driver_mod
+from autotune.trial import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "search_spaces" / "smoke.yaml")
@@ -50,7 +50,7 @@ def test_second_driver_of_a_running_study_exits_without_touching_it(
 
 
 def test_lock_is_free_again_after_the_holder_dies(tmp_path: Path) -> None:
-    from autotune.studylock import StudyLock
+    from autotune.study.studylock import StudyLock
 
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / ".lock")], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

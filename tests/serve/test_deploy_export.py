@@ -21,11 +21,11 @@ import yaml
 
 from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.core.trial import LaunchSpec
 from autotune.export import export_study
-from autotune.launcher import launched
-from autotune.records import EngineInfo, TrialOutcome, TrialRecord
-from autotune.registry import group_alive
-from autotune.trial import LaunchSpec
+from autotune.trial.launcher import launched
+from autotune.trial.records import EngineInfo, TrialOutcome, TrialRecord
+from autotune.trial.registry import group_alive
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from autotune.errors import LaunchError
-from autotune.failures import FailureKind
-from autotune.registry import group_alive
-from autotune.replica import Failure, Ready, ServerReport, Teardown
+from autotune.core.errors import LaunchError
+from autotune.core.failures import FailureKind
 from autotune.serve import app as app_mod
 from autotune.serve import launch_prep
+from autotune.trial.registry import group_alive
+from autotune.trial.replica import Failure, Ready, ServerReport, Teardown
 
 SERVER = r"""
 import http.server, sys, subprocess
@@ -59,14 +59,14 @@ def test_deferred_stop_returns_at_once_and_the_group_dies(tmp_path: Path, monkey
 def test_gpu_wait_before_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert launch_prep.wait_gpus_before_launch([]) is None  # no GPU: nothing to wait for
     readings = iter([{"0": 60_000}, {"0": 60_000}, {"0": 3}])
-    monkeypatch.setattr("autotune.gpus.memory_used_mib", lambda ids: next(readings))
-    monkeypatch.setattr("autotune.launcher.time.sleep", lambda s: None)
+    monkeypatch.setattr("autotune.core.gpus.memory_used_mib", lambda ids: next(readings))
+    monkeypatch.setattr("autotune.trial.launcher.time.sleep", lambda s: None)
     waited = launch_prep.wait_gpus_before_launch(["0"])
     assert waited is not None and waited >= 0
 
 
 def test_gpu_still_busy_is_a_deploy_error_that_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("autotune.gpus.memory_used_mib", lambda ids: {"3": 70_000})
+    monkeypatch.setattr("autotune.core.gpus.memory_used_mib", lambda ids: {"3": 70_000})
     monkeypatch.setattr(launch_prep, "GPU_WAIT_TIMEOUT_S", 0.0)
     with pytest.raises(LaunchError) as info:
         launch_prep.wait_gpus_before_launch(["3"])
@@ -172,6 +172,6 @@ def test_slot_replica_pins_its_server_and_runs_the_client_in_a_process(tmp_path:
 
 
 def cpusets_list(text: str) -> list[int]:
-    from autotune.cpusets import parse_cpulist
+    from autotune.core.cpusets import parse_cpulist
 
     return parse_cpulist(text)

@@ -8,10 +8,10 @@ import pytest
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.serve.exceptions import RayServeException
 
-from autotune.errors import ReplicaError, failure_kind
-from autotune.failures import FailureKind
-from autotune.replica import Ready, Teardown
+from autotune.core.errors import ReplicaError, failure_kind
+from autotune.core.failures import FailureKind
 from autotune.serve.handle import ServeReplica
+from autotune.trial.replica import Ready, Teardown
 
 
 class _Method:

@@ -11,8 +11,8 @@ import pytest
 
 from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.core.virtual_clock import SEND_TIME_HEADER, parse_times
 from autotune.sim.offline import build, run_closed_loop
-from autotune.virtual_clock import SEND_TIME_HEADER, parse_times
 from tests.sim.clock_harness import CONFIGS, busy_loops, measure, measure_flags, sim_server, worst_deviation
 
 TOLERANCE = 0.01  # the bar: the same figures within 1%

@@ -3,7 +3,7 @@
     python tools/device/fidelity.py --model-dir /tmp/models/llama-1b [--concurrency 32] [--num-prompts 640] \
         [--repeats 3] [--out DIR] [--server-flags "..."] [--engine sglang|sim]
 
-Starts the server (``autotune.launcher.launched`` with the sglang engine's LaunchSpec, flags checked against the
+Starts the server (``autotune.trial.launcher.launched`` with the sglang engine's LaunchSpec, flags checked against the
 installed ``--help`` first), then runs, on that one warm server, R repeats of each client, alternating and swapping the
 order every repeat (A B, B A, A B, ...) so drift does not favour one client:
 
@@ -53,11 +53,11 @@ if __package__ in (None, ""):  # run as a file: make the repo root importable
 
 import httpx  # noqa: E402
 
-from autotune import gpus
 from autotune.bench.client import run_plan  # noqa: E402
 from autotune.bench.types import BenchPlan, WorkloadSpec  # noqa: E402
-from autotune.errors import AutotuneError, BenchError, LaunchError  # noqa: E402
-from autotune.trial import FlagValue, TrialConfig  # noqa: E402
+from autotune.core import gpus
+from autotune.core.errors import AutotuneError, BenchError, LaunchError  # noqa: E402
+from autotune.core.trial import FlagValue, TrialConfig  # noqa: E402
 
 METRICS = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms", "median_tpot_ms", "mean_ttft_ms")
 GATED = ("output_tok_per_s", "median_ttft_ms", "median_itl_ms")  # the 3% criterion
@@ -603,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from autotune.engines import get_engine
     from autotune.engines.preflight import preflight
-    from autotune.launcher import launched
+    from autotune.trial.launcher import launched
 
     os.environ.update(OFFLINE_ENV)
     notes: list[str] = []

@@ -3,7 +3,7 @@
     python tools/device/interference.py --model-dir /tmp/models/llama-1b --out DIR [--rounds 2] [--deadline-s 420]
 
 Two SGLang servers of the same small model share one node (one GPU where only one is lent: ``--gpus 0,0``; one GPU each
-with ``--gpus 0,1``). The node's CPUs are cut in two with autotune's own plan (``autotune.cpusets.partition``, NUMA
+with ``--gpus 0,1``). The node's CPUs are cut in two with autotune's own plan (``autotune.core.cpusets.partition``, NUMA
 order), exactly as a 2-slot study does. Each server is launched pinned to its half; its benchmark client
 (``python -m autotune.bench.client``, the study's client) runs pinned to the same half. Then, per level of the plan:
 
@@ -39,9 +39,9 @@ if __package__ in (None, ""):  # run as a file: make the repo root importable
 
 import httpx  # noqa: E402
 
-from autotune import cpusets  # noqa: E402
-from autotune.site import server_environment  # noqa: E402
-from autotune.verify_compare import level_interval, level_value  # noqa: E402
+from autotune.core import cpusets  # noqa: E402
+from autotune.core.site import server_environment  # noqa: E402
+from autotune.verify.compare import level_interval, level_value  # noqa: E402
 
 PORTS = (30100, 30101)
 
@@ -159,7 +159,7 @@ def render(doc: dict[str, Any]) -> str:
     runs = doc["runs"]
     alone = {r["servers"][0]: level_figures(r["results"][0]) for r in runs if r["phase"] == "alone"}
     lines = [f"# Interference of two servers on one node ({doc['engine']}, {doc['model_dir']}, GPUs {doc['gpus']})",
-             "", f"CPUs: A {doc['cpus'][0]}, B {doc['cpus'][1]} (autotune.cpusets.partition of {doc['all_cpus']}).",
+             "", f"CPUs: A {doc['cpus'][0]}, B {doc['cpus'][1]} (autotune.core.cpusets.partition of {doc['all_cpus']}).",
              "Output tok/s per server, mean over the level's windows [95% interval]; ratio to the same server alone.",
              "", "| run | server | " + " | ".join(f"c={c}" for c in doc["levels"]) + " |",
              "|---|---|" + "---|" * len(doc["levels"])]

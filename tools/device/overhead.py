@@ -29,8 +29,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from autotune.records import TrialRecord  # noqa: E402
-from autotune.store import StudyStore  # noqa: E402
+from autotune.trial.records import TrialRecord  # noqa: E402
+from autotune.trial.store import StudyStore  # noqa: E402
 
 GOAL = 0.03
 

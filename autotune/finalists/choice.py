@@ -1,0 +1,403 @@
+"""The finalist stage, pure parts: which configs are finalists, in what order they are relaunched, and how the winner
+is decided from the relaunches.
+
+A study's ranking from single launches is noisy (one launch of a config can differ from the next by as much as configs
+differ from each other). Before export, the top ``count`` feasible configs are launched again ``rounds`` times each, in
+interleaved order (A B C A B C: a slow period of the machine hits every finalist alike), and each relaunch is measured
+like a trial. A relaunch is a ``FinalistRun``: a full ``TrialRecord`` plus the stage, the round and the trial it
+repeats. Runs are stored apart from the trials (``finalists.jsonl``) and never told to the sampler.
+
+The decision uses the primary objective of each clean relaunch (complete and feasible) as one observation per launch,
+so launch-to-launch variation counts; the original trial's own measurement is left out (it was chosen for being high,
+so it is biased upwards). The leader is the finalist with the best mean. A runner-up is *separable* from the leader when
+Welch's t test on the two sets of launches gives p < ``alpha``. If every other finalist is separable, the leader wins
+(``method="separable"``). Otherwise the leader and the finalists not separable from it *tie*; among them the winner is
+the one with the lowest mean TTFT p99 at the objective's level where that difference is itself separable, else the
+leader (its relaunch mean is still the best estimate; the tie is stated); the lowest ``--mem-fraction-static`` and then
+the lowest trial number break only exactly equal means (``method="tie"``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from autotune.bench.stats import Interval, interval, welch
+from autotune.trial.records import TrialOutcome, TrialRecord
+from autotune.verify.compare import across_launches, launch_spread
+
+Direction = Literal["maximize", "minimize"]
+RUN_KIND = "finalist"
+
+
+@dataclass(frozen=True)
+class FinalistRun:
+    """One relaunch of a finalist: which stage and round, which trial it repeats, and its full record."""
+
+    stage: int
+    round: int
+    repeats: int  # the trial number it repeats
+    repeats_trial_id: str
+    record: TrialRecord  # trial_id ``<repeated trial_id>-f<stage>r<round>``
+    kind: str = RUN_KIND
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.stage, self.round, self.repeats)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "stage": self.stage, "round": self.round, "repeats": self.repeats,
+                "repeats_trial_id": self.repeats_trial_id, "record": self.record.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FinalistRun:
+        return cls(stage=int(data["stage"]), round=int(data["round"]), repeats=int(data["repeats"]),
+                   repeats_trial_id=str(data["repeats_trial_id"]), record=TrialRecord.from_json(dict(data["record"])),
+                   kind=str(data.get("kind", RUN_KIND)))
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A finalist stage: the trial numbers relaunched (best first) and how many rounds."""
+
+    stage: int
+    finalists: tuple[int, ...]
+    rounds: int
+
+    def slots(self) -> list[tuple[int, int]]:
+        """``(round, trial number)`` in launch order: every finalist once per round, rounds one after another."""
+        return [(r, n) for r in range(1, self.rounds + 1) for n in self.finalists]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "finalists": list(self.finalists), "rounds": self.rounds}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StagePlan:
+        return cls(stage=int(data["stage"]), finalists=tuple(int(n) for n in data["finalists"]),
+                   rounds=int(data["rounds"]))
+
+
+def run_trial_id(trial_id: str, stage: int, round_: int) -> str:
+    return f"{trial_id}-f{stage}r{round_}"
+
+
+def _better(direction: Direction, a: float, b: float) -> bool:
+    return a > b if direction == "maximize" else a < b
+
+
+def _value(record: TrialRecord, key: str) -> float | None:
+    v = record.objectives.get(key)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direction, count: int) -> tuple[int, ...]:
+    """Trial numbers of the top ``count`` complete, feasible trials by objective ``key`` (ties: lower number first)."""
+    if count <= 0:
+        return ()
+    scored = [(r, v) for r in records
+              if r.outcome is TrialOutcome.COMPLETE and r.feasible and (v := _value(r, key)) is not None]
+    sign = -1.0 if direction == "maximize" else 1.0
+    scored.sort(key=lambda rv: (sign * rv[1], rv[0].number))
+    return tuple(r.number for r, _ in scored[:count])
+
+
+def next_stage(plans: Sequence[StagePlan], runs: Sequence[FinalistRun], finalists: tuple[int, ...], rounds: int, *,
+               new_round: bool) -> StagePlan | None:
+    """The stage to run now, or None when nothing is due.
+
+    The latest stage is resumed when it has the same finalists and rounds and misses runs (a killed driver). Otherwise a
+    normal study run starts a stage only when none with these finalists exists yet; ``new_round`` (``--finalists-only``)
+    always starts a new one after a complete stage, keeping the old ones."""
+    if not finalists:
+        return None
+    latest = max(plans, key=lambda p: p.stage) if plans else None
+    if latest is not None and latest.finalists == finalists and latest.rounds == rounds:
+        if missing_slots(latest, runs):
+            return latest
+        if not new_round:
+            return None
+    elif not new_round and any(p.finalists == finalists for p in plans):
+        return None
+    return StagePlan(stage=(latest.stage + 1) if latest else 1, finalists=finalists, rounds=rounds)
+
+
+def missing_slots(plan: StagePlan, runs: Sequence[FinalistRun]) -> list[tuple[int, int]]:
+    """The ``(round, trial number)`` slots of ``plan`` that have no stored run yet, in launch order."""
+    done = {r.key for r in runs}
+    return [(rnd, n) for rnd, n in plan.slots() if (plan.stage, rnd, n) not in done]
+
+
+# ------------------------------------------------------------------------------------------------------- decision
+
+
+@dataclass(frozen=True)
+class FinalistStats:
+    """One finalist over its relaunches."""
+
+    number: int
+    trial_id: str
+    params: dict[str, Any]
+    values: tuple[float, ...]  # the primary objective of each clean launch
+    launches: int
+    unclean: int  # launches that failed or missed a constraint
+    objective: Interval | None
+    ttft_p99: tuple[float, ...]  # per clean launch, at the objective's level
+    mem_fraction: float | None
+
+    @property
+    def mean(self) -> float | None:
+        return self.objective.mean if self.objective is not None else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The leader against one other finalist on the primary objective."""
+
+    number: int
+    diff_pct: float  # (leader - other) / |leader| x 100, signed so that > 0 favours the leader
+    p_value: float | None  # Welch's two-sided p; None with fewer than 2 launches on a side
+    separable: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    method: Literal["separable", "tie", "single", "incomplete", "none"]
+    winner: int | None
+    winner_trial_id: str | None
+    summary: str
+    objective_key: str
+    direction: Direction
+    alpha: float
+    tied: tuple[int, ...] = ()
+    tie_within_pct: float | None = None
+    secondary: str = ""
+    comparisons: tuple[Comparison, ...] = ()
+    stats: tuple[FinalistStats, ...] = field(default_factory=tuple)
+    stages: tuple[int, ...] = ()
+    leader: int | None = None  # the best mean among the clean finalists
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stats"] = [{**asdict(s), "mean": s.mean} for s in self.stats]
+        return data
+
+
+def _mem_fraction(record: TrialRecord) -> float | None:
+    value: Any = record.flags.get("mem-fraction-static")
+    if value is None and "--mem-fraction-static" in record.argv:
+        i = record.argv.index("--mem-fraction-static")
+        value = record.argv[i + 1] if i + 1 < len(record.argv) else None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _ttft_p99(record: TrialRecord, level: str) -> float | None:
+    from autotune.bench.metrics import metric_value
+
+    if record.bench is None:
+        return None
+    try:
+        return metric_value(record.bench, "ttft_ms.p99", level if level in ("max", "min") else int(level))
+    except ValueError:
+        return None
+
+
+def _clean(record: TrialRecord, key: str) -> bool:
+    """A relaunch that counts as an observation: complete, feasible, with a value of the objective."""
+    return record.outcome is TrialOutcome.COMPLETE and record.feasible and _value(record, key) is not None
+
+
+def finalist_stats(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str) -> list[FinalistStats]:
+    """Per finalist (in ``trials``), its clean launches' objective values, TTFT p99s and memory setting."""
+    level = key.partition("@")[2] or "max"
+    out = []
+    for number, trial in trials.items():
+        mine = [r.record for r in runs if r.repeats == number]
+        clean = [rec for rec in mine if _clean(rec, key)]
+        values = tuple(float(_value(rec, key)) for rec in clean)  # type: ignore[arg-type]
+        ttfts = tuple(t for rec in clean if (t := _ttft_p99(rec, level)) is not None)
+        out.append(FinalistStats(number=number, trial_id=trial.trial_id, params=dict(trial.params), values=values,
+                                 launches=len(mine), unclean=len(mine) - len(clean),
+                                 objective=interval(values) if values else None, ttft_p99=ttfts,
+                                 mem_fraction=_mem_fraction(trial)))
+    return out
+
+
+def _separable(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[bool, float | None]:
+    if len(a) < 2 or len(b) < 2:
+        return False, None
+    p = welch(a, b).p_value
+    return p < alpha, p
+
+
+def _pct(leader: float, other: float, direction: Direction) -> float:
+    diff = (leader - other) if direction == "maximize" else (other - leader)
+    return 100.0 * diff / abs(leader) if leader else 0.0
+
+
+def decide(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str, direction: Direction,
+           alpha: float = 0.05) -> Decision:
+    """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` (see module doc)."""
+    stats = finalist_stats(trials, runs, key)
+    stages = tuple(sorted({r.stage for r in runs}))
+    common = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
+    # A finalist with a failed or infeasible relaunch cannot win while one relaunched cleanly every time.
+    clean = [s for s in stats if s.values and s.unclean == 0]
+    if not clean:
+        clean = [s for s in stats if s.values]
+    if not clean:
+        return Decision(method="none", winner=None, winner_trial_id=None, stats=tuple(stats), **common,
+                        summary="no finalist relaunch completed feasibly; the export keeps the best single trial")
+    sign = -1.0 if direction == "maximize" else 1.0
+    clean.sort(key=lambda s: (sign * (s.mean or 0.0), s.number))
+    leader = clean[0]
+    if len(clean) == 1:
+        dropped = [s.number for s in stats if s is not leader]
+        why = f" (finalists {', '.join(map(str, dropped))} had failed or infeasible relaunches)" if dropped else ""
+        return Decision(method="single", winner=leader.number, winner_trial_id=leader.trial_id, stats=tuple(stats),
+                        leader=leader.number, **common, summary=f"trial {leader.number} is the only finalist that relaunched cleanly{why}")
+    comparisons = []
+    for s in clean[1:]:
+        sep, p = _separable(leader.values, s.values, alpha)
+        comparisons.append(Comparison(number=s.number, diff_pct=_pct(leader.mean or 0.0, s.mean or 0.0, direction),
+                                      p_value=p, separable=sep))
+    tied = [leader] + [s for s, c in zip(clean[1:], comparisons, strict=True) if not c.separable]
+    runner = comparisons[0]
+    p_text = f"p={runner.p_value:.3g}" if runner.p_value is not None else "fewer than 2 clean launches"
+    if len(tied) == 1:
+        return Decision(
+            method="separable", winner=leader.number, winner_trial_id=leader.trial_id, comparisons=tuple(comparisons),
+            leader=leader.number,
+            stats=tuple(stats), **common,
+            summary=(f"trial {leader.number} wins: its {key} is {runner.diff_pct:.1f}% better than the runner-up "
+                     f"(trial {runner.number}) over {len(leader.values)} vs {len(clean[1].values)} relaunches, "
+                     f"Welch t {p_text} < {alpha:g}"),
+        )
+    means = [s.mean or 0.0 for s in tied]
+    within = 100.0 * (max(means) - min(means)) / max(abs(m) for m in means) if any(means) else 0.0
+    winner, secondary = _by_secondary(tied, alpha)
+    names = ", ".join(str(s.number) for s in tied)
+    return Decision(
+        method="tie", winner=winner.number, winner_trial_id=winner.trial_id, tied=tuple(s.number for s in tied),
+        tie_within_pct=within, secondary=secondary, comparisons=tuple(comparisons), stats=tuple(stats),
+        leader=leader.number, **common,
+        summary=(f"finalists {names} tie within {within:.1f}% on {key} (Welch t, alpha {alpha:g}; leader vs runner-up "
+                 f"{p_text}); trial {winner.number} is picked by {secondary}"),
+    )
+
+
+def _by_secondary(tied: Sequence[FinalistStats], alpha: float) -> tuple[FinalistStats, str]:
+    """Among tied finalists (``tied[0]`` is the leader, the best relaunch mean): the lowest TTFT p99 where that is
+    separable; else the leader, since its mean is still the best estimate of the objective (the tie says the
+    difference is within noise, not that there is none); the memory setting and the trial number only break exactly
+    equal means. Returns the pick and the criterion that decided it."""
+    with_ttft = [s for s in tied if s.ttft_p99]
+    reason = ""
+    if len(with_ttft) == len(tied):
+        best = min(tied, key=lambda s: (math.fsum(s.ttft_p99) / len(s.ttft_p99), s.number))
+        rest = [s for s in tied if s is not best]
+        if all(_separable(best.ttft_p99, s.ttft_p99, alpha)[0] for s in rest):
+            return best, "lower TTFT p99 (separable, Welch t)"
+        reason = "TTFT p99 also within noise; "
+    top = [s for s in tied if s.mean == tied[0].mean]
+    if len(top) == 1:
+        return top[0], reason + "the best relaunch mean (the best estimate, though not a separable difference)"
+    mems = [s for s in top if s.mem_fraction is not None]
+    if len(mems) == len(top) and len({s.mem_fraction for s in top}) > 1:
+        best = min(top, key=lambda s: (s.mem_fraction, s.number))
+        return best, reason + "equal means; lower --mem-fraction-static (less memory held)"
+    best = min(top, key=lambda s: s.number)
+    return best, reason + "equal means; the lowest trial number"
+
+
+@dataclass(frozen=True)
+class FinalistOutcome:
+    """What the export says about the finalist stage: the finalists, the decision over every stage run for them
+    (pooled), and each stage's own decision (a repeat of the stage should give the same winner or the same tie)."""
+
+    finalists: tuple[int, ...]
+    decision: Decision | None  # None: no stage ran for these finalists (see note)
+    per_stage: tuple[Decision, ...] = ()
+    note: str = ""
+    launches: int = 0  # relaunches stored for these finalists (the stage's cost)
+    # The winner at every load level over its clean relaunches: per level, each metric's mean across launches and its
+    # 95% interval across launches (``verify_compare.across_launches``; n = launches). Empty without a winner.
+    winner_levels: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def winner_launches(self) -> int:
+        """Clean relaunches behind ``winner_levels``."""
+        d = self.decision
+        stats = [s for s in d.stats if s.number == d.winner] if d is not None else []
+        return len(stats[0].values) if stats else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"finalists": list(self.finalists), "note": self.note, "launches": self.launches,
+                "decision": self.decision.to_json() if self.decision else None,
+                "per_stage": [d.to_json() for d in self.per_stage],
+                "winner_launches": self.winner_launches, "winner_levels": list(self.winner_levels)}
+
+
+def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], runs: Sequence[FinalistRun], *,
+                  key: str, direction: Direction, alpha: float, count: int) -> FinalistOutcome:
+    """The finalist stage's result for the study's current top ``count`` configs."""
+    finalists = select_finalists(records, key, direction, count)
+    if count <= 0:
+        return FinalistOutcome((), None, note="no finalist stage (finalists count 0): the winner is the best trial's "
+                                              "single launch")
+    if not finalists:
+        return FinalistOutcome((), None, note="no feasible trial, so no finalist stage")
+    stages = [p.stage for p in plans if p.finalists == finalists]
+    mine = [r for r in runs if r.stage in stages and r.repeats in finalists]
+    if not mine:
+        return FinalistOutcome(finalists, None, note=f"no finalist stage ran for trials {', '.join(map(str, finalists))}"
+                                                     " yet: the winner is the best trial's single launch")
+    by_number = {r.number: r for r in records}
+    trials = {n: by_number[n] for n in finalists}
+    pooled = decide(trials, mine, key, direction, alpha)
+    latest = max((p for p in plans if p.finalists == finalists), key=lambda p: p.stage)
+    missing = missing_slots(latest, runs)
+    if missing and pooled.leader is not None:
+        pooled = incomplete(pooled, latest, len(missing))
+    per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
+    return FinalistOutcome(finalists, pooled, per_stage, launches=len(mine),
+                           winner_levels=winner_levels(mine, pooled.winner, key))
+
+
+def incomplete(decision: Decision, plan: StagePlan, missing: int) -> Decision:
+    """A stage that was stopped before all its relaunches ran declares no winner: the export keeps the leader by
+    relaunch mean, and says the stage must be resumed. (A finalist with fewer than 2 relaunches cannot be compared, so
+    the tie rule would otherwise pick by a secondary criterion among configs that were never measured enough.)"""
+    planned = len(plan.slots())
+    leader = next(s for s in decision.stats if s.number == decision.leader)
+    summary = (f"finalist stage {plan.stage} is incomplete ({planned - missing} of {planned} relaunches ran): trial "
+               f"{leader.number} leads by its relaunch mean ({_fmt_mean(leader)}), but no winner is declared until "
+               "the stage is resumed (run the same command again)")
+    return replace(decision, method="incomplete", winner=leader.number, winner_trial_id=leader.trial_id, tied=(),
+                   tie_within_pct=None, secondary="", summary=summary)
+
+
+def _fmt_mean(stats: FinalistStats) -> str:
+    n = len(stats.values)
+    return f"{stats.mean:,.1f} over {n} relaunch{'es' if n != 1 else ''}" if stats.mean is not None else "no value"
+
+
+def winner_levels(runs: Sequence[FinalistRun], winner: int | None, key: str) -> tuple[dict[str, Any], ...]:
+    """The winner's clean relaunches (those the decision counted) pooled per load level across launches. The interval
+    for one new launch uses the launch-to-launch spread pooled over every finalist's clean relaunches (relative to each
+    config's mean) where that has more degrees of freedom than the winner's relaunches alone."""
+    if winner is None:
+        return ()
+
+    def levels(number: int) -> list[list[dict[str, Any]]]:
+        return [[asdict(lv) for lv in r.record.bench.levels] for r in runs
+                if r.repeats == number and _clean(r.record, key) and r.record.bench is not None]
+
+    numbers = sorted({r.repeats for r in runs})
+    spread = launch_spread([levels(n) for n in numbers])
+    basis = f"the launch-to-launch sd relative to the mean, pooled over the {len(numbers)} finalists' clean relaunches"
+    return tuple(across_launches(levels(winner), spread, basis))

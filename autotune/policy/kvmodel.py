@@ -1,0 +1,86 @@
+"""The KV cache a launch will allocate: ``autotune.policy.fit``'s prediction, corrected by what the study's launches allocated.
+
+SGLang logs the cache it allocated (``KV Cache is allocated. #tokens: N``, kept as ``phases.kv_cache_tokens`` in the
+trial record). Where the prediction's inputs are off (the memory the runtime really leaves, buffers it allocates
+besides the weights), every launch says by how much. The error in bytes is modelled as a line in the memory fraction,
+``error = slope * fraction + offset``: one measured fraction gives the offset (slope 0), two or more distinct fractions
+a least-squares line. Tokens are bytes over the bytes a token takes in the cache (target + drafter layers), so points
+with and without a drafter correct each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.core.errors import SpaceError
+from autotune.engines import sglang_rules
+from autotune.policy import fit
+from autotune.space import StudySpec, to_trial_config
+
+MEM_FLAG = "mem-fraction-static"
+
+
+class KvModel:
+    def __init__(self, spec: StudySpec, sizes: fit.Sizes | None) -> None:
+        self.spec = spec
+        self.sizes = sizes
+        self.errors: list[tuple[float, float]] = []  # (memory fraction, allocated - predicted bytes)
+        self.version = 0  # bumped on every observation that changes the correction
+
+    def _shape(self, params: Mapping[str, Any]) -> tuple[float, float, float] | None:
+        """(memory fraction, predicted cache bytes, bytes per token) of a point, or None when it cannot be predicted."""
+        if self.sizes is None:
+            return None
+        try:
+            tc = to_trial_config(self.spec, dict(params))
+        except SpaceError:
+            return None
+        frac = tc.flags.get(MEM_FLAG)
+        if not isinstance(frac, (int, float)) or isinstance(frac, bool):
+            frac = self.sizes.default_mem_fraction
+        if frac is None:
+            return None
+        pred = fit.predict(self.sizes, tc.flags, tp_size=tc.tp_size)
+        if pred.kv_tokens is None:
+            return None
+        tp = max(int(tc.tp_size), 1)
+        per_token = self.sizes.kv_bytes_per_token / (1 if self.sizes.kv_replicated else tp)
+        drafter = self.sizes.drafter(tc.flags.get(sglang_rules.DRAFT_MODEL)) if sglang_rules.algorithm(tc.flags) else None
+        if drafter and self.sizes.num_layers:
+            per_token *= 1.0 + drafter[1] / self.sizes.num_layers
+        if per_token <= 0:
+            return None
+        return float(frac), pred.kv_tokens * per_token, per_token
+
+    def observe(self, params: Mapping[str, Any], allocated_tokens: int | None) -> None:
+        """A launch of ``params`` allocated ``allocated_tokens`` (None: the log did not say)."""
+        if allocated_tokens is None:
+            return
+        shape = self._shape(params)
+        if shape is None:
+            return
+        frac, predicted, per_token = shape
+        self.errors.append((frac, allocated_tokens * per_token - predicted))
+        self.version += 1
+
+    def correction(self, frac: float) -> float:
+        """Bytes to add to the prediction at this memory fraction."""
+        if not self.errors:
+            return 0.0
+        xs = [f for f, _ in self.errors]
+        ys = [e for _, e in self.errors]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mx) ** 2 for x in xs)
+        if var < 1e-9:
+            return my
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+        return my + slope * (frac - mx)
+
+    def tokens(self, params: Mapping[str, Any]) -> int | None:
+        """The cache tokens a launch of ``params`` will allocate, as far as the study knows (None: unknown)."""
+        shape = self._shape(params)
+        if shape is None:
+            return None
+        frac, predicted, per_token = shape
+        return max(int((predicted + self.correction(frac)) / per_token), 0)

@@ -1,0 +1,137 @@
+"""What a study's own measurements say about points not launched yet: the searcher sets such points aside.
+
+- **A drafter that accepts nothing.** A trial measured with an accept length of at most ``BROKEN_ACCEPT`` at every load
+  level (SGLang reports it per request) used a drafter whose draft tokens are all rejected: every other point with that
+  drafter pays the drafting cost for nothing (the user story's custom drafter: accept length 1.00).
+- **Floats tuned enough in one discrete cell.** Points that share every categorical, boolean and integer value differ
+  only in float settings (``mem_fraction_static``); after ``CELL_LAUNCHES`` launches in one such cell, further ones
+  are set aside while other cells remain, so the launches explore the discrete structure first. Spaces without float
+  parameters are unaffected.
+- **Memory that did not fit.** A launch that failed at CUDA-graph capture with ``--mem-fraction-static`` f left too
+  little memory outside the static pool for its graphs: every point with a fraction of at least f and at least as many
+  graph tokens (running cap x tokens a request in the graphs) fails the same way, so it is set aside, and the repair
+  (``autotune.policy.repair``) stays below f. A launch that failed out of memory at load (the weights leave no KV cache)
+  rules out every fraction up to f with at least its weights (the same drafter or a larger one).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.core.errors import SpaceError
+from autotune.core.failures import FailureKind
+from autotune.engines import sglang_rules
+from autotune.space import StudySpec, to_trial_config
+from autotune.trial.records import TrialOutcome, TrialRecord
+
+BROKEN_ACCEPT = 1.05
+CELL_LAUNCHES = 2
+MEM_FLAG = "mem-fraction-static"
+UNCAPPED = 1 << 20  # graph batch of a point without a running cap: above any real one
+
+
+class Learned:
+    def __init__(self, spec: StudySpec) -> None:
+        self.spec = spec
+        self.floats = {p.name for p in spec.params if p.type == "float"}
+        self.drafter_param = next((p.name for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL), None)
+        self.broken: dict[str, float] = {}  # drafter path -> the accept length that showed it
+        self.cells: Counter[str] = Counter()
+        self.graph_failures: list[tuple[float, int]] = []  # (memory fraction, graph tokens) of capture failures
+        self.load_failures: list[tuple[float, float]] = []  # (memory fraction, drafter weight rank) of OOM at load
+
+    def _memory_shape(self, params: Mapping[str, Any]) -> tuple[float, int, float] | None:
+        """(memory fraction, graph tokens, drafter rank) of a point, or None when it sets no fraction."""
+        try:
+            flags = to_trial_config(self.spec, params).flags
+        except SpaceError:
+            return None
+        frac = flags.get(MEM_FLAG)
+        if not isinstance(frac, (int, float)) or isinstance(frac, bool):
+            return None
+        cap = sglang_rules.effective_max_running_requests(flags)
+        graph = cap if cap is not None else UNCAPPED
+        for name in ("cuda-graph-max-bs-decode", "cuda-graph-max-bs"):
+            if isinstance(flags.get(name), int) and not isinstance(flags.get(name), bool):
+                graph = min(graph, int(flags[name]))
+        algo = sglang_rules.algorithm(flags)
+        per_request = (int(flags.get(sglang_rules.DRAFT_TOKENS) or 0) + 1) if algo else 1
+        drafter = 1.0 if algo else 0.0
+        return float(frac), graph * per_request, drafter
+
+    def observe_failure(self, params: Mapping[str, Any], failure: FailureKind | None) -> None:
+        shape = self._memory_shape(params)
+        if shape is None:
+            return
+        frac, graph, drafter = shape
+        if failure is FailureKind.GRAPH_CAPTURE_FAILED:
+            self.graph_failures.append((frac, graph))
+        elif failure is FailureKind.OOM_AT_LAUNCH:
+            self.load_failures.append((frac, drafter))
+
+    def memory_ceiling(self, params: Mapping[str, Any]) -> float | None:
+        """The lowest memory fraction the study's launches showed too high for a point like this (None: none)."""
+        shape = self._memory_shape(params)
+        if shape is None:
+            return None
+        _, graph, _ = shape
+        fracs = [f for f, g in self.graph_failures if graph >= g]
+        return min(fracs) if fracs else None
+
+    def memory_reason(self, params: Mapping[str, Any]) -> str | None:
+        shape = self._memory_shape(params)
+        if shape is None:
+            return None
+        frac, graph, drafter = shape
+        for f, g in self.graph_failures:
+            if frac >= f and graph >= g:
+                return (f"a launch with --mem-fraction-static {f:g} and fewer CUDA-graph tokens failed at graph capture;"
+                        f" this point has {frac:g}")
+        for f, d in self.load_failures:
+            if frac <= f and drafter >= d:
+                return f"a launch with --mem-fraction-static {f:g} failed out of memory at load; this point has {frac:g}"
+        return None
+
+    def cell(self, params: Mapping[str, Any]) -> str:
+        return repr(sorted((k, repr(v)) for k, v in params.items() if k not in self.floats))
+
+    def observe(self, params: Mapping[str, Any], record: TrialRecord) -> float | None:
+        """Learn from a finished trial; returns the highest accept length it measured (None: none reported)."""
+        if record.outcome is not TrialOutcome.INVALID:
+            self.cells[self.cell(params)] += 1
+        if record.outcome is TrialOutcome.FAILED:
+            self.observe_failure(params, record.failure)
+        if record.bench is None or "SGLANG_SIMULATE_ACC_LEN" in record.env:
+            return None
+        accepts = [lv.accept_length for lv in record.bench.levels if lv.accept_length is not None]
+        if not accepts:
+            return None
+        self.observe_accept(params, max(accepts))
+        return max(accepts)
+
+    def observe_accept(self, params: Mapping[str, Any], accept: float) -> None:
+        drafter = params.get(self.drafter_param) if self.drafter_param else None
+        if drafter is not None and accept <= BROKEN_ACCEPT:
+            self.broken[str(drafter)] = accept
+
+    def resume(self, params: Mapping[str, Any], accept: float | None, failure: FailureKind | None = None) -> None:
+        """A trial of an earlier driver of the same study (its params, the accept length it recorded, its failure)."""
+        self.cells[self.cell(params)] += 1
+        self.observe_failure(params, failure)
+        if accept is not None:
+            self.observe_accept(params, accept)
+
+    def reason(self, params: Mapping[str, Any]) -> str | None:
+        """Why the study's own results say this point is not worth a launch now (None: no such reason)."""
+        drafter = params.get(self.drafter_param) if self.drafter_param else None
+        if drafter is not None and str(drafter) in self.broken:
+            return (f"drafter {drafter} accepted no draft token when measured (accept length "
+                    f"{self.broken[str(drafter)]:.2f})")
+        memory = self.memory_reason(params)
+        if memory is not None:
+            return memory
+        if self.floats and self.cells[self.cell(params)] >= CELL_LAUNCHES:
+            return f"its discrete settings were launched {self.cells[self.cell(params)]} times already"
+        return None

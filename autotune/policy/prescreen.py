@@ -1,0 +1,191 @@
+"""Pre-launch screen: does a point's launch look wasted before it is made? (``None``: launch it; else the reason.)
+
+Two rules, both from what the project already knows:
+- **Running cap below the load being optimised.** SGLang runs at most ``--max-running-requests`` requests at once, 48
+  by default with any speculative algorithm (``sglang_rules.effective_max_running_requests``). A point whose cap is
+  below the highest load level its objectives or constraints read queues the rest of that load: a measurement of the
+  cap, not of the point's other settings.
+- **Predicted not to fit in GPU memory** (``autotune.policy.fit``): the weights leave no KV cache, or the memory outside the
+  static pool cannot hold the CUDA graphs. Sizes come from the simulator profile, or for SGLang from the model's
+  ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
+
+The searcher sets such points aside while it can find others (it never rejects them outright: a prediction can be
+wrong, and the study's own ``points_to_evaluate`` are never screened).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from autotune.core import gpus
+from autotune.core.errors import AutotuneError, SpaceError
+from autotune.engines import sglang_rules
+from autotune.policy import fit
+from autotune.space import StudySpec, to_trial_config
+from autotune.space.types import ParamSpec
+
+Screen = Callable[[dict[str, Any]], "str | None"]
+
+
+def top_level(spec: StudySpec) -> int | None:
+    """The highest concurrency any objective or constraint reads, or None when none reads a load level."""
+    levels = spec.plan.concurrencies
+    if not levels:
+        return None
+    read = [o.level for o in spec.objectives] + [c.level for c in spec.constraints]
+    nums = [max(levels) if lv == "max" else int(lv) for lv in read if lv == "max" or str(lv).isdigit()]
+    return max(nums) if nums else None
+
+
+def study_sizes(spec: StudySpec) -> fit.Sizes | None:
+    """The sizes ``autotune.policy.fit`` needs for this study, or None (with a note on stderr) when they are unknown."""
+    try:
+        if spec.engine == "sim" and spec.sim is not None:
+            from autotune.sim.profile import load_profile
+
+            return fit.from_profile(load_profile(spec.sim.profile))
+        rows = gpus.query("memory.total")
+        if not rows:
+            return None
+        total = min(float(r[0]) for r in rows) * 1024 * 1024
+        drafters = tuple(
+            str(c) for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL for c in p.choices if c
+        )
+        return fit.from_model_dir(spec.server.model_path, total, drafters=drafters)
+    except (AutotuneError, OSError, ValueError, KeyError) as exc:
+        print(f"note: no GPU-memory prediction for study {spec.name!r}: {exc}", file=sys.stderr)
+        return None
+
+
+def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Screen:
+    """The study's screen. ``sizes=True`` reads them with ``study_sizes``; None or False: no memory prediction."""
+    top = top_level(spec)
+    known = study_sizes(spec) if sizes is True else (sizes or None)
+
+    def screen(params: dict[str, Any]) -> str | None:
+        try:
+            cfg = to_trial_config(spec, params)
+        except SpaceError:
+            return None  # the trial itself will say what is wrong
+        cap = sglang_rules.effective_max_running_requests(cfg.flags)
+        if top is not None and cap is not None and cap < top:
+            default = "SGLang's speculative default " if sglang_rules.MAX_RUNNING not in cfg.flags else ""
+            return f"running cap {cap} ({default}--max-running-requests) is below the top load level {top}"
+        if known is not None:
+            pred = fit.predict(known, cfg.flags, tp_size=cfg.tp_size)
+            if not pred.fits:
+                return f"predicted {pred.failure.value if pred.failure else 'not to fit'}: {pred.reason}"
+        return None
+
+    return screen
+
+
+def _cap_param(spec: StudySpec) -> ParamSpec | None:
+    """The study's unconditional ``--max-running-requests`` parameter, if it searches one."""
+    return next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+
+
+def _capped_below(spec: StudySpec, point: dict[str, Any], top: int) -> bool | None:
+    """Whether ``point``'s running cap is below ``top`` requests at once; None when it is not a valid point."""
+    try:
+        cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, point).flags)
+    except SpaceError:
+        return None
+    return cap is not None and cap < top
+
+
+def _lifts_already(spec: StudySpec, point: dict[str, Any], other: dict[str, Any], name: str, top: int) -> bool:
+    """Whether ``other`` is ``point`` with its cap already at or above ``top``."""
+    if {k: v for k, v in other.items() if k != name} != {k: v for k, v in point.items() if k != name}:
+        return False
+    return _capped_below(spec, other, top) is False
+
+
+def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
+    """For each of the study's ``points_to_evaluate`` whose running cap is below the top load level, the same point with
+    the cap lifted to the top load (the smallest value of the study's ``--max-running-requests`` parameter that
+    reaches it): the user's own launch, without the cap the screen would otherwise hold against the search."""
+    top = top_level(spec)
+    param = _cap_param(spec)
+    if top is None or param is None:
+        return []
+    if param.type == "categorical":
+        lifts = sorted(c for c in param.choices if isinstance(c, int) and not isinstance(c, bool) and c >= top)
+    elif param.type == "int" and param.low is not None and param.high is not None and param.high >= top:
+        lifts = [max(int(param.low), top)]
+    else:
+        lifts = []
+    if not lifts:
+        return []
+    out: list[dict[str, Any]] = []
+    known = [dict(p) for p in spec.points_to_evaluate]
+    for point in spec.points_to_evaluate:
+        if not _capped_below(spec, dict(point), top):
+            continue
+        lifted = {**point, param.name: lifts[0]}
+        if lifted in known or lifted in out or any(_lifts_already(spec, point, k, param.name, top) for k in known):
+            continue
+        out.append(lifted)
+    return out
+
+
+def capped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
+    """The study's ``points_to_evaluate`` whose running cap is below the top load level and whose lifted twin is also
+    launched (another seed with the cap at or above it, or one ``uncapped_seeds`` adds). At the top load the twin runs
+    the same settings without the queue, so the capped seed (usually the user's own launch with SGLang's default cap)
+    teaches the search nothing the twin does not: it is still measured, as the study's baseline, but last."""
+    top = top_level(spec)
+    param = _cap_param(spec)
+    if top is None or param is None:
+        return []
+    twins = [dict(p) for p in spec.points_to_evaluate] + uncapped_seeds(spec)
+    out: list[dict[str, Any]] = []
+    for point in map(dict, spec.points_to_evaluate):
+        if point not in out and _capped_below(spec, point, top) and any(
+                t != point and _lifts_already(spec, point, t, param.name, top) for t in twins):
+            out.append(point)
+    return out
+
+
+def predicted_oom_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The study's ``points_to_evaluate`` predicted not to fit in GPU memory (``autotune.policy.fit``)."""
+    if sizes is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for point in spec.points_to_evaluate:
+        try:
+            cfg = to_trial_config(spec, dict(point))
+        except SpaceError:
+            continue
+        if not fit.predict(sizes, cfg.flags, tp_size=cfg.tp_size).fits:
+            out.append(dict(point))
+    return out
+
+
+def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The seed points launched last, when only as many launches of the budget remain (or when the stopping rule ends
+    the search), so the search does not wait behind them: capped seeds whose lifted twin is launched (the baseline,
+    first), then seeds predicted not to fit in GPU memory."""
+    out = capped_seeds(spec)
+    return out + [p for p in predicted_oom_seeds(spec, sizes) if p not in out]
+
+
+def seeds_now(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+    """The seed points enqueued when the study opens, in order: the study's ``points_to_evaluate`` and the lifted caps
+    ``uncapped_seeds`` adds, a deferred capped seed replaced in its place by its lifted twin; ``deferred_seeds`` are
+    left out (the searcher launches them last)."""
+    later = deferred_seeds(spec, sizes)
+    lifted = uncapped_seeds(spec)
+    top, param = top_level(spec), _cap_param(spec)
+    out: list[dict[str, Any]] = []
+    for point in map(dict, spec.points_to_evaluate):
+        if point not in later:
+            place = [point]
+        elif top is not None and param is not None:
+            place = [t for t in lifted if _lifts_already(spec, point, t, param.name, top)]
+        else:
+            place = []
+        out += [p for p in place if p not in out]
+    return out + [t for t in lifted if t not in out and t not in later]

@@ -1,0 +1,191 @@
+"""Give a proposal what the load being optimised needs before it is launched (the cap and the KV cache).
+
+A point whose running batch is capped below the highest load level its objectives or constraints read, or whose KV
+cache cannot hold that load's requests, measures the cap or the memory, not its other settings. Setting such points
+aside (``autotune.policy.prescreen``) wastes the sampler's proposal; repairing it keeps the proposal's other settings:
+
+- **the running cap** (``--max-running-requests``, 48 by default in any speculative mode) is lifted to the smallest
+  value of the study's cap parameter that reaches the top load;
+- **the KV cache**: where ``autotune.policy.fit`` can predict the cache a launch allocates and the workload's lengths are
+  known (synthetic), ``--mem-fraction-static`` is raised to the smallest value of its parameter whose cache holds the
+  top load's requests at full length (with ``KV_MARGIN``), among the values predicted to fit and below any value the
+  study's own launches showed not to fit (``Learned.memory_ceiling``). Where no value reaches it, the largest such
+  value; a value is never lowered. The cache a value gives is ``autotune.policy.kvmodel``'s: the prediction corrected by what
+  the study's launches allocated.
+
+Only parameters the study searches are changed, and only to values of their own domain.
+
+``equivalence(params)`` names what a point runs at the top load: two points that differ only in a running cap at or
+above the top load (or none) and in a memory fraction whose cache holds the top load run the same batches there, so
+the searcher launches one of them and sets the others aside as repeats.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.core.errors import SpaceError
+from autotune.engines import sglang_rules
+from autotune.policy import fit
+from autotune.policy.kvmodel import KvModel
+from autotune.space import StudySpec, to_trial_config
+from autotune.space.types import ParamSpec
+from autotune.space.values import rounded
+
+KV_MARGIN = 1.2  # cache tokens per token the top load's requests hold at full length
+MEM_FLAG = "mem-fraction-static"
+FLOAT_STEPS = 100  # a float memory parameter without a step or rounding is tried at this many values
+
+Ceiling = Callable[[dict[str, Any]], "float | None"]  # the lowest memory fraction known not to fit such a point
+
+
+@dataclass(frozen=True)
+class Repaired:
+    params: dict[str, Any]
+    changes: tuple[str, ...]  # "max_running_requests None -> 128", ...
+
+    @property
+    def reason(self) -> str:
+        return "repaired: " + ", ".join(self.changes)
+
+
+def _cap_values(p: ParamSpec, top: int) -> list[Any]:
+    if p.type == "categorical":
+        return sorted(c for c in p.choices if isinstance(c, int) and not isinstance(c, bool) and c >= top)
+    if p.type == "int" and p.low is not None and p.high is not None and p.high >= top:
+        return [max(int(p.low), top)]
+    return []
+
+
+def _mem_values(p: ParamSpec) -> list[float]:
+    if p.type == "categorical":
+        return sorted(float(c) for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool))
+    if p.type != "float" or p.low is None or p.high is None:
+        return []
+    lo, hi = float(p.low), float(p.high)
+    step = float(p.step) if p.step else None
+    n = int(round((hi - lo) / step)) if step else FLOAT_STEPS
+    return sorted({rounded(p, lo + (hi - lo) * k / n) for k in range(n + 1)})
+
+
+def _key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+class Repairer:
+    """``repair(params)``: the point with the cap and KV memory the top load needs, or None when nothing changes."""
+
+    def __init__(self, spec: StudySpec, top: int | None, sizes: fit.Sizes | None,
+                 ceiling: Ceiling | None = None, kv: KvModel | None = None) -> None:
+        self.spec = spec
+        self.top = top
+        self.sizes = sizes
+        self.kv = kv or KvModel(spec, sizes)
+        self.ceiling = ceiling or (lambda params: None)
+        self.cap = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+        self.mem = next((p for p in spec.params if p.flag == MEM_FLAG and not p.when), None)
+        w = spec.workload
+        self.tokens_per_request = w.input_len + w.output_len if w.kind == "synthetic" else None
+        self._repairs: dict[str, Repaired | None] = {}
+        self._classes: dict[str, str] = {}
+
+    def forget(self) -> None:
+        """Drop remembered answers (after the memory ceiling or the KV model changed)."""
+        self._repairs.clear()
+        self._classes.clear()
+
+    def repair(self, params: dict[str, Any]) -> Repaired | None:
+        key = _key(params)
+        if key not in self._repairs:
+            self._repairs[key] = self._repair(params)
+        return self._repairs[key]
+
+    def _repair(self, params: dict[str, Any]) -> Repaired | None:
+        if self.top is None:
+            return None
+        out, changes = dict(params), []
+        try:
+            flags = to_trial_config(self.spec, out).flags
+        except SpaceError:
+            return None
+        cap = sglang_rules.effective_max_running_requests(flags)
+        if self.cap is not None and cap is not None and cap < self.top:
+            lifts = _cap_values(self.cap, self.top)
+            if lifts:
+                changes.append(f"{self.cap.name} {out.get(self.cap.name)} -> {lifts[0]} (cap {cap} < top load "
+                               f"{self.top})")
+                out[self.cap.name] = lifts[0]
+        mem = self._memory(out)
+        if mem is not None and mem != out.get(self.mem.name if self.mem else ""):
+            assert self.mem is not None
+            changes.append(f"{self.mem.name} {out.get(self.mem.name)} -> {mem} (KV cache for the top load)")
+            out[self.mem.name] = mem
+        return Repaired(out, tuple(changes)) if changes else None
+
+    def equivalence(self, params: dict[str, Any]) -> str:
+        """A key equal for points that run the same at the top load (see the module's doc)."""
+        key = _key(params)
+        if key not in self._classes:
+            self._classes[key] = self._equivalence(params)
+        return self._classes[key]
+
+    def _equivalence(self, params: dict[str, Any]) -> str:
+        if self.top is None:
+            return _key(params)
+        out = dict(params)
+        try:
+            tc = to_trial_config(self.spec, out)
+        except SpaceError:
+            return _key(params)
+        cap = sglang_rules.effective_max_running_requests(tc.flags)
+        if self.cap is not None and self.cap.name in out and (cap is None or cap >= self.top):
+            out[self.cap.name] = f"holds the top load {self.top}"
+        if self.mem is not None and self.mem.name in out and self.sizes is not None:
+            need = self.kv_need(tc.flags)
+            tokens = self.kv.tokens(params)
+            if need is not None and tokens is not None and tokens >= need:
+                out[self.mem.name] = "KV cache holds the top load"
+        return _key(out)
+
+    def kv_need(self, flags: dict[str, Any]) -> float | None:
+        """Cache tokens the top load's requests hold at full length (running ones only: at most the cap)."""
+        if self.top is None or self.tokens_per_request is None:
+            return None
+        cap = sglang_rules.effective_max_running_requests(flags)
+        running = min(self.top, cap) if cap is not None else self.top
+        return running * self.tokens_per_request * KV_MARGIN
+
+    def _memory(self, params: dict[str, Any]) -> float | None:
+        """The memory fraction the point should launch with, or None to leave it."""
+        if self.mem is None or self.sizes is None or self.mem.name not in params:
+            return None
+        current = params[self.mem.name]
+        if current is None:
+            return None
+        try:
+            tc = to_trial_config(self.spec, params)
+        except SpaceError:
+            return None
+        need = self.kv_need(tc.flags)
+        if need is None:
+            return None
+        tokens = self.kv.tokens(params)
+        if tokens is None or tokens >= need:
+            return None
+        ceiling = self.ceiling(params)
+        best: float | None = None
+        for value in _mem_values(self.mem):
+            if value <= float(current) or (ceiling is not None and value >= ceiling):
+                continue
+            candidate = {**params, self.mem.name: value}
+            trial = to_trial_config(self.spec, candidate)
+            if not fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size).fits:
+                continue
+            best = value
+            tokens = self.kv.tokens(candidate)
+            if tokens is not None and tokens >= need:
+                break
+        return best

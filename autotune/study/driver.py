@@ -1,0 +1,378 @@
+"""The search driver: wires the store, the Optuna study, Ray (Tune + Serve) and the exporter together.
+
+Only this module and ``runner`` wire steps together; everything else is importable and testable alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from autotune.core.errors import AutotuneError
+from autotune.core.secrets import has_secrets
+from autotune.finalists.choice import (
+    FinalistOutcome,
+    StagePlan,
+    missing_slots,
+    next_stage,
+    select_finalists,
+    study_outcome,
+)
+from autotune.finalists.store import FinalistStore
+from autotune.policy import stopping
+from autotune.progress.console import Console, Verbosity
+from autotune.progress.noise import LOG_NAME as RAY_LOG
+from autotune.progress.noise import ray_output_to_log
+from autotune.progress.pump import EventPump, create_monitor, finished_event
+from autotune.space import StudySpec
+from autotune.study.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray, start_serve
+from autotune.study.finalist_stage import run_stage
+from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
+from autotune.study.optuna_study import reconcile
+from autotune.study.runner import base_record, failed_record, now_iso, tune_trainable
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.study.storage import open_shared_study, redact_url
+from autotune.study.studylock import StudyLock
+from autotune.trial import registry, slots
+from autotune.trial.records import FailureKind, TrialRecord
+from autotune.trial.store import StudyStore
+
+
+def _spec_json(spec: StudySpec) -> dict[str, Any]:
+    """The spec as it reads back from ``study.json`` (tuples as lists), so a resume can compare the two."""
+    return json.loads(json.dumps(spec.to_json(), default=str))
+
+
+class StudyDriver:
+    def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
+                 max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
+                 fresh: bool = False, stop_after_s: float | None = None, console: Console | None = None,
+                 storage: str | None = None, metrics_port: int | None = None,
+                 finalists_only: bool = False) -> None:
+        self.spec = spec
+        self.finalists_only = finalists_only  # run only a (new) finalist stage of an existing study, then export
+        self.finalist_store = FinalistStore(results_dir / spec.name)
+        self._started = time.monotonic()
+        self.store = StudyStore(results_dir / spec.name)
+        self.console = console or Console()
+        self.storage = storage  # the Optuna storage URL (default: SQLite in the study directory)
+        self.metrics_port = metrics_port  # the local Ray node's Prometheus endpoint (default: Ray picks one)
+        self._monitor: Any = None  # the study monitor (autotune.progress.monitor), alive while Tune runs
+        self._pump: EventPump | None = None
+        self.address = address
+        self.num_gpus = num_gpus
+        self.max_concurrent = max_concurrent
+        self.dashboard_port = dashboard_port
+        self.serve_port = serve_port
+        self.fresh = fresh
+        self.stop_after_s = stop_after_s
+        self._slot_pool: Any = None  # the study's GPU slot pool (autotune.trial.slots), alive while Tune runs
+        self.stop_reason = ""
+        self.stopped = StopState()  # an interrupt or a lost Ray cluster
+        self.time_box_note = ""  # set when --stop-after-s ended the run before the study's budget
+        self.stop_rule_reason = ""  # why study.stop_when ended the search, if it did
+        self._searcher: OptunaStudySearcher | None = None
+
+    @property
+    def owner(self) -> str:
+        return str(self.store.root.resolve())
+
+    # ------------------------------------------------------------------------------------------------------
+    def _check_same_study(self) -> None:
+        path = self.store.root / "study.json"
+        if not path.exists():
+            return
+        old = json.loads(path.read_text())
+        new = _spec_json(self.spec)
+        keys = ("engine", "params", "objectives", "constraints", "server", "sim", "workload", "plan")
+        changed = [k for k in keys if json.dumps(old.get(k), sort_keys=True) != json.dumps(new.get(k), sort_keys=True)]
+        if changed:
+            raise AutotuneError(
+                f"{self.store.root} holds a study with a different {', '.join(changed)}; resuming would mix results. "
+                f"Use --study NEW_NAME, or --fresh to move the old directory aside (nothing is deleted)."
+            )
+
+    def _missing_record(self, number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
+        rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params,
+                          started_at=now_iso())
+        return failed_record(rec, self.spec, FailureKind.UNKNOWN, reason)
+
+    def _check_stop_rule(self, records: list[TrialRecord] | None = None) -> None:
+        """Apply study.stop_when (autotune.policy.stopping) to the stored trials; once it fires, no new search trial starts
+        (seed points the searcher launches last still run: autotune.policy.prescreen.deferred_seeds)."""
+        rule = self.spec.stop_when
+        if rule is None or self.stop_rule_reason:
+            return
+        verdict = stopping.check(records if records is not None else self.store.load(), self.spec.objectives[0], rule)
+        if verdict.stop:
+            self.stop_rule_reason = verdict.reason
+            self.console.say(verdict.reason)
+            self.store.write_json("study.json", {**_spec_json(self.spec), "stopped_early": verdict.reason})
+            if self._searcher is not None:
+                self._searcher.finish(verdict.reason)
+
+    def _on_record(self, record: TrialRecord, log_text: str) -> None:
+        self.store.append(record, log_text)
+        self._check_stop_rule()
+        if self._pump is not None:
+            self._pump.pump()  # the trial's last phase events first
+        self.console.on_record(record)
+        if self._monitor is not None:
+            self._monitor.publish.remote(finished_event(self.spec, record).to_json())
+
+    def _start_ray(self) -> tuple[bool, float]:
+        return start_ray(self.spec, ClusterRequest(self.address, self.num_gpus, self.dashboard_port, self.metrics_port,
+                                                   self._verbose), self.console.say)
+
+    def run(self) -> int:
+        """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""
+        lock = StudyLock(self.store.root).acquire()
+        try:
+            if self.fresh:
+                moved = self.store.archive()  # the held lock file moves with it
+                if moved:
+                    self.console.say(f"moved the old study directory to {moved}")
+                    fresh_lock = StudyLock(self.store.root).acquire()
+                    lock.release()
+                    lock = fresh_lock
+            return self._run_locked()
+        finally:
+            lock.release()
+
+    def _run_locked(self) -> int:
+        spec = self.spec
+        self._check_same_study()
+        self.store.repair()
+        killed = registry.sweep(self.owner)
+        if killed:
+            self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "
+                             "was killed)")
+        self.store.ensure()
+        if has_secrets(spec.server.env, spec.server.secret_env):
+            os.chmod(self.store.root, 0o700)  # its records name secret variables (their values are redacted)
+        self.store.write_json("study.json", _spec_json(spec))
+        records = self.store.load()
+        study = open_shared_study(spec, self.storage or self.store.db_url, records, default=self.storage is None)
+        if self.storage:
+            self.console.say(f"Optuna study '{spec.name}' in {redact_url(self.storage)}")
+        done = reconcile(study, spec, records)
+        remaining = spec.trials - done
+        if self.finalists_only:
+            if not done:
+                raise AutotuneError(f"--finalists-only: {self.store.root} has no finished trials; run the study first "
+                                    "(the same command without --finalists-only)")
+            if remaining > 0:
+                self.console.say(f"--finalists-only: {remaining} trial(s) of the budget are left unrun")
+            remaining = 0
+        elif done:
+            self.console.say(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
+        self._check_stop_rule(records)
+        if self.stop_rule_reason and remaining > 0:
+            self.console.say(f"no further trials: {remaining} of the budget left unrun")
+            remaining = 0
+        if remaining > 0 or self._stage_due(records) is not None:
+            with ray_output_to_log(self.store.root / "logs" / RAY_LOG, self.console, enabled=not self._verbose) as log:
+                if log is not None:
+                    self.console.say(f"Ray and Tune output goes to {log} (--verbose shows it here)")
+                try:
+                    self._run_tune(study, remaining, records)
+                except KeyboardInterrupt:
+                    if not self.stopped.stopping:
+                        raise
+        if self.stopped.stopping:
+            return self._stopped_early()
+        code = self._export(note=self.time_box_note)
+        if self.stop_reason:
+            self.console.error(f"\nerror: {self.stop_reason}")
+            return 2
+        return code
+
+    def _stopped_early(self) -> int:
+        """Record why the run stopped, export what it has under a banner, and say how to resume."""
+        state = self.stopped
+        self.store.append_stop({"at": now_iso(), "signal": state.signal_name or None,
+                                "infrastructure": state.infrastructure or None, "pid": os.getpid()})
+        try:
+            self._export(note=state.banner)
+        except Exception as exc:  # noqa: BLE001 - the stop message matters more than a partial export
+            self.console.error(f"could not export the partial results: {type(exc).__name__}: {exc}")
+        done = len(self.store.load())
+        self.console.error(f"\n{state.banner}\n{done} finished trial(s) are saved in {self.store.root}.")
+        return state.exit_code
+
+    @property
+    def _verbose(self) -> bool:
+        return self.console.verbosity >= Verbosity.VERBOSE
+
+    def _run_tune(self, study: Any, remaining: int, records: list[TrialRecord]) -> None:
+        import ray
+        from ray import serve, tune
+
+        spec = self.spec
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Ctrl-C is the driver's (autotune.study.interrupts), not Tune's
+        started, total_gpus = self._start_ray()
+        try:
+            gpt = spec.gpus_per_trial
+            if total_gpus < gpt:
+                raise AutotuneError(
+                    f"each trial needs {gpt} GPU(s) (tp_size x dp) but the Ray cluster has {total_gpus:g}. "
+                    f"Lower server.tp_size, join a larger cluster with --address, or for the simulator pass --num-gpus."
+                )
+            conc = max(1, math.floor(total_gpus / gpt))
+            for cap in (spec.max_concurrent, self.max_concurrent):
+                if cap:
+                    conc = min(conc, cap)
+            self.console.say(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
+                             f"trial, {conc} at a time; results in {self.store.root}")
+            if port_busy(self.serve_port):
+                raise AutotuneError(
+                    f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
+                    f"pass --serve-port with a free port (or stop what holds it)."
+                )
+            start_serve(self.serve_port)
+            # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
+            self._slot_pool = slots.create(self.owner, conc)
+            if remaining > 0:
+                self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
+                self.console.study_started(remaining, conc, [r.phases.trial_wall_s for r in records
+                                                             if r.phases.trial_wall_s])
+                searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
+                                               make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
+                                               on_raw_result=self.store.save_raw)
+                self._searcher = searcher
+                tuner = tune.Tuner(
+                    tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
+                    tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc,
+                                                 reuse_actors=True),  # no new trainable process per trial
+                    run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                              storage_path=str((self.store.root / "tune").resolve()), verbose=0),
+                )
+
+                def halt() -> None:
+                    searcher.halted = True
+                    searcher.infrastructure_lost = bool(self.stopped.infrastructure)
+
+                try:
+                    with stop_handlers(self.stopped, halt, self.console.error), \
+                            RayWatchdog(self.stopped, ray_probe()), EventPump(self._monitor, self.console) as self._pump:
+                        tuner.fit()
+                except StudyCancelled:
+                    pass  # the running trials are cancelled below (their servers go with Serve and the sweep)
+                if self.stopped.infrastructure:
+                    halt()
+                self.stop_reason = searcher.stop_reason
+                if searcher.exhausted:
+                    self.console.say(f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured "
+                                     f"points")
+                if searcher.timed_out and not self.stopped.stopping:
+                    self.time_box_note = (
+                        f"STOPPED by --stop-after-s {self.stop_after_s:g}: no new trial started after "
+                        f"{self.stop_after_s:g} s; {len(self.store.load())} of {spec.trials} trial(s) done. Rerun the "
+                        f"same command to continue.")
+                    self.console.say(f"\n{self.time_box_note}")
+            if not self.stop_reason and not self.stopped.stopping:
+                try:  # Ctrl-C: no new relaunch (the running one is stored); again, or SIGTERM: cancel it
+                    with stop_handlers(self.stopped, lambda: None, self.console.error), \
+                            RayWatchdog(self.stopped, ray_probe()):
+                        self._run_finalists(conc)
+                except StudyCancelled:
+                    pass  # a relaunch cut short is not stored; the stage resumes it on the next run
+        finally:
+            self._slot_pool = None
+            self._monitor = self._pump = None
+            if self.stopped.infrastructure:
+                ignore_sigint()  # Ray's driver-side core worker may still raise SIGINT about its dead raylet
+                self.console.error(f"the Ray cluster was lost ({self.stopped.infrastructure}); cleaning up what is "
+                                   f"local")
+                registry.sweep(self.owner)
+                if started:
+                    bounded(ray.shutdown, 15.0)
+            else:
+                try:
+                    serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
+                finally:
+                    registry.sweep(self.owner)  # a server whose reaper died with its replica is killed and forgotten
+                    if started:
+                        ray.shutdown()
+
+    # ------------------------------------------------------------------------------------------- finalist stage
+    def _stage_due(self, records: list[TrialRecord]) -> StagePlan | None:
+        spec = self.spec
+        first = spec.objectives[0]
+        finalists = select_finalists(records, first.key, first.direction, spec.finalists.count)
+        return next_stage(self.finalist_store.plans(), self.finalist_store.load(), finalists, spec.finalists.rounds,
+                          new_round=self.finalists_only)
+
+    def _run_finalists(self, concurrency: int) -> None:
+        """Relaunch the top configs (see autotune.finalists.choice), unless the study's time box has run out."""
+        if self.stop_after_s is not None and time.monotonic() - self._started > self.stop_after_s:
+            self.console.say("finalist stage skipped: --stop-after-s has passed (rerun the command to run it)")
+            return
+        records = self.store.load()
+        plan = self._stage_due(records)
+        if plan is None:
+            return
+        trials = {r.number: r for r in records if r.number in plan.finalists}
+        # the relaunches report their phases like trials, labelled as relaunches, through the study's monitor
+        import ray
+
+        monitor = self._monitor or create_monitor(self.spec, self.owner, planned=len(records), records=records)
+        ray.get(monitor.relaunches_started.remote(), timeout=30)
+        self.console.relaunches_started(len(missing_slots(plan, self.finalist_store.load())))
+        with EventPump(monitor, self.console) as pump:
+
+            def say(text: str) -> None:
+                pump.pump()  # a relaunch's last phase lines before its result line
+                self.console.say(text)
+
+            run_stage(self.spec, plan, trials, self.finalist_store, owner=self.owner, concurrency=concurrency,
+                      say=say, halted=lambda: self.stopped.stopping)
+
+    def finalist_outcome(self, records: list[TrialRecord]) -> FinalistOutcome:
+        spec = self.spec
+        first = spec.objectives[0]
+        return study_outcome(records, self.finalist_store.plans(), self.finalist_store.load(), key=first.key,
+                             direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count)
+
+    def _export(self, note: str = "") -> int:
+        from autotune.export import export_study, format_summary_table
+        from autotune.report.render import write_html
+
+        spec = self.spec
+        records = self.store.load()
+        objectives = [(o.key, o.direction) for o in spec.objectives]
+        levels = list(spec.plan.concurrencies)
+        outcome = self.finalist_outcome(records)
+        result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
+                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note,
+                              stopped_early=self.stop_rule_reason)
+        html = write_html(result, title=f"autotune study {spec.name}")
+        say = self.console.result
+        say("")
+        say(format_summary_table(records, objectives, levels, finalists=outcome).rstrip("\n"))
+        if self.stop_rule_reason:
+            say(f"\n{self.stop_rule_reason}")
+        best = result.best
+        if best is None:
+            say(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")
+            say(f"report: {html.resolve().as_uri()}")
+            return 3
+        engine = best.engine
+        label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
+            f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
+        say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
+        say(f"  decided by: {result.decided_by}: {result.reason}")
+        for k, v in best.objectives.items():
+            say(f"  {k} = {v:,.2f}")
+        say(f"  params: {json.dumps(best.params, default=str)}")
+        say(f"  command: {' '.join(best.argv)}")
+        say(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
+        say(f"report: {html.resolve().as_uri()} (one self-contained page)")
+        if result.rehearsal_script is not None:
+            say("  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
+                "simulator as measured")
+        return 0

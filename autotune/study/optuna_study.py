@@ -1,0 +1,94 @@
+"""The Optuna study behind a search: its sampler and storage, the seed points it is opened with, and how a trial's
+record is told to it (objective values, constraints ``<= 0`` feasible, the tags a trial carries), including after a
+killed driver (``reconcile``). ``autotune.study.searcher`` proposes the points; this module owns the study's side."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import optuna
+
+from autotune.core.dashboard_attrs import mark_feasibility, name_objectives
+from autotune.space import StudySpec
+from autotune.trial.records import TrialOutcome, TrialRecord
+from autotune.trial.score import failed_score, objective_key
+
+LAUNCH_CONSTRAINT = "trial_failed"
+
+
+def constraint_values(spec: StudySpec, record: TrialRecord) -> dict[str, float]:
+    """``trial_failed`` (1 for a failed or invalid trial) plus one value per study constraint; same keys for every trial."""
+    failed = 0.0 if record.outcome is TrialOutcome.COMPLETE else 1.0
+    values = {LAUNCH_CONSTRAINT: failed}
+    for c in spec.constraints:
+        key = objective_key(c.metric, c.level)
+        values[key] = float(record.constraints.get(key, 0.0 if not failed else 1e9))
+    return values
+
+
+def set_constraints(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -> None:
+    values = constraint_values(spec, record)
+    for key, value in values.items():
+        trial.set_constraint(key, value)
+    mark_feasibility(trial.study, trial, values)
+
+
+def objective_values(spec: StudySpec, record: TrialRecord) -> list[float]:
+    fallback = failed_score(spec.objectives, spec.constraints).objectives
+    return [
+        float(record.objectives.get(objective_key(o.metric, o.level), fallback[objective_key(o.metric, o.level)]))
+        for o in spec.objectives
+    ]
+
+
+def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=spec.seed)
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=spec.seed)
+    with warnings.catch_warnings():  # multivariate/group are "experimental" in Optuna, and what conditionals need
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # constant_liar: trials still running count as poor, so k slots asked at once do not get the same point
+        return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5,
+                                          constant_liar=True)
+
+
+def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=storage_url,
+        sampler=make_sampler(spec),
+        directions=[o.direction for o in spec.objectives],
+        load_if_exists=True,
+    )
+    name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
+    if not study.trials:
+        from autotune.policy.prescreen import seeds_now, study_sizes
+
+        for point in seeds_now(spec, study_sizes(spec)):  # the searcher launches the deferred seeds last
+            study.enqueue_trial(point, skip_if_exists=True)
+    return study
+
+
+def tag_trial(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -> None:
+    """What an Optuna trial carries of its record before it is told: constraints, outcome, failure kind, trial id."""
+    set_constraints(trial, spec, record)
+    trial.set_user_attr("outcome", record.outcome.value)
+    if record.failure is not None:
+        trial.set_user_attr("failure", record.failure.value)
+    trial.set_user_attr("trial_id", record.trial_id)
+
+
+def reconcile(study: optuna.Study, spec: StudySpec, records: Sequence[TrialRecord]) -> int:
+    """After a killed driver: tell trials whose record was written but not told; fail the rest that were running."""
+    recorded = {r.number: r for r in records}
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        rec = recorded.get(t.number)
+        if rec is not None:
+            tag_trial(optuna.trial.Trial(study, t._trial_id), spec, rec)
+            study.tell(t.number, objective_values(spec, rec))
+        else:
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    return len(recorded)

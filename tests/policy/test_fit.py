@@ -1,0 +1,131 @@
+"""GPU-memory prediction before a launch (autotune.policy.fit) and the pre-launch screen (autotune.policy.prescreen)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotune.models.dummy import resolved_config
+from autotune.policy import fit
+from autotune.sim.profile import load_profile
+from autotune.space import load_study
+from autotune.trial.records import FailureKind
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = 143771 * 1024 * 1024
+
+
+def test_llama_1b_sizes_match_what_sglang_loaded_on_the_h200() -> None:
+    cfg = resolved_config("llama-1b")
+    # SGLang's log on the H200: "Load weight end ... mem usage=2.35 GB" (GiB); the drafter 1.23 GB
+    assert fit.model_bytes(cfg) / fit.GIB == pytest.approx(2.31, abs=0.05)
+    # the drafter's parameter count comes 8% under what SGLang reported (1.13 vs 1.23 GiB): buffers it allocates too
+    assert fit.model_bytes(resolved_config("eagle3-llama-1b")) / fit.GIB == pytest.approx(1.23, rel=0.1)
+    kv, replicated = fit.kv_bytes_per_token(cfg)
+    assert kv == 2 * 8 * 64 * 16 * 2 and not replicated
+
+
+def test_weights_larger_than_the_static_pool_are_predicted_oom() -> None:
+    sizes = fit.from_model_dir("/tmp/models/llama-1b", H200)  # no such directory here: the dummy shape's config
+    bad = fit.predict(sizes, {"mem-fraction-static": 0.01}, tp_size=1)
+    assert not bad.fits and bad.failure is FailureKind.OOM_AT_LAUNCH and "no KV cache" in bad.reason
+    good = fit.predict(sizes, {"mem-fraction-static": 0.82}, tp_size=1)
+    assert good.fits and good.kv_tokens is not None and good.kv_tokens > 1_000_000
+
+
+def test_unknown_fraction_is_not_predicted() -> None:
+    sizes = fit.from_model_dir("/tmp/models/llama-1b", H200)
+    assert fit.predict(sizes, {}, tp_size=1).fits
+
+
+def test_capture_failure_from_graph_memory_on_a_sim_profile() -> None:
+    sizes = fit.from_profile(load_profile("kimi-k2.5-int4-8x-rtxpro6000"))
+    flags = {"mem-fraction-static": 0.92, "max-running-requests": 256, "speculative-algorithm": "EAGLE3",
+             "speculative-draft-model-path": "/models/public-k2-eagle3", "speculative-num-steps": 5,
+             "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}
+    p = fit.predict(sizes, flags, tp_size=8)
+    assert not p.fits and p.failure is FailureKind.GRAPH_CAPTURE_FAILED
+    assert fit.predict(sizes, {**flags, "mem-fraction-static": 0.8}, tp_size=8).fits
+
+
+def test_model_dir_config_json_is_read(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(resolved_config("llama-8b")))
+    sizes = fit.from_model_dir(tmp_path, H200)
+    assert sizes.weight_bytes / 1e9 == pytest.approx(16.06, abs=0.1)
+    with pytest.raises(fit.FitError, match="not a known dummy shape"):
+        fit.from_model_dir(tmp_path / "nothing-here", H200)
+
+
+def test_check_says_when_a_prediction_was_wrong() -> None:
+    fits = fit.Prediction(True, None, "fits")
+    assert fit.check(fits, FailureKind.OOM_AT_LAUNCH, False) is not None
+    assert fit.check(fits, None, True) is None
+    no = fit.Prediction(False, FailureKind.OOM_AT_LAUNCH, "x")
+    assert "but it launched" in (fit.check(no, None, True) or "")
+
+
+def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
+    from autotune.policy.prescreen import default_screen, top_level
+    from autotune.space import StudyOverrides
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    assert top_level(spec) == 128
+    screen = default_screen(spec)
+    spec_on = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
+               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "mem_fraction_static": 0.85}
+    assert "speculative default" in (screen({**spec_on, "max_running_requests": None}) or "")
+    assert "below the top load" in (screen({**spec_on, "max_running_requests": 64}) or "")
+    assert screen({**spec_on, "max_running_requests": 128}) is None
+    assert screen({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.85}) is None
+    h200 = load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml", overrides=StudyOverrides(engine="sim"))
+    s2 = default_screen(h200)
+    assert "oom_at_launch" in (s2({"speculative_algorithm": None, "max_running_requests": None,
+                                   "mem_fraction_static": 0.01}) or "")
+
+
+def test_a_capped_seed_point_is_measured_uncapped_first_and_capped_last() -> None:
+    from autotune.policy.prescreen import capped_seeds, uncapped_seeds
+    from autotune.space import suggest
+    from autotune.study.optuna_study import open_study
+    from autotune.study.searcher import OptunaStudySearcher
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    user = dict(spec.points_to_evaluate[0])
+    lifted = {**user, "max_running_requests": 128}
+    assert uncapped_seeds(spec) == [lifted]
+    assert capped_seeds(spec) == [user]
+    study = open_study(spec, None)
+    asked = [suggest(spec, study.ask()) for _ in range(2)]
+    assert asked == [lifted, dict(spec.points_to_evaluate[1])]  # the twin in the user's place; no capped launch
+    assert uncapped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
+    assert capped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
+
+    # the capped seed is launched when one launch of the budget remains, or when the stopping rule ends the search
+    for budget, stop_after in ((4, None), (40, 3)):
+        study = open_study(spec, None)
+        s = OptunaStudySearcher(spec, study, budget=budget, on_record=lambda r, log: None,
+                                make_missing_record=_failed_record(spec), screen=lambda p: None)
+        launched = []
+        for i in range(budget):
+            if stop_after is not None and i == stop_after:
+                s.finish("no improvement")
+            cfg = s.suggest(f"t{i}")
+            if not isinstance(cfg, dict):
+                break
+            launched.append(cfg["params"])
+            s.on_trial_complete(f"t{i}", None)
+        assert launched[-1] == user and user not in launched[:-1], (budget, launched)
+        assert len(launched) == (budget if stop_after is None else stop_after + 1)
+        assert s.suggest("after") == "FINISHED"  # Searcher.FINISHED
+
+
+def _failed_record(spec):  # type: ignore[no-untyped-def]
+    from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
+
+    def missing(number: int, tid: str, params: dict, reason: str) -> TrialRecord:
+        return TrialRecord(study=spec.name, trial_id=tid, number=number, params=params, flags={}, env={}, argv=[],
+                           outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, message=reason)
+
+    return missing

@@ -1,0 +1,116 @@
+"""The repair of proposals (cap and KV memory for the top load), the KV model and the learned memory regions."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from autotune.core.failures import FailureKind
+from autotune.policy.kvmodel import KvModel
+from autotune.policy.learned import Learned
+from autotune.policy.prescreen import study_sizes, top_level
+from autotune.policy.repair import Repairer
+from autotune.space import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = load_study(ROOT / "search_spaces" / "speculative.yaml")
+EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
+         "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": None,
+         "mem_fraction_static": 0.85}
+OFF = {"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.85}
+
+
+def _repairer(kv: KvModel | None = None, ceiling=None) -> Repairer:  # type: ignore[no-untyped-def]
+    return Repairer(SPEC, top_level(SPEC), study_sizes(SPEC), ceiling=ceiling, kv=kv)
+
+
+def test_the_speculative_default_cap_is_lifted_to_the_top_load() -> None:
+    fixed = _repairer().repair(EAGLE)
+    assert fixed is not None and fixed.params == {**EAGLE, "max_running_requests": 128}
+    assert "max_running_requests None -> 128" in fixed.reason
+    assert _repairer().repair(OFF) is None  # uncapped and enough cache: nothing to repair
+
+
+def test_memory_is_raised_until_the_cache_holds_the_top_load_and_never_lowered() -> None:
+    r = _repairer()
+    low = {**OFF, "mem_fraction_static": 0.75}
+    fixed = r.repair(low)
+    assert fixed is not None
+    mem = fixed.params["mem_fraction_static"]
+    assert 0.75 < mem <= 0.92
+    need = r.kv_need({"mem-fraction-static": mem})
+    assert need is not None and (r.kv.tokens(fixed.params) or 0) >= need
+    assert (r.kv.tokens({**low, "mem_fraction_static": round(mem - 0.01, 2)}) or 0) < need  # the smallest such value
+    assert r.repair({**OFF, "mem_fraction_static": 0.9}) is None
+
+
+def test_a_learned_ceiling_keeps_the_repair_below_a_failed_fraction() -> None:
+    fixed = _repairer(ceiling=lambda p: 0.78).repair({**OFF, "mem_fraction_static": 0.75})
+    assert fixed is not None and fixed.params["mem_fraction_static"] < 0.78
+
+
+def test_points_that_run_the_same_at_the_top_load_share_a_class() -> None:
+    r = _repairer()
+    assert r.equivalence({**OFF, "max_running_requests": 256}) == r.equivalence(OFF) == r.equivalence(
+        {**OFF, "max_running_requests": 128, "mem_fraction_static": 0.9})
+    assert r.equivalence({**OFF, "max_running_requests": 64}) != r.equivalence(OFF)  # capped below the top load
+    assert r.equivalence({**OFF, "mem_fraction_static": 0.75}) != r.equivalence(OFF)  # cache too small
+
+
+def test_the_kv_model_learns_the_error_of_the_prediction() -> None:
+    sizes = study_sizes(SPEC)
+    assert sizes is not None
+    smaller = dataclasses.replace(sizes, gpu_mem_bytes=sizes.gpu_mem_bytes * 0.92)  # the real GPU has less memory
+    truth, kv = KvModel(SPEC, smaller), KvModel(SPEC, sizes)
+    point = {**OFF, "mem_fraction_static": 0.85}
+    assert (kv.tokens(point) or 0) > 1.3 * (truth.tokens(point) or 0)
+    kv.observe(point, truth.tokens(point))
+    assert kv.tokens(point) == truth.tokens(point)
+    other = {**OFF, "mem_fraction_static": 0.8}
+    kv.observe(other, truth.tokens(other))  # two fractions: the error's slope too
+    for m in (0.78, 0.9):
+        p = {**EAGLE, "mem_fraction_static": m}  # with a drafter: other bytes per token, the same memory error
+        assert abs((kv.tokens(p) or 0) - (truth.tokens(p) or 0)) <= 0.01 * (truth.tokens(p) or 1)
+    kv.observe(point, None)  # a log without the line changes nothing
+    assert len(kv.errors) == 2
+
+
+def test_learned_memory_failure_regions() -> None:
+    learned = Learned(SPEC)
+    capped = {**EAGLE, "max_running_requests": 128, "mem_fraction_static": 0.9}
+    learned.observe_failure(capped, FailureKind.GRAPH_CAPTURE_FAILED)
+    assert "graph capture" in (learned.reason({**capped, "mem_fraction_static": 0.91}) or "")
+    assert learned.reason({**capped, "max_running_requests": 256}) is not None  # more graph memory: fails too
+    assert learned.memory_reason({**capped, "mem_fraction_static": 0.89}) is None
+    assert learned.memory_reason({**capped, "max_running_requests": 64}) is None  # fewer graphs may fit
+    assert learned.memory_ceiling({**capped, "max_running_requests": 256}) == 0.9
+    learned.observe_failure({**OFF, "mem_fraction_static": 0.76}, FailureKind.OOM_AT_LAUNCH)
+    assert "out of memory at load" in (learned.reason({**EAGLE, "mem_fraction_static": 0.75}) or "")
+    assert learned.memory_reason({**OFF, "mem_fraction_static": 0.8}) is None
+
+
+def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
+    from autotune.space import StudyOverrides
+    from autotune.study.optuna_study import open_study
+    from autotune.study.searcher import OptunaStudySearcher
+
+    # sizes from the simulator profile, no nvidia-smi
+    spec = load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml", overrides=StudyOverrides(engine="sim"))
+    study = open_study(spec, None)
+    from autotune.trial.records import TrialOutcome, TrialRecord
+
+    def missing(number: int, tid: str, params: dict, reason: str) -> TrialRecord:
+        return TrialRecord(study=spec.name, trial_id=tid, number=number, params=params, flags={}, env={}, argv=[],
+                           outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, message=reason)
+
+    s = OptunaStudySearcher(spec, study, budget=6, on_record=lambda r, log: None, make_missing_record=missing)
+    oom = {"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01}
+    launched = []
+    for i in range(6):
+        cfg = s.suggest(f"t{i}")
+        launched.append(cfg["params"])
+        s.on_trial_complete(f"t{i}", None)  # no record: the trial is told as failed
+    capped = dict(spec.points_to_evaluate[1])  # EAGLE-3 with SGLang's default cap; seed 3 is its lifted twin
+    assert launched[:2] == [dict(spec.points_to_evaluate[i]) for i in (0, 2)]
+    assert launched[-2:] == [capped, oom]  # launched last: the baseline first, then the predicted OOM
+    assert oom not in launched[:-1] and capped not in launched[:-2]

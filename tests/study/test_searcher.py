@@ -1,0 +1,444 @@
+"""The Tune searcher over an Optuna study, without Ray: ask/tell, durable-first, infeasible failures, resume."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pytest
+from ray.tune.search import Searcher
+
+from autotune.space import load_study
+from autotune.study.optuna_study import LAUNCH_CONSTRAINT, open_study, reconcile
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
+from autotune.trial.store import StudyStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def spec():  # type: ignore[no-untyped-def]
+    return load_study(ROOT / "search_spaces" / "smoke.yaml")
+
+
+def record_for(spec, number: int, trial_id: str, params: dict, ok: bool) -> TrialRecord:  # type: ignore[no-untyped-def]
+    key = "output_tok_per_s@max"
+    return TrialRecord(
+        study=spec.name, trial_id=trial_id, number=number, params=params, flags={}, env={}, argv=[],
+        outcome=TrialOutcome.COMPLETE if ok else TrialOutcome.FAILED,
+        failure=None if ok else FailureKind.OOM_AT_LAUNCH,
+        objectives={key: 1000.0 + number} if ok else {key: 0.0},
+        constraints={"ttft_ms.p99@max": -10.0, "itl_ms.p99@max": -1.0} if ok else {},
+        feasible=ok,
+    )
+
+
+def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    order: list[str] = []
+
+    def on_record(r: TrialRecord, log: str) -> None:
+        # durable first: the optuna trial is still running when the record is written
+        assert study.trials[r.number].state == optuna.trial.TrialState.RUNNING
+        order.append(r.trial_id)
+        store.append(r, log)
+
+    s = OptunaStudySearcher(spec, study, budget=3, on_record=on_record,
+                            make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False),
+                                                                               message=why))
+    cfgs = {tid: s.suggest(tid) for tid in ("a", "b", "c")}
+    assert s.suggest("d") == Searcher.FINISHED
+    assert cfgs["a"]["params"] == {"mem_fraction_static": 0.85, "max_running_requests": 64,
+                                   "cuda_graph_max_bs_decode": 64}  # points_to_evaluate first
+    ok = record_for(spec, cfgs["a"]["number"], "a", cfgs["a"]["params"], True)
+    s.on_trial_complete("a", {"record_json": json.dumps(ok.to_json()), "log_text": "L"})
+    bad = record_for(spec, cfgs["b"]["number"], "b", cfgs["b"]["params"], False)
+    s.on_trial_complete("b", {"record_json": json.dumps(bad.to_json())})
+    s.on_trial_complete("c", None, error=True)  # the trial function itself crashed
+
+    assert order == ["a", "b", "c"]
+    trials = [t for t in study.get_trials() if "skipped" not in t.user_attrs]  # proposals set aside, not launched
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert trials[0].constraints[LAUNCH_CONSTRAINT] == 0.0 and trials[0].values == [1000.0]
+    assert trials[1].constraints[LAUNCH_CONSTRAINT] == 1.0, "a failed launch must be told as infeasible"
+    assert trials[2].constraints[LAUNCH_CONSTRAINT] == 1.0
+    loaded = store.load()
+    assert loaded[2].message.startswith("the trial function raised")
+    assert (tmp_path / "s" / "logs" / "0000-a.log").read_text() == "L"
+
+
+def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    t0, t1 = study.ask(), study.ask()  # both running when the driver was killed
+    store.append(record_for(spec, t0.number, "x", {}, True))  # t0's record was written, not told
+    del study
+    study = open_study(spec, store.db_url)  # a new driver
+    done = reconcile(study, spec, store.load())
+    assert done == 1
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states[t0.number] == optuna.trial.TrialState.COMPLETE
+    assert states[t1.number] == optuna.trial.TrialState.FAIL
+    assert study.trials[t0.number].values == [1000.0 + t0.number]
+    # told as the searcher tells a trial: a killed driver's record keeps its id and outcome in the Optuna study
+    assert study.trials[t0.number].user_attrs["trial_id"] == "x"
+    assert study.trials[t0.number].user_attrs["outcome"] == "complete"
+
+
+TINY = """
+study: {name: tiny, engine: sim, trials: 3, sampler: random, seed: 3}
+sim: {profile: h200-llama-1b}
+load_levels: [1]
+params:
+  cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048]}
+"""
+
+
+def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    spec = load_study(tmp_path / "tiny.yaml")
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=3, on_record=lambda r, log: store.append(r, log),
+                            make_missing_record=lambda *a: pytest.fail("no missing record expected"))
+    seen = []
+    for tid in ("a", "b"):
+        cfg = s.suggest(tid)
+        seen.append(cfg["params"]["cpb"])
+        s.on_trial_complete(tid, {"record_json": json.dumps(record_for(spec, cfg["number"], tid, cfg["params"],
+                                                                        True).to_json())})
+    assert sorted(seen) == [1024, 2048], "the second trial must not repeat the first (it was answered from it)"
+    before = s.duplicates_skipped
+    # both points measured: 25 repeats are set aside, the space is listed, nothing is left: a measured point is
+    # launched again (the budget left re-measures)
+    third = s.suggest("c")
+    assert third["params"]["cpb"] in (1024, 2048)
+    assert s.duplicates_skipped - before == 25
+    assert s.exhausted == "search space exhausted: none of its 2 points is left to launch (2 measured or running)"
+    assert s.relaunched == 1
+    repeats = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
+    assert len(repeats) == s.duplicates_skipped
+    # a repeat is not told to the sampler as a second result: TPE would count one point many times
+    assert all(t.state == optuna.trial.TrialState.FAIL for t in repeats)
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials()) == 2
+
+
+def test_an_unreadable_record_is_kept_raw_and_told_as_failed(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=1, on_record=lambda r, log: store.append(r, log),
+                            make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False),
+                                                                               message=why),
+                            on_raw_result=store.save_raw)
+    cfg = s.suggest("a")
+    bad = {**record_for(spec, cfg["number"], "a", cfg["params"], True).to_json(), "outcome": "from_the_future"}
+    s.on_trial_complete("a", {"record_json": json.dumps(bad)})
+    rec = store.load()[0]
+    assert rec.outcome is TrialOutcome.FAILED and "could not be read" in rec.message
+    raw = tmp_path / "s" / "trials" / f"{cfg['number']:04d}-a.raw.json"
+    assert json.loads(raw.read_text())["outcome"] == "from_the_future"
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    assert "attention-backend" in s.always_passed_flags()  # fixed in smoke.yaml's server.flags
+    assert "cuda-graph-max-bs-decode" not in s.always_passed_flags()  # conditional
+    cfg = s.suggest("a")
+    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  rejected_flags=["attention-backend"],
+                  message="the installed engine (sglang 0.5.9) does not know --attention-backend (did you mean "
+                          "--attention-backend-x?). Remove the flag from the study file or install a release that has it")
+    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    assert "every trial would fail the same way" in s.stop_reason
+    assert s.suggest("b") == Searcher.FINISHED
+
+
+def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    cfg = s.suggest("a")
+    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  rejected_flags=["cuda-graph-max-bs-decode"],
+                  message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...")
+    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    assert s.stop_reason == ""
+
+
+# An EAGLE-3 point of the user story's space, the start of the neighbour tests.
+EAGLE_START = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
+               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
+               "mem_fraction_static": 0.85}
+
+
+def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
+    import random
+
+    from autotune.space.neighbours import neighbour
+    from autotune.space.values import is_active
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    rng = random.Random(1)
+    start = dict(EAGLE_START)
+    seen_off = False
+    for _ in range(200):
+        n = neighbour(spec, start, rng)
+        assert n is not None and n != start
+        for p in spec.params:  # exactly the active parameters are present, each with a value it can take
+            assert (p.name in n) == is_active(p, n)
+        if n["speculative_algorithm"] is None:
+            seen_off = True
+            assert set(n) == {"speculative_algorithm", "max_running_requests", "mem_fraction_static"}
+        else:
+            same = [k for k in start if start[k] == n.get(k)]
+            assert len(same) >= len(start) - 2  # one changed (topk 1 -> 2 or 4 adds draft tokens)
+            assert 0.75 <= n["mem_fraction_static"] <= 0.92
+    assert seen_off
+
+
+def test_alternatives_give_every_next_value_of_one_parameter() -> None:
+    import random
+
+    from autotune.space.neighbours import alternatives
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    rng = random.Random(0)
+    start = dict(EAGLE_START)
+    steps = alternatives(spec, start, "speculative_num_steps", rng)
+    assert sorted(a["speculative_num_steps"] for a in steps) == [2, 4]  # both adjacent integers, nothing else moved
+    assert all({k: v for k, v in a.items() if k != "speculative_num_steps"} ==
+               {k: v for k, v in start.items() if k != "speculative_num_steps"} for a in steps)
+    caps = alternatives(spec, start, "max_running_requests", rng)
+    assert sorted(str(a["max_running_requests"]) for a in caps) == ["256", "32", "64", "None"]
+    topk = alternatives(spec, start, "speculative_eagle_topk", rng)  # a tree: draft tokens become active
+    assert sorted(a["speculative_eagle_topk"] for a in topk) == [2, 4]
+    assert all(2 <= a["speculative_num_draft_tokens"] <= 8 for a in topk)
+    off = alternatives(spec, start, "speculative_algorithm", rng)
+    assert off == [{"speculative_algorithm": None, "max_running_requests": 128, "mem_fraction_static": 0.85}]
+    edge = alternatives(spec, {**start, "speculative_num_steps": 5}, "speculative_num_steps", rng)
+    assert [a["speculative_num_steps"] for a in edge] == [4]
+    assert alternatives(spec, start, "no_such_param", rng) == []
+
+
+def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
+    return OptunaStudySearcher(spec, study, budget=100, on_record=lambda r, log: None,
+                               make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+                               screen=screen or (lambda p: None))
+
+
+def _complete(s, spec, tid: str, cfg: dict, value: float) -> None:  # type: ignore[no-untyped-def]
+    rec = replace(record_for(spec, cfg["number"], tid, cfg["params"], True),
+                  objectives={"output_tok_per_s@max": value})
+    s.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+
+
+def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    study = open_study(spec, None)
+    asked: list[dict] = []
+
+    def screen(p: dict) -> str | None:
+        asked.append(p)
+        return "screened" if p.get("speculative_num_steps") == 3 or p.get("speculative_algorithm") is None else None
+
+    s = _searcher(spec, study, screen)
+    lifted = s.suggest("lifted")  # the user's launch with its cap lifted to the top load: a seed point, screened or not
+    assert lifted["params"] == {**spec.points_to_evaluate[0], "max_running_requests": 128}
+    _complete(s, spec, "lifted", lifted, 1200.0)
+    second = s.suggest("b")
+    assert second["params"]["speculative_algorithm"] is None  # the second seed: launched although screened
+    _complete(s, spec, "b", second, 1500.0)
+    for i in range(15):
+        cfg = s.suggest(f"c{i}")
+        assert screen(cfg["params"]) is None, "a screened proposal was launched"
+        _complete(s, spec, f"c{i}", cfg, 1000.0 + i)
+    reasons = [str(t.user_attrs.get("skipped", "repeats")) for t in study.get_trials()]
+    skipped = [t for t, r in zip(study.get_trials(), reasons, strict=True) if not r.startswith(("repeats", "repaired: "))]
+    assert len(skipped) == s.screened_skipped and all(t.state == optuna.trial.TrialState.FAIL for t in skipped)
+    assert sum(r.startswith("repaired: ") for r in reasons) == s.repaired
+    assert any(t.user_attrs["skipped"].startswith("screened") for t in skipped)
+
+
+def test_repeated_proposals_lead_to_an_unmeasured_neighbour(tmp_path: Path) -> None:
+    # parameters that the top load does not make equivalent (autotune.policy.repair): every point is a distinct one
+    (tmp_path / "small.yaml").write_text(TINY.replace("sampler: random", "sampler: tpe").replace(
+        "choices: [1024, 2048]}",
+        "choices: [1024, 2048]}\n  cgbs: {flag: cuda-graph-max-bs, type: categorical, choices: [8, 16, 32, 64]}"))
+    spec = load_study(tmp_path / "small.yaml")
+    study = open_study(spec, None)
+    s = _searcher(spec, study)
+    measured = set()
+    for i in range(8):  # every point of the space, each once
+        cfg = s.suggest(f"t{i}")
+        key = (cfg["params"]["cpb"], cfg["params"]["cgbs"])
+        assert key not in measured, f"launch {i} repeats {key}"
+        measured.add(key)
+        _complete(s, spec, f"t{i}", cfg, 100.0 if key == (2048, 64) else 50.0)
+    assert len(measured) == 8
+    told = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(told) == 8, "only measured points are told to the sampler"
+
+
+def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A message that merely mentions an always-passed flag does not stop the study; the record's rejected flags do,
+    for an invalid value as for an unknown flag."""
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    cfg = s.suggest("a")
+    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
+                  rejected_flags=["no-such-flag"], message="does not know --no-such-flag (unlike --attention-backend)")
+    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    assert s.stop_reason == ""
+    cfg = s.suggest("b")
+    rec = replace(record_for(spec, cfg["number"], "b", cfg["params"], False), failure=FailureKind.INVALID_VALUE,
+                  rejected_flags=["attention-backend"], message="argument --attention-backend: invalid choice: 'x'")
+    s.on_trial_complete("b", {"record_json": json.dumps(rec.to_json())})
+    assert "--attention-backend" in s.stop_reason
+
+
+def test_learned_broken_drafter_and_float_cells() -> None:
+    from autotune.bench.types import BenchResult, LevelSummary
+    from autotune.policy.learned import CELL_LAUNCHES, Learned
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    learned = Learned(spec)
+    custom = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/custom-k25-eagle3",
+              "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
+              "mem_fraction_static": 0.85}
+    level = LevelSummary(concurrency=1, requests=8, failed=0, duration_s=1.0, output_tok_per_s=40.0,
+                         request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
+                         e2e_ms=None, accept_length=1.0)
+    rec = replace(record_for(spec, 0, "a", custom, True), bench=BenchResult(levels=(level,)))
+    assert learned.observe(custom, rec) == 1.0
+    other = {**custom, "speculative_num_steps": 1, "mem_fraction_static": 0.8}
+    assert "accepted no draft token" in (learned.reason(other) or "")
+    public = {**custom, "speculative_draft_model_path": "/models/public-k2-eagle3"}
+    assert learned.reason(public) is None
+    for i in range(CELL_LAUNCHES):  # the same discrete settings, other memory fractions
+        learned.observe({**public, "mem_fraction_static": 0.8 + i / 100}, record_for(spec, i, "b", public, True))
+    assert "launched 2 times" in (learned.reason({**public, "mem_fraction_static": 0.9}) or "")
+    assert learned.reason({**public, "max_running_requests": 256}) is None
+
+
+def test_every_second_launch_steps_from_the_best_point() -> None:
+    spec = load_study(ROOT / "search_spaces" / "nccl.yaml")
+    study = open_study(spec, None)
+    s = _searcher(spec, study)
+    seed = s.suggest("seed")
+    _complete(s, spec, "seed", seed, 2000.0)  # the best point throughout
+    steps = 0
+    for i in range(10):
+        cfg = s.suggest(f"t{i}")
+        diff = [k for k in seed["params"] if cfg["params"][k] != seed["params"][k]]
+        steps += len(diff) == 1
+        _complete(s, spec, f"t{i}", cfg, 1000.0)
+    assert steps >= 5 and s.neighbours_launched >= 5
+
+
+SCREENED = """
+study:
+  name: screened
+  engine: sim
+  trials: 20
+  sampler: tpe
+  seed: 1
+  points_to_evaluate: [{cpb: 1024, cgbs: 8}]
+sim: {profile: h200-llama-1b}
+load_levels: [1]
+params:
+  cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048, 4096]}
+  cgbs: {flag: cuda-graph-max-bs, type: int, low: 8, high: 15}
+"""
+
+
+def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Proposals that find nothing to launch (here: one try each, no walk) fall back on the listed space: the
+    unmeasured point that passes the screen, the nearest to the best one first; then the search ends, saying why."""
+    import autotune.study.searcher as searcher_mod
+
+    monkeypatch.setattr(searcher_mod, "MAX_DUPLICATE_ASKS", 1)
+    monkeypatch.setattr(searcher_mod, "NEIGHBOUR_AFTER", 99)
+    monkeypatch.setattr(searcher_mod, "EXPLOIT_EVERY", 10_000)  # no coordinate step either
+    (tmp_path / "s.yaml").write_text(SCREENED)
+    spec = load_study(tmp_path / "s.yaml")
+    allowed = {(1024, 8), (1024, 9), (2048, 12), (4096, 15)}
+
+    def screen(p: dict) -> str | None:
+        return None if (p["cpb"], p["cgbs"]) in allowed else "predicted not to fit in GPU memory"
+
+    study = open_study(spec, None)
+    s = _searcher(spec, study, screen)
+    launched = []
+    for i in range(7):
+        cfg = s.suggest(f"t{i}")
+        launched.append((cfg["params"]["cpb"], cfg["params"]["cgbs"]))
+        _complete(s, spec, f"t{i}", cfg, 500.0 if launched[-1] == (1024, 8) else 100.0)
+    assert launched[0] == (1024, 8)  # the seed point
+    assert set(launched[:4]) == allowed, "every allowed point once, no screened one, no repeat"
+    assert launched.index((1024, 9)) < launched.index((4096, 15)), "nearest the best point first"
+    assert s.exhausted == ("search space exhausted: none of its 24 points is left to launch (4 measured or running, "
+                           "20 set aside before launch)")
+    # then measured points again, never a point set aside (the last proposals were all screened: the best point)
+    assert launched[4:] == [(1024, 8)] * 3 and s.relaunched == 3
+
+
+def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import autotune.study.searcher as searcher_mod
+
+    monkeypatch.setattr(searcher_mod, "ENUMERATE_LIMIT", 3)  # the 2-point TINY space lists; 24 points do not
+    (tmp_path / "s.yaml").write_text(SCREENED)
+    spec = load_study(tmp_path / "s.yaml")
+    study = open_study(spec, None)
+    s = _searcher(spec, study, lambda p: "screened")
+    seed = s.suggest("seed")
+    _complete(s, spec, "seed", seed, 100.0)
+    cfg = s.suggest("next")  # everything screened: a screened proposal is launched anyway, as before listing
+    assert cfg != Searcher.FINISHED and not s.exhausted
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_step_moves_the_chain_length_the_way_the_speed_model_predicts(seed: int) -> None:
+    """H200 study: SGLANG_SIMULATE_ACC_LEN=3.0, so 2 steps accept as much as 3 and cost less (autotune.policy.specmodel);
+    drawn at random, the step would go to 4 first in half the studies."""
+    from autotune.bench.types import BenchResult, LevelSummary
+
+    spec = replace(load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml"), seed=seed)
+    study = open_study(spec, None)
+    s = _searcher(spec, study)
+    level = LevelSummary(concurrency=64, requests=8, failed=0, duration_s=1.0, output_tok_per_s=1.0,
+                         request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
+                         e2e_ms=None, accept_length=3.0)
+    chain = None
+    for i in range(8):
+        cfg = s.suggest(f"t{i}")
+        p = cfg["params"]
+        if chain is not None and [k for k in p if p.get(k) != chain.get(k)] == ["speculative_num_steps"]:
+            assert p["speculative_num_steps"] == 2
+            return
+        spec_on = p.get("speculative_algorithm") is not None
+        first_chain = chain is None and p.get("speculative_num_steps") == 3 and p.get("speculative_eagle_topk") == 1
+        value = 2000.0 if first_chain else 1000.0  # the seed's chain stays the best point
+        rec = replace(record_for(spec, cfg["number"], f"t{i}", p, True), objectives={"output_tok_per_s@max": value},
+                      bench=BenchResult(levels=(level,) if spec_on else ()))
+        s.on_trial_complete(f"t{i}", {"record_json": json.dumps(rec.to_json())})
+        if value == 2000.0:
+            chain = p
+    pytest.fail("no step changed the chain's length within 8 launches")

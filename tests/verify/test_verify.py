@@ -1,0 +1,292 @@
+"""``python -m autotune.verify`` on a simulated study: starts the exported rehearsal script outside Ray, measures it with
+the study's plan, judges each figure, writes verify.json / verify.md and tears the process group down."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.bench.client import run_plan
+from autotune.bench.plan_codec import plan_to_json
+from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.core.trial import LaunchSpec
+from autotune.export import export_study
+from autotune.trial.launcher import launched
+from autotune.trial.records import EngineInfo, TrialOutcome, TrialRecord
+from autotune.trial.registry import group_alive
+from autotune.verify import __main__ as verify
+from autotune.verify.compare import compare
+from tests.conftest import free_port
+
+PLAN = BenchPlan(workload=WorkloadSpec(input_len=32, output_len=16, seed=3), concurrencies=(1, 4), rounds=2,
+                 min_requests=4, warmup_requests=1)
+SIM_ARGV = [sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--sim-time-scale", "10.0",
+            "--model-path", "/models/llama-1b", "--tp-size", "1", "--load-format", "dummy",
+            "--mem-fraction-static", "0.83"]
+ENGINE = EngineInfo(engine="sim", version="0", simulated=True, gpu_name="SIMULATED NVIDIA H200", gpu_count=1,
+                    profile="h200-llama-1b", time_scale=10.0)
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study of one trial, its figures measured on the simulated server it stands for, exported."""
+    root = tmp_path_factory.mktemp("verify") / "vstudy"
+    port = free_port()
+    argv = (*SIM_ARGV, "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(free_port()))
+    spec = LaunchSpec(engine="sim", argv=argv, env={}, host="127.0.0.1", port=port, gpus=0, ready_timeout_s=60)
+    with launched(spec, root / "measure.log") as server:
+        bench = run_plan(server.base_url, PLAN)
+    record = TrialRecord(
+        study="vstudy", trial_id="t0", number=0, params={"mem_fraction_static": 0.83}, flags={}, env={},
+        argv=list(argv), outcome=TrialOutcome.COMPLETE, engine=ENGINE, bench=bench,
+        objectives={"output_tok_per_s@max": bench.levels[-1].output_tok_per_s}, feasible=True,
+    )
+    export_study(root, study_name="vstudy", objectives=[("output_tok_per_s@max", "maximize")], records=[record],
+                 load_levels=[1, 4])
+    study = {"name": "vstudy", "ready_timeout_s": 60.0, "plan": json.loads(plan_to_json(PLAN)),
+             "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
+             "server": {"study_only": {}}}
+    (root / "study.json").write_text(json.dumps(study))
+    return root
+
+
+def _run(study_dir: Path, out: Path, *extra: str) -> tuple[int, dict]:
+    code = verify.main([str(study_dir), "--out", str(out), *extra])
+    report = json.loads((out / "verify.json").read_text()) if (out / "verify.json").exists() else {}
+    return code, report
+
+
+def test_verify_runs_the_rehearsal_measures_and_tears_down(study_dir: Path, tmp_path: Path) -> None:
+    code, report = _run(study_dir, tmp_path / "v", "--tolerance", "0.5")
+    assert report["kind"] == "rehearsal" and report["script"].endswith("best/rehearse_sim.sh")
+    assert report["python"] == sys.executable and not report["server_alive_after_teardown"]
+    assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 4]
+    judged = [f for f in report["figures"] if f["judged"]]
+    assert {(f["concurrency"], f["metric"]) for f in judged} == {
+        (1, "output_tok_per_s"), (4, "output_tok_per_s"), (1, "tpot_ms.median"), (4, "tpot_ms.median")}
+    # the study's record was measured in windows: each judged figure has its 95% interval
+    assert all(f["verdict"] in ("within interval", "intervals overlap", "outside interval") for f in judged)
+    assert all(f["low"] <= f["high"] and f["measured_low"] <= f["measured_high"] for f in judged)
+    assert code == (0 if report["ok"] else 1) and report["ok"] == all(f["ok"] for f in judged)
+    md = (tmp_path / "v" / "verify.md").read_text()
+    assert "Rehearsal" in md and "| 4 | output_tok_per_s |" in md
+
+
+def test_verify_fails_when_the_study_figures_are_not_reproduced(study_dir: Path, tmp_path: Path) -> None:
+    best = study_dir / "best" / "best.json"
+    doc = json.loads(best.read_text())
+    broken = tmp_path / "broken"
+    (broken / "best").mkdir(parents=True)
+    for name in ("rehearse_sim.sh", "launch.sh"):
+        (broken / "best" / name).write_bytes((study_dir / "best" / name).read_bytes())
+        (broken / "best" / name).chmod(0o755)
+    (broken / "study.json").write_text((study_dir / "study.json").read_text())
+    for lv in doc["best"]["levels"]:
+        lv["output_tok_per_s"] *= 10
+        lv.pop("intervals", None)  # a record without intervals: judged against the tolerance
+    (broken / "best" / "best.json").write_text(json.dumps(doc))
+    code, report = _run(broken, tmp_path / "v")
+    assert code == 1 and not report["ok"]
+    assert {f["verdict"] for f in report["figures"] if f["metric"] == "output_tok_per_s"} == {"outside tolerance"}
+
+
+def test_verify_refuses_what_the_site_forbids(study_dir: Path, tmp_path: Path, site_multicast_off: dict) -> None:
+    doc = json.loads((study_dir / "best" / "best.json").read_text())
+    doc["export"]["rehearsal"]["env"]["NCCL_NVLS_ENABLE"] = "1"
+    bad = tmp_path / "bad"
+    (bad / "best").mkdir(parents=True)
+    (bad / "best" / "best.json").write_text(json.dumps(doc))
+    (bad / "best" / "rehearse_sim.sh").write_text("#!/bin/sh\nexit 99\n")
+    (bad / "study.json").write_text((study_dir / "study.json").read_text())
+    code, report = _run(bad, tmp_path / "v")
+    assert code == 2 and report == {} and not (tmp_path / "v" / "server.log").exists()
+
+
+def test_figures_are_judged_against_the_interval_when_recorded() -> None:
+    level = {"concurrency": 8, "output_tok_per_s": 100.0, "tpot_ms": {"median": 5.0}, "ttft_ms": {"p99": 9.0},
+             "intervals": {"output_tok_per_s": {"mean": 100.0, "sd": 2.0, "n": 3, "low": 95.0, "high": 105.0}}}
+    inside = compare([level], [{**level, "output_tok_per_s": 104.0, "tpot_ms": {"median": 5.2}}])
+    verdicts = {f.metric: f.verdict for f in inside}
+    assert verdicts["output_tok_per_s"] == "within interval" and verdicts["tpot_ms.median"] == "within tolerance"
+    outside = compare([level], [{**level, "output_tok_per_s": 106.0, "intervals": {}}])
+    assert next(f for f in outside if f.metric == "output_tok_per_s").verdict == "outside interval"
+    assert not all(f.ok for f in outside)
+    again = {"output_tok_per_s": {"mean": 108.0, "sd": 2.0, "n": 3, "low": 104.0, "high": 112.0}}
+    overlap = compare([level], [{**level, "output_tok_per_s": 108.0, "intervals": again}])
+    overlapping = next(f for f in overlap if f.metric == "output_tok_per_s")
+    assert overlapping.verdict == "intervals overlap" and not overlapping.ok  # shown, never a pass
+    again["output_tok_per_s"]["low"] = 106.0
+    apart = compare([level], [{**level, "output_tok_per_s": 108.0, "intervals": again}])
+    assert next(f for f in apart if f.metric == "output_tok_per_s").verdict == "outside interval"
+    missing = compare([level], [])
+    assert {f.verdict for f in missing} == {"not measured"}
+
+
+def test_a_new_launch_is_judged_against_the_new_launch_interval_of_pooled_relaunches() -> None:
+    """Four relaunches at 100, 104, 96, 100 (sd 3.27): the mean is known to +-5.2 (t(3) = 3.18), but one new launch
+    is expected within +-11.6; 108 is a plausible new launch, outside the mean's interval, inside the new-launch one."""
+    from autotune.verify.compare import across_launches
+
+    pooled = across_launches([[{"concurrency": 8, "output_tok_per_s": v}] for v in (100.0, 104.0, 96.0, 100.0)])
+    iv = pooled[0]["intervals"]["output_tok_per_s"]
+    sd = (32 / 3) ** 0.5
+    assert iv["high"] - 100.0 == pytest.approx(3.182446305284263 * sd / 2)
+    assert iv["new_launch_high"] - 100.0 == pytest.approx(3.182446305284263 * sd * (1 + 1 / 4) ** 0.5)
+    new = [{"concurrency": 8, "output_tok_per_s": 108.0}]
+    as_new = next(f for f in compare(pooled, new, new_launch=True) if f.metric == "output_tok_per_s")
+    as_mean = next(f for f in compare(pooled, new) if f.metric == "output_tok_per_s")
+    assert as_new.verdict == "within interval" and as_mean.verdict == "outside interval"
+    far = next(f for f in compare(pooled, [{"concurrency": 8, "output_tok_per_s": 113.0}], new_launch=True)
+               if f.metric == "output_tok_per_s")
+    assert far.verdict == "outside interval"
+
+
+def test_as_measured_adds_the_benchmark_only_settings_back(study_dir: Path) -> None:
+    doc = json.loads((study_dir / "best" / "best.json").read_text())
+    target = verify.choose_target(study_dir, doc, "launch", as_measured=True)
+    assert target.extra_args == ("--load-format", "dummy") and target.as_measured
+    plain = verify.choose_target(study_dir, doc, "launch", as_measured=False)
+    assert plain.extra_args == () and plain.script.name == "launch.sh"
+    spec = verify.launch_spec(target, "127.0.0.1", 1234, 10)
+    assert spec.argv[-3:] == ("--", "--load-format", "dummy") and spec.env["PORT"] == "1234"
+
+
+@pytest.fixture
+def started(monkeypatch) -> list[int]:
+    """The process ids of the servers verify starts."""
+    pids: list[int] = []
+    original = verify.ServerProcess.start
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        original(self)
+        pids.append(self.proc.pid)
+
+    monkeypatch.setattr(verify.ServerProcess, "start", spy)
+    return pids
+
+
+def test_server_process_group_is_gone_after_verify(study_dir: Path, tmp_path: Path, started: list[int]) -> None:
+    _run(study_dir, tmp_path / "v", "--tolerance", "10")
+    assert started and not group_alive(started[0])
+
+
+
+def test_the_server_verify_starts_keeps_the_site_variables(study_dir: Path, tmp_path: Path, monkeypatch,
+                                                            site_multicast_off: dict) -> None:
+    seen: dict[str, str] = {}
+    original = verify.ServerProcess.wait_ready
+
+    def spy(self, *a, **kw):  # type: ignore[no-untyped-def]
+        ready = original(self, *a, **kw)
+        raw = Path(f"/proc/{self.proc.pid}/environ").read_bytes().split(b"\0")
+        seen.update(dict(item.decode().split("=", 1) for item in raw if b"=" in item))
+        return ready
+
+    monkeypatch.setattr(verify.ServerProcess, "wait_ready", spy)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    _run(study_dir, tmp_path / "v", "--tolerance", "10")
+    assert {k: seen.get(k) for k in site_multicast_off} == site_multicast_off
+    assert "OMP_NUM_THREADS" not in seen  # launch.sh's env -u: the measured server ran without it
+
+
+def test_bench_serving_runs_the_study_workload_at_each_level(tmp_path: Path) -> None:
+    from autotune.verify.sglang import bench_serving_argv, parse_result
+
+    plan = BenchPlan(workload=WorkloadSpec(input_len=128, output_len=256, range_ratio=0.5, seed=7),
+                     concurrencies=(1, 64), rounds=2, min_requests=8)
+    argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl")
+    assert argv[argv.index("--num-prompts") + 1] == "128"  # default: one window's worth
+    argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl", 300)
+    assert argv[argv.index("--num-prompts") + 1] == "300"
+    opt = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    assert argv[1:3] == ["-m", "sglang.bench_serving"] and opt["--max-concurrency"] == "64"
+    assert opt["--random-range-ratio"] == "0.5" and opt["--seed"] == "7"
+    assert opt["--random-input-len"] == "128" and opt["--tokenizer"] == "/models/m"
+    line = '{"output_throughput": 900.5, "p99_ttft_ms": 40.0, "median_tpot_ms": 3.1, "completed": 128, "duration": 9}'
+    level = parse_result("{}\n" + line + "\n", 64, 128)
+    assert (level.output_tok_per_s, level.ttft_ms_p99, level.tpot_ms_median, level.completed) == (900.5, 40.0, 3.1, 128)
+
+
+def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() -> None:
+    from autotune.verify.__main__ import study_basis
+
+    own = [{"concurrency": 8, "output_tok_per_s": 150.0}]
+    pooled = [{"concurrency": 8, "output_tok_per_s": 110.0,
+               "intervals": {"output_tok_per_s": {"mean": 110.0, "sd": 10.0, "n": 3, "low": 85.2, "high": 134.8}}}]
+    doc = {"best": {"number": 3, "levels": own},
+           "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled}}
+    basis = study_basis(doc)
+    assert basis.levels == pooled and "3 clean finalist relaunches of trial 3" in basis.text and basis.new_launch
+    one = [{"concurrency": 8, "output_tok_per_s": 110.0, "intervals": {}}]  # one relaunch, no other finalist's spread
+    for change in ({"winner_launches": 1, "winner_levels": one}, {"decision": {"winner": 4}}, {"winner_levels": []}):
+        basis = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
+        assert basis.levels == own and "the trial's own launch" in basis.text and not basis.new_launch
+    # one relaunch of the winner, but the other finalists' relaunches give the launch-to-launch spread
+    lent = [{"concurrency": 8, "output_tok_per_s": 110.0, "intervals": {"output_tok_per_s": {
+        "mean": 110.0, "sd": None, "n": 1, "low": None, "high": None, "new_launch_low": 90.0, "new_launch_high": 130.0,
+        "new_launch_df": 2, "new_launch_basis": "pooled"}}}]
+    basis = study_basis({**doc, "finalists": {**doc["finalists"], "winner_launches": 1, "winner_levels": lent}})
+    assert basis.levels == lent and "1 clean finalist relaunch of trial 3" in basis.text and basis.new_launch
+    assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None}).levels == own
+
+
+def test_bench_serving_sends_as_many_requests_as_the_study_measured() -> None:
+    from autotune.verify.__main__ import prompts_per_level
+
+    plan = BenchPlan(workload=WorkloadSpec(), concurrencies=(1, 16, 64), rounds=2, min_requests=8)
+    doc = {"best": {"levels": [{"concurrency": 1, "requests": 33}, {"concurrency": 16, "requests": 20},
+                               {"concurrency": 64, "requests": 410}]}}
+    assert prompts_per_level(doc, plan) == {1: 33, 16: 32, 64: 410}  # never below one window's worth
+
+
+def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """bench_serving's figures count for the verdict, against the same interval as autotune's client."""
+    doc = json.loads((study_dir / "best" / "best.json").read_text())
+    far = [{"concurrency": lv["concurrency"], "num_prompts": 8, "completed": 8, "duration_s": 1.0,
+            "output_tok_per_s": lv["output_tok_per_s"] * 5, "ttft_ms_p99": 1.0, "ttft_ms_median": 1.0,
+            "tpot_ms_median": lv["tpot_ms"]["median"]} for lv in doc["best"]["levels"]]
+    def bench_serving(doc, plan, base_url, out_dir, on_level):  # type: ignore[no-untyped-def]
+        for level in far:
+            on_level(level)
+
+    monkeypatch.setattr(verify, "_bench_serving", bench_serving)
+    code, report = _run(study_dir, tmp_path / "v", "--bench-serving", "--metrics", "output_tok_per_s")
+    bs = report["bench_serving"]["figures"]
+    assert {(f["concurrency"], f["metric"]) for f in bs if f["judged"]} == {(1, "output_tok_per_s"),
+                                                                         (4, "output_tok_per_s")}
+    assert all(f["verdict"] == "outside interval" for f in bs if f["judged"])
+    assert code == 1 and not report["ok"]
+    md = (tmp_path / "v" / "verify.md").read_text()
+    assert "Against the study's figures" in md
+    # the two clients' offset on this launch: bench_serving sent 5x the study's throughput at the same TPOT
+    offsets = {o["concurrency"]: o for o in report["bench_serving"]["vs_autotune_client"]}
+    mine = {lv["concurrency"]: lv for lv in report["autotune"]["levels"]}
+    for lv in far:
+        o = offsets[lv["concurrency"]]
+        assert o["output_tok_per_s"] == pytest.approx(lv["output_tok_per_s"] / mine[lv["concurrency"]]["output_tok_per_s"] - 1)
+        assert o["tpot_ms.median"] == pytest.approx(lv["tpot_ms_median"] / mine[lv["concurrency"]]["tpot_ms"]["median"] - 1)
+    assert "bench_serving against autotune's client on this same launch" in md
+
+
+def test_narrow_interval_widths_keep_their_decimals() -> None:
+    from autotune.verify.report import _pct
+    assert [_pct(x) for x in (0.13, 1.64, 12.4)] == ["0.13%", "1.6%", "12%"]
+
+
+def test_an_interrupted_verify_keeps_what_it_measured(study_dir: Path, tmp_path: Path, monkeypatch,
+                                                      started: list[int]) -> None:
+    """Stopped during bench_serving (a deadline's SIGINT): the server is stopped, exit 130, and verify.json keeps
+    autotune's figures and the bench_serving levels that finished, marked complete: false."""
+    def bench_serving(doc, plan, base_url, out_dir, on_level):
+        on_level({"concurrency": 1, "num_prompts": 8, "completed": 8, "output_tok_per_s": 1.0})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify, "_bench_serving", bench_serving)
+    code, report = _run(study_dir, tmp_path / "v", "--bench-serving")
+    assert code == 130 and report["complete"] is False and started and not group_alive(started[0])
+    assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 4]
+    assert report["bench_serving"]["levels"][0]["concurrency"] == 1 and "teardown_s" not in report
+    assert not (tmp_path / "v" / "verify.md").exists()
