@@ -18,24 +18,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (from, to): edges the layering forbids. "serve_app" is only an import path for exported configs.
 FORBIDDEN = {
+    ("autotune.core", "*"): "core is the leaf layer: every layer names its failures, errors and trial values",
     ("autotune.space", "autotune.engines"): "the search space knows no engine (the engine normalizes a trial's flags)",
-    ("autotune.core.failures", "*"): "failures is a leaf: every layer names a FailureKind",
-    ("autotune.core.trial", "*"): "trial is a leaf: the values between the searcher and the engine",
-    ("autotune.trial.replica", "autotune.serve"): "the Serve boundary's records know nothing of Serve",
-    ("autotune.trial.replica", "autotune.study.runner"): "the Serve boundary's records know nothing of the runner",
-    ("autotune.bench", "autotune.trial.records"): "the benchmark does not know trial records",
-    ("autotune.engines", "autotune.trial.records"): "engines speak failures and phases, not records",
+    ("autotune.bench", "autotune.trial"): "the benchmark does not know trial records",
+    ("autotune.engines", "autotune.trial"): "engines speak failures and phases, not records",
+    ("autotune.trial", "autotune.serve"): "the Serve boundary's records know nothing of Serve",
+    ("autotune.trial", "autotune.study"): "a trial's parts know nothing of the runner or the study",
+    ("autotune.export", "autotune.policy"): "the export reads records and finalists, not the search policy",
+    ("autotune.export", "autotune.study"): "the export reads what a study stored, not how it ran",
+    ("autotune.finalists", "autotune.study"): "the finalists' choice and store are data the export may import",
+    ("autotune.policy", "autotune.study"): "the policy decides; the study runs (the searcher holds the policy)",
 }
-LEAVES_ALLOWED = {"autotune.core.failures", "autotune.core.trial"}  # a leaf may import only these (and the package's version)
+LEAVES_ALLOWED: set[str] = set()  # a leaf unit may import only these (and the package's version)
 
 
 def unit(module: str) -> str | None:
-    """The graph's node for a module: ``serve_app``, ``autotune.<subpackage or module>``, or None (not ours)."""
+    """The graph's node for a module: ``serve_app``, ``autotune.<subpackage or module>``, a subpackage's CLI
+    ``autotune.<subpackage>.__main__`` (an entry above its own package: ``python -m autotune.verify``), or None (not
+    ours)."""
     parts = module.split(".")
     if parts[0] == "serve_app":
         return "serve_app"
     if parts[0] != "autotune" or len(parts) == 1:
         return None
+    if len(parts) == 3 and parts[2] == "__main__":
+        return module
     return f"autotune.{parts[1]}"
 
 
@@ -132,7 +139,7 @@ def documented_layers(path: Path = ROOT / "docs" / "architecture.md") -> dict[st
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 2 and cells[0][:1].isdigit():
-            for name in re.findall(r"`(\w+)`", cells[1]):
+            for name in re.findall(r"`([\w.]+)`", cells[1]):
                 layers[f"autotune.{name}"] = int(cells[0].split()[0])
     return layers
 
@@ -155,17 +162,19 @@ def test_the_documented_layers_match_the_code() -> None:
 
 
 def test_the_layer_check_reports_an_upward_import() -> None:
-    graph = {"autotune.core.failures": {"autotune.study.runner"}, "autotune.study.runner": set(), "autotune.extra": set()}
-    found = layer_violations(graph, {"autotune.core.failures": 0, "autotune.study.runner": 7})
+    graph = {"autotune.core": {"autotune.study"}, "autotune.study": set(), "autotune.extra": set()}
+    found = layer_violations(graph, {"autotune.core": 0, "autotune.study": 7})
     assert found == ["autotune.extra: not in the table of docs/architecture.md",
-                     "autotune.core.failures (layer 0) imports autotune.study.runner (layer 7)"]
+                     "autotune.core (layer 0) imports autotune.study (layer 7)"]
 
 
 def test_the_graph_sees_the_packages() -> None:
     graph = import_graph()
-    assert {"autotune.space", "autotune.engines", "autotune.serve", "autotune.study.runner", "serve_app"} <= set(graph)
+    assert {"autotune.space", "autotune.engines", "autotune.serve", "autotune.study", "serve_app"} <= set(graph)
     assert graph["serve_app"] == {"autotune.serve"}, "serve_app is an import shim, nothing more"
-    assert "autotune.serve" in graph["autotune.study.runner"]  # a lazy import inside a function counts
+    assert "autotune.serve" in graph["autotune.study"]  # the runner's lazy import inside a function counts
+    assert "autotune.report" in graph["autotune.verify.__main__"]  # a package's CLI is a unit of its own
+    assert "autotune.report" not in graph["autotune.verify"]
 
 
 def test_no_import_cycles() -> None:
@@ -190,17 +199,22 @@ def test_the_cycle_check_finds_a_cycle(edges: dict[str, set[str]], expected: lis
 
 
 def test_the_checks_fail_on_a_broken_copy(tmp_path: Path) -> None:
-    """A copy of the tree with space importing engines, and a bench <-> errors cycle, is reported."""
+    """A copy of the tree with space importing engines, a bench <-> core cycle, and export importing policy, is
+    reported."""
     import shutil
 
     for package in ("autotune", "serve_app"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "autotune" / "space" / "broken.py").write_text("from autotune.engines import get_engine\n")
-    with (tmp_path / "autotune" / "errors.py").open("a") as f:
+    with (tmp_path / "autotune" / "core" / "errors.py").open("a") as f:
         f.write("\nfrom autotune.bench.types import BenchPlan  # noqa\n")
+    (tmp_path / "autotune" / "export" / "broken.py").write_text("import autotune.policy.fit\n")
     graph = import_graph(tmp_path)
-    assert any("autotune.space -> autotune.engines" in e for e in forbidden_edges(graph))
-    assert any({"autotune.bench", "autotune.core.errors"} <= set(c) for c in cycles(graph))
+    found = forbidden_edges(graph)
+    assert any("autotune.space -> autotune.engines" in e for e in found)
+    assert any("autotune.export -> autotune.policy" in e for e in found)
+    assert any("autotune.core -> autotune.bench" in e for e in found)
+    assert any({"autotune.bench", "autotune.core"} <= set(c) for c in cycles(graph))
 
 
 if __name__ == "__main__":
