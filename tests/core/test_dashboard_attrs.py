@@ -22,7 +22,7 @@ from autotune.trial.store import StudyStore
 optuna_dashboard = pytest.importorskip("optuna_dashboard", reason="optuna-dashboard is a dev dependency: "
                                        "pip install -e '.[dev]'")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "output_tok_per_s@max"
 
 

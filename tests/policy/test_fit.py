@@ -13,7 +13,7 @@ from autotune.sim.profile import load_profile
 from autotune.space import load_study
 from autotune.trial.records import FailureKind
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 H200 = 143771 * 1024 * 1024
 
 

@@ -12,7 +12,7 @@ from autotune.policy.prescreen import study_sizes, top_level
 from autotune.policy.repair import Repairer
 from autotune.space import load_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_study(ROOT / "search_spaces" / "speculative.yaml")
 EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
          "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": None,

@@ -9,7 +9,7 @@ import pytest
 from autotune.policy.specmodel import ChainSpeedup, acceptance_of, chain_accept_length, fit, order_steps
 from autotune.space import load_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAIN = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
          "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
          "mem_fraction_static": 0.85}

@@ -16,7 +16,7 @@ from autotune.core.errors import SpaceError
 from autotune.engines import get_engine, sglang_rules
 from autotune.space import StudyOverrides, StudySpec, load_study, suggest, to_trial_config
 
-SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
 BASE: dict[str, Any] = {
     "study": {"name": "t", "engine": "sim", "trials": 3},

@@ -9,7 +9,7 @@ from autotune.space import load_study
 from autotune.space.enumerate import discrete_values, distance, finite_points, nearest_first
 from autotune.space.types import ParamSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_h200_space_lists_with_its_conditional_parameters() -> None:

@@ -19,7 +19,7 @@ from autotune.study.runner import run_trial
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.trial.replica import BenchRun, Deployed, DeployRequest, Failure, Ready, ServerReport, Teardown
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PARAMS = {"mem_fraction_static": 0.8, "max_running_requests": 16}
 LOG = (
     "[2026-12-01 10:00:01] Load weight end. elapsed=1.50 s, type=LlamaForCausalLM\n"
