@@ -11,17 +11,33 @@ import pytest
 os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names an item's group only with --dist loadgroup
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slow (Ray, end-to-end) tests run first, in their collected order, then the rest: with ``-n 2`` the long
-    tests start at once and the many short ones fill in behind them, instead of a long test starting last."""
+    """The fast lane (``-m "not slow"``) leaves out the research harness (marked ``research``) unless the marker
+    expression names it. The slow (Ray, end-to-end) tests run first, in their collected order, then the rest: with
+    ``-n 2`` the long tests start at once and the many short ones fill in behind them, instead of a long test starting
+    last. On an xdist worker, an ``xdist_group`` is named in the item's id whatever ``--dist`` says, so the group's
+    tests run on one worker (the scheduler below groups by that name)."""
+    markexpr = config.getoption("markexpr", "") or ""
+    if "not slow" in markexpr and "research" not in markexpr:
+        research = [item for item in items if item.get_closest_marker("research") is not None]
+        if research:
+            config.hook.pytest_deselected(items=research)
+            items[:] = [item for item in items if item.get_closest_marker("research") is None]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the collected order within each
+    if hasattr(config, "workerinput"):
+        for item in items:
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                            for m in item.iter_markers("xdist_group")})
+            if names and "@" not in item.nodeid.rpartition("]")[2]:
+                item._nodeid = f"{item.nodeid}@{'_'.join(names)}"
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; without xdist it is never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """With ``-n 2 --dist loadgroup`` (the README's test command): each worker takes the next test in the order above
-    when it is free (not reordered by group size); the tests of an ``xdist_group`` (a module-scoped study) stay on
-    one worker, so that study runs once."""
+    """With ``-n 2`` (any ``--dist``; the README says ``--dist loadgroup``): each worker takes the next test in the
+    order above when it is free (not reordered by group size); the tests of an ``xdist_group`` (a module-scoped study)
+    stay on one worker, so that study runs once."""
     from xdist.scheduler import LoadGroupScheduling
 
     config.option.loadscopereorder = False

@@ -13,6 +13,8 @@ from benchmarks.search.drivers import run_grid, run_searcher
 from benchmarks.search.landscape import VARIANTS, Landscape, enumerate_points, optimum
 from benchmarks.search.metrics import launches_to, ratio_at, summarize
 
+pytestmark = pytest.mark.research  # the research harness: out of the fast lane (tests/conftest.py)
+
 
 def test_enumeration_matches_the_sampler_shape() -> None:
     spec = load_space("speculative")
