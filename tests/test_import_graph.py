@@ -1,5 +1,6 @@
-"""The layering, checked from the source: no import cycle between autotune's units (its subpackages and top-level
-modules), none between ``autotune`` and ``serve_app``, and the forbidden edges absent.
+"""The layering, checked from the source: no import cycle between autotune's units (its subpackages, its top-level
+modules, and a subpackage's CLI ``__main__``), none between ``autotune`` and ``serve_app``, and the forbidden edges
+absent.
 
 Every ``import`` statement counts, also one inside a function or under ``TYPE_CHECKING``: a lazy import is still a
 dependency. The graph is printed by ``python -m tests.test_import_graph`` (docs/architecture.md describes it).
