@@ -29,7 +29,7 @@ from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.prometheus import render_metrics
 from autotune.sim.request_parse import Generation, json_body, parse_generate
 from autotune.sim.streaming import generate_chunk, sse, token_updates
-from autotune.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
+from autotune.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER, SUCCESSOR_HEADER
 
 ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
 
@@ -202,7 +202,8 @@ async def run_request(request: web.Request, st: State, gen: Generation, build: A
     if isinstance(send_time, web.Response):
         return send_time
     max_new, stream = gen.max_new_tokens, gen.stream
-    h = engine.submit(gen.prompt_tokens, max_new, send_time)
+    successor = request.headers.get(SUCCESSOR_HEADER, "1") != "0"
+    h = engine.submit(gen.prompt_tokens, max_new, send_time, successor=successor)
     interval = st.args.sim_stream_interval_ms / 1000.0
     try:
         if not stream:
