@@ -32,11 +32,11 @@ from typing import Any
 import httpx
 
 from autotune.bench import sim_clock
+from autotune.bench.load import Load
 from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
+from autotune.bench.open_loop import OpenRun, run_open_window
 from autotune.bench.server_api import FLUSH_RETRY_S, ServerInfo, fetch_server_info, flush_cache
 from autotune.bench.sim_clock import VirtualSlot
-from autotune.bench.load import Load
-from autotune.bench.open_loop import OpenRun, run_open_window
 from autotune.bench.source import PreparedUnit, RequestSource
 from autotune.bench.stream import Clock, failed_sample, send_request
 from autotune.bench.transport import _default_transport

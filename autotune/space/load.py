@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autotune.bench.load import Load
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.errors import SpaceError
-from autotune.bench.load import Load
 from autotune.space.checks import check_file, resolve_workload_path, study_slo
 from autotune.space.params import build_params, check_points
 from autotune.space.schema import Problem, StudyFileModel, parse_file_model, raise_problems, read_yaml
