@@ -55,11 +55,12 @@ def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> n
     return trace_times([float(a) for a in arrivals if a is not None], load)
 
 
-def _lateness(values: list[float]) -> Lateness:
+def _lateness(values: list[float], shift: float) -> Lateness:
     if not values:
-        return Lateness(0.0, 0.0, 0.0, 0)
+        return Lateness(0.0, 0.0, 0.0, 0, shift)
     arr = np.asarray(values)
-    return Lateness(float(arr.mean()), float(np.percentile(arr, 99.0)), float(arr.max()), int((arr > LATE_S).sum()))
+    p99 = float(np.percentile(arr, 99.0))
+    return Lateness(float(arr.mean()), p99, float(arr.max()), int((arr > LATE_S).sum()), shift)
 
 
 async def run_open_window(
@@ -151,5 +152,5 @@ async def run_open_window(
     span = float(times[len(tasks) - 1]) if len(tasks) > 1 else 0.0
     offered = (len(tasks) - 1) / span if span > 0 else 0.0
     return OpenRun(
-        tuple(samples), wall_s, bool(state["gone"]), timed_out, max(engine_s, 1e-9), _lateness(late), saturated, offered
+        tuple(samples), wall_s, bool(state["gone"]), timed_out, max(engine_s, 1e-9), _lateness(late, shift), saturated, offered
     )

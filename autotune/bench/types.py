@@ -77,6 +77,7 @@ class Lateness:
     p99_s: float
     max_s: float
     late: int  # sends more than LATE_S behind their scheduled time
+    shift_s: float = 0.0  # how far the schedule moved in all (no catch-up): the last send's time past its plan
 
 
 @dataclass(frozen=True)
