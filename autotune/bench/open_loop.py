@@ -42,7 +42,7 @@ class OpenRun:
     engine_s: float
     lateness: Lateness
     saturated: str  # why the window stopped sending early; "" when it sent every unit
-    offered_rate: float  # units per engine second the schedule offered
+    offered_rate: float  # units per engine second actually sent (the schedule's rate, less any shift)
 
 
 def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> np.ndarray:
@@ -149,7 +149,7 @@ async def run_open_window(
     samples.extend(failed_sample(f"level timeout after {plan.level_timeout_s:g} s") for _ in range(in_flight))
     wall_s = clock() - start
     engine_s = (max(finish) - t0 if finish else wall_s * scale) if virtual else wall_s * scale
-    span = float(times[len(tasks) - 1]) if len(tasks) > 1 else 0.0
+    span = float(times[len(tasks) - 1]) + shift if len(tasks) > 1 else 0.0  # the sends' actual span
     offered = (len(tasks) - 1) / span if span > 0 else 0.0
     return OpenRun(
         tuple(samples), wall_s, bool(state["gone"]), timed_out, max(engine_s, 1e-9), _lateness(late, shift), saturated, offered

@@ -176,7 +176,8 @@ class LevelSummary:
     slo_attainment: float | None = None  # share of the level's requests meeting every SLO
     traffic: TrafficStats | None = None  # the level's requests as built (lengths, prefix reuse)
     lateness: Lateness | None = None  # open-loop levels: sends behind schedule
-    offered_rate: float | None = None  # open-loop levels: requests/s the schedule offered (engine s)
+    offered_rate: float | None = None  # open-loop levels: units/s actually sent (engine s; below the set rate when
+    # the client fell behind and its schedule moved)
 
     @property
     def key(self) -> LevelKey:

@@ -41,7 +41,7 @@ def build_speed(n: int, repeats: int) -> dict[str, object]:
 async def _pace(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
     import httpx
 
-    from autotune.bench.load import Load
+    from autotune.bench.load import Load, arrival_times
     from autotune.bench.open_loop import run_open_window
     from autotune.bench.server_api import fetch_server_info
     from autotune.bench.source import RequestSource
@@ -59,7 +59,8 @@ async def _pace(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
                                     virtual=False)
     late = run.lateness
     return {"requests": len(run.samples), "failed": sum(1 for s in run.samples if not s.ok),
-            "offered_rate": run.offered_rate, "lateness_mean_ms": 1000 * late.mean_s,
+            "scheduled_rate": (len(units) - 1) / float(arrival_times(Load.at_rate(rate), len(units), 0, seed)[-1]),
+            "sent_rate": run.offered_rate, "lateness_mean_ms": 1000 * late.mean_s,
             "lateness_p99_ms": 1000 * late.p99_s, "lateness_max_ms": 1000 * late.max_s, "late_sends": late.late,
             "schedule_shift_ms": 1000 * late.shift_s}
 
