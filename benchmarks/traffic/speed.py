@@ -59,7 +59,7 @@ async def _pace(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
                                     virtual=False)
     late = run.lateness
     return {"requests": len(run.samples), "failed": sum(1 for s in run.samples if not s.ok),
-            "scheduled_rate": (len(units) - 1) / float(arrival_times(Load.at_rate(rate), len(units), 0, seed)[-1]),
+            "scheduled_rate": (len(units) - 1) / float(arrival_times(Load.at_rate(rate), len(units), seed, seed)[-1]),
             "sent_rate": run.offered_rate, "lateness_mean_ms": 1000 * late.mean_s,
             "lateness_p99_ms": 1000 * late.p99_s, "lateness_max_ms": 1000 * late.max_s, "late_sends": late.late,
             "schedule_shift_ms": 1000 * late.shift_s}
