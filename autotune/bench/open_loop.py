@@ -4,10 +4,11 @@ Send times come from the level's ``Load``: a rate's gamma/Poisson arrivals (``lo
 timestamps (``load.trace_times``). Each unit is sent at its time without waiting for earlier answers; a conversation's
 later turns follow its earlier ones (after their answer and think time).
 
-Pacing on a real server (wall clock x time scale): the sender sleeps until each send time. When it is itself late
-(the event loop was busy) by more than ``LATE_S`` engine seconds, it sends at once and the rest of the schedule moves
-by that lateness: it does not send the missed requests in a burst to catch up (AIPerf's no-catch-up). Each send's
-lateness is recorded (``Lateness``). On a simulated server with a virtual clock the sender announces each next arrival
+Pacing on a real server (wall clock x time scale): the sender sleeps until each send time. A send that is late (the
+client's own event loop was busy) goes out at once; up to ``SHIFT_S`` of lateness is absorbed by the next sends
+(host jitter does not lower the rate), while a longer stall moves the rest of the schedule by that lateness: the missed
+requests are not sent in a burst to catch up (AIPerf's no-catch-up). Each send's lateness is recorded (``Lateness``;
+``late`` counts sends more than ``LATE_S`` behind). On a simulated server with a virtual clock the sender announces each next arrival
 (``/sim/hold``) and sends every unit with its virtual send time, so lateness is 0 by construction.
 
 A level is *over-saturated* when ``plan.max_in_flight`` requests are unanswered at a send time: the server is falling
@@ -30,7 +31,8 @@ from autotune.bench.stream import Clock, failed_sample, send_request
 from autotune.bench.types import BenchPlan, Lateness, RequestSample
 from autotune.errors import BenchError
 
-LATE_S = 0.010  # a send more than 10 ms (engine) behind its time counts as late and shifts the schedule
+LATE_S = 0.010  # a send more than 10 ms (engine) behind its time counts as late
+SHIFT_S = 0.100  # a send more than 100 ms (engine) behind moves the rest of the schedule (no catch-up)
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ async def run_open_window(
                 now = clock()
             behind = max(0.0, (now - due) * scale)
             late.append(behind)
-            if behind > LATE_S:
+            if behind > SHIFT_S:
                 shift += behind
         tasks.append(asyncio.create_task(run_unit(unit, slot)))
         await asyncio.sleep(0)  # let the request start before the next send time is computed
