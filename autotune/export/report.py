@@ -24,6 +24,7 @@ from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
+from autotune.export.traffic import traffic_section
 from autotune.finalists import FinalistOutcome
 from autotune.records import TrialOutcome, TrialRecord
 from autotune.verify_compare import level_value
@@ -385,6 +386,7 @@ def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str
         *_study_only(server),
         *_finalists(a),
         *_regimes(a),
+        *traffic_section(a.records),
         *_drafters(a),
         *_pareto(a),
         *_trials(a),
