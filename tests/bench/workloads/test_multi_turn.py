@@ -13,7 +13,7 @@ def test_each_turn_extends_the_previous_turns_prompt(multi_turn_file: str) -> No
     for unit in units:
         assert len(unit) == 3
         assert [t.think_s for t in unit] == [0.0, 2.5, 2.5]
-        for prev, nxt in zip(unit, unit[1:]):
+        for prev, nxt in zip(unit, unit[1:], strict=False):
             assert nxt.text.startswith(prev.text)  # the history (with the previous answer) is a prefix
             assert nxt.prompt_len > prev.prompt_len
         assert unit[-1].text.endswith("Assistant:")
