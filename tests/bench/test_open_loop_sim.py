@@ -54,3 +54,19 @@ def test_multi_turn_conversations_on_the_sim(sim_url: str, tmp_path: Path) -> No
         assert lv.traffic is not None and lv.traffic.prefix_reuse > 0.3
         assert lv.e2e_ms is not None
     assert result.workload is not None and result.workload["kind"] == "multi-turn"
+
+
+def test_trace_replay_at_its_own_times_on_the_sim(sim_url: str, tmp_path: Path) -> None:
+    rows = [{"timestamp": 250 * i, "input_length": 40 + i, "output_length": 8, "hash_ids": [i % 3, 100 + i]}
+            for i in range(12)]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    spec = WorkloadSpec(kind="trace", path=str(path), trace_block_size=16)
+    plan = BenchPlan(workload=spec, concurrencies=(1,), loads=(Load.closed(1), Load.replay(0.5)), warmup_requests=0,
+                     min_windows=2, max_windows=2)
+    result = run_plan(sim_url, plan)
+    lv = result.level("trace0.5")
+    assert lv.failed == 0 and lv.requests == 2 * 12  # a window replays the whole trace
+    # 12 rows 0.25 s apart, replayed twice as fast: 11 gaps of 0.125 s (virtual clock: sent exactly then)
+    assert lv.offered_rate == pytest.approx(11 / (11 * 0.125))
+    assert lv.traffic is not None and lv.traffic.prefix_reuse > 0.1  # hash ids 0-2 repeat their blocks
