@@ -30,21 +30,18 @@ class PrefixTracker:
         self.total = 0
 
     def add(self, req: BenchRequest) -> None:
-        if req.text is not None:
-            data, unit, block = req.text.encode("utf-8", "surrogatepass"), 1, BLOCK_CHARS
-            size = len(req.text)
-            data_units = req.text
+        text = req.text
+        if text is not None:
+            units, block = len(text), BLOCK_CHARS
+            chunk = lambda a, b: text[a:b].encode("utf-8", "surrogatepass")  # noqa: E731
         else:
-            ids = req.input_ids or ()
-            data = np.asarray(ids, dtype=np.int64).tobytes()
-            unit, block, size, data_units = 8, BLOCK_IDS, len(ids), None
-        h = hashlib.blake2b(digest_size=16)
-        self.total += size
-        for start in range(0, size - block + 1, block):
-            if data_units is not None:
-                h.update(data_units[start : start + block].encode("utf-8", "surrogatepass"))
-            else:
-                h.update(data[start * unit : (start + block) * unit])
+            raw = np.asarray(req.input_ids or (), dtype=np.int64).tobytes()
+            units, block = len(req.input_ids or ()), BLOCK_IDS
+            chunk = lambda a, b: raw[8 * a : 8 * b]  # noqa: E731
+        self.total += units
+        h = hashlib.blake2b(digest_size=16)  # the chain: block k's key covers the whole prefix up to it
+        for start in range(0, units - block + 1, block):
+            h.update(chunk(start, start + block))
             key = h.copy().digest()
             if key in self._seen:
                 self.reused += block
