@@ -117,7 +117,8 @@ def regime_choices(
 ) -> tuple[RegimeChoice, ...]:
     """The best config at each concurrency of ``load_levels`` and each open-loop level of ``open_levels``."""
     out = []
-    for c in sorted([*load_levels, *open_levels], key=sort_key):
+    keys: list[int | str] = [*load_levels, *open_levels]
+    for c in sorted(keys, key=sort_key):
         rec, v = _best_at(records, c, load_levels)
         out.append(
             RegimeChoice(

@@ -178,7 +178,8 @@ def _objectives(m: StudyFileModel) -> list[Problem]:
             out.append(Problem(key, "a constraint needs a bound", "add `max:` and/or `min:`"))
         elif c.max is not None and c.min is not None and c.min > c.max:
             out.append(Problem(f"{key}.min", f"min ({c.min}) is above max ({c.max})", "make min <= max"))
-    uses_slo = any(x.metric in ("goodput", "slo_attainment") for x in [*(s.objectives or []), *(s.constraints or [])])
+    metrics = [o.metric for o in s.objectives or []] + [c.metric for c in s.constraints or []]
+    uses_slo = any(metric in ("goodput", "slo_attainment") for metric in metrics)
     if uses_slo and study_slo(m) is None:
         out.append(
             Problem(
