@@ -1,5 +1,7 @@
 """``random``: random text (words, or the model's tokens decoded when its tokenizer is at hand) of a seeded length,
-input and output lengths as ``random-ids`` draws them (SGLang ``bench_serving``'s ``random`` dataset)."""
+input and output lengths as ``random-ids`` draws them (SGLang ``bench_serving``'s ``random`` dataset). By the
+simulator's rule the text is exactly the drawn length; with a model's tokenizer, decoded random ids re-tokenize to about
+that length (as in bench_serving), and ``prompt_len`` records the drawn length."""
 
 from __future__ import annotations
 

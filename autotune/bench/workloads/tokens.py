@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,12 +43,6 @@ class TokenCounter:
         if self._tok is None:
             return max(1, (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN)
         return len(self._tok.encode(text, add_special_tokens=False))
-
-    def count_many(self, texts: Sequence[str]) -> list[int]:
-        if self._tok is None:
-            return [max(1, (len(t) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN) for t in texts]
-        enc = self._tok(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(ids) for ids in enc]
 
     def random_text(self, rng: np.random.Generator, n_tokens: int) -> str:
         """Random words making ``n_tokens`` tokens (by this counter), ``n_tokens >= 1``."""
