@@ -7,7 +7,8 @@ import json
 import sys
 
 from autotune.bench.client import run_plan
-from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, WorkloadSpec
+from autotune.bench.load import Load
+from autotune.bench.types import SLO, BenchPlan, BenchResult, Dist, LevelSummary, WorkloadSpec
 from autotune.core.errors import BenchError
 
 
@@ -21,7 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=256)
     p.add_argument("--range-ratio", type=float, default=0.0, help="lengths uniform in [len*(1-r), len]; 0 = fixed")
-    p.add_argument("--dataset", help="JSONL file of prompts instead of synthetic input ids")
+    p.add_argument("--dataset", help="a file for the workload kind (JSONL prompts, ShareGPT JSON, a Mooncake trace)")
+    p.add_argument("--kind", default=None,
+                   help="workload kind (autotune/bench/workloads): random-ids, random, jsonl, sharegpt, multi-turn, "
+                        "shared-prefix, trace (default: jsonl with --dataset, else random-ids)")
+    p.add_argument("--rate", default="", help="comma-separated request rates (req/s) measured after the concurrencies")
+    p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of rate arrivals (1 = Poisson)")
+    p.add_argument("--context-len", type=int, default=None, help="drop dataset requests longer than this")
+    p.add_argument("--slo", default="", help="per-request SLOs for goodput, e.g. ttft_ms=2000,tpot_ms=100")
     p.add_argument("--vocab-size", type=int, default=32000, help="synthetic ids are drawn from [10, vocab-size)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--requests", type=int, default=None, help="requests per level (default max(8, 2 x concurrency))")
@@ -53,18 +61,35 @@ def _interval(lv: LevelSummary) -> str:
 
 
 def format_table(result: BenchResult) -> str:
-    head = f"{'conc':>5} {'reqs':>5} {'fail':>4} {'dur_s':>7} {'out_tok/s':>10} {'req/s':>7} {'ttft_med':>9} "
+    head = f"{'level':>8} {'reqs':>5} {'fail':>4} {'dur_s':>7} {'out_tok/s':>10} {'req/s':>7} {'ttft_med':>9} "
     head += f"{'ttft_p99':>9} {'itl_med':>8} {'itl_p99':>8} {'tpot_med':>9} {'e2e_med':>9} {'accept':>6} {'win':>3} "
     head += "tok/s 95% interval"
     lines = [head]
     for lv in result.levels:
         lines.append(
-            f"{lv.concurrency:>5} {lv.requests:>5} {lv.failed:>4} {lv.duration_s:>7.2f} {lv.output_tok_per_s:>10.1f} "
+            f"{lv.key!s:>8} {lv.requests:>5} {lv.failed:>4} {lv.duration_s:>7.2f} {lv.output_tok_per_s:>10.1f} "
             f"{lv.request_per_s:>7.2f} {_stat(lv.ttft_ms, 'median'):>9} {_stat(lv.ttft_ms, 'p99'):>9} "
             f"{_stat(lv.itl_ms, 'median', 2):>8} {_stat(lv.itl_ms, 'p99', 2):>8} {_stat(lv.tpot_ms, 'median', 2):>9} "
             f"{_stat(lv.e2e_ms, 'median'):>9} {_fmt(lv.accept_length, 2):>6} {max(1, len(lv.windows)):>3} "
             f"{_interval(lv)}"
         )
+    for lv in result.levels:
+        extra = []
+        if lv.goodput is not None:
+            extra.append(f"goodput {lv.goodput:.2f} req/s, SLO attainment {100 * (lv.slo_attainment or 0):.1f}%")
+        if lv.offered_rate:
+            extra.append(f"offered {lv.offered_rate:.2f} req/s")
+        if lv.lateness is not None:
+            extra.append(f"send lateness p99 {1000 * lv.lateness.p99_s:.1f} ms, max {1000 * lv.lateness.max_s:.1f} ms")
+        if lv.traffic is not None:
+            extra.append(
+                f"prompt tokens mean {lv.traffic.prompt_tokens_mean:.0f}, output mean {lv.traffic.output_tokens_mean:.0f}, "
+                f"prefix reuse {100 * lv.traffic.prefix_reuse:.1f}%"
+            )
+        if extra:
+            lines.append(f"{lv.key!s:>8}: " + "; ".join(extra))
+    if result.workload:
+        lines.append(f"workload: {result.workload}")
     lines.append(f"time_scale={result.time_scale:g} server_accept_length={_fmt(result.server_accept_length, 2)}")
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)
@@ -73,10 +98,10 @@ def format_table(result: BenchResult) -> str:
 def format_spread(results: list[BenchResult]) -> str:
     lines = ["output tok/s over repeats: level mean min max spread%(max-min)/mean"]
     for lv in results[0].levels:
-        vals = [r.level(lv.concurrency).output_tok_per_s for r in results]
+        vals = [r.level(lv.key).output_tok_per_s for r in results]
         mean = sum(vals) / len(vals)
         spread = 100.0 * (max(vals) - min(vals)) / mean if mean else 0.0
-        lines.append(f"{lv.concurrency:>5} {mean:>10.1f} {min(vals):>10.1f} {max(vals):>10.1f} {spread:>6.1f}")
+        lines.append(f"{lv.key!s:>8} {mean:>10.1f} {min(vals):>10.1f} {max(vals):>10.1f} {spread:>6.1f}")
     return "\n".join(lines)
 
 
@@ -92,8 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"--windows must be MIN,MAX (two integers), got {args.windows!r}", file=sys.stderr)
         return 2
+    try:
+        rates = tuple(float(r) for r in args.rate.split(",") if r.strip())
+        slo = SLO(**{k.strip(): float(v) for k, v in (x.split("=") for x in args.slo.split(",") if x.strip())})
+    except (ValueError, TypeError) as exc:
+        print(f"--rate must be comma-separated numbers and --slo NAME=MS pairs (ttft_ms, tpot_ms, itl_ms, e2e_ms): {exc}",
+              file=sys.stderr)
+        return 2
+    loads = (*(Load.closed(c) for c in concurrencies), *(Load.at_rate(r, args.burstiness) for r in rates))
     spec = WorkloadSpec(
-        kind="jsonl" if args.dataset else "synthetic",
+        kind=args.kind or ("jsonl" if args.dataset else "synthetic"),
+        context_len=args.context_len,
         input_len=args.input_len,
         output_len=args.output_len,
         range_ratio=args.range_ratio,
@@ -112,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         max_windows=max_w,
         target_rel_ci=args.precision,
         flush_cache=not args.no_flush,
+        loads=loads if rates else (),
+        slo=None if slo.empty else slo,
     )
     results: list[BenchResult] = []
     try:

@@ -22,7 +22,7 @@ server, or a level where every request failed, raises ``BenchError``. Definition
 from __future__ import annotations
 
 import asyncio
-import collections
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -32,39 +32,26 @@ from typing import Any
 import httpx
 
 from autotune.bench import sim_clock
+from autotune.bench.load import Load
 from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
+from autotune.bench.open_loop import OpenRun, run_open_window
 from autotune.bench.server_api import FLUSH_RETRY_S, ServerInfo, fetch_server_info, flush_cache
 from autotune.bench.sim_clock import VirtualSlot
-from autotune.bench.stream import Clock, failed_sample, request_body, send_request
+from autotune.bench.source import PreparedUnit, RequestSource
+from autotune.bench.stream import Clock, failed_sample, send_request
 from autotune.bench.transport import _default_transport
-from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample, WorkloadSpec
-from autotune.bench.workload import build_requests
+from autotune.bench.types import BenchPlan, BenchResult, LevelSummary, RequestSample
+from autotune.bench.workloads import check_workload, filter_counts
+from autotune.bench.workloads.summary import traffic_stats
 from autotune.core.errors import BenchError
 
-
-class _RequestSource:
-    """Hands out the workload's requests in order, across warmup and all levels (no level repeats a prompt)."""
-
-    def __init__(self, spec: WorkloadSpec) -> None:
-        self._spec = spec
-        self._queue: collections.deque[bytes] = collections.deque()
-        self._built = 0
-
-    def prefetch(self, n: int) -> None:
-        missing = n - len(self._queue)
-        if missing > 0:
-            self._queue.extend(request_body(r, self._spec) for r in build_requests(self._spec, missing, offset=self._built))
-            self._built += missing
-
-    def next(self) -> bytes:
-        if not self._queue:
-            self.prefetch(64)
-        return self._queue.popleft()
+_RequestSource = RequestSource  # the name tests and tools know
 
 
 @dataclass
 class _LoopState:
-    issued: int = 0
+    issued: int = 0  # units (a request, or a conversation)
+    sent: int = 0  # requests
     any_ok: bool = False
     gone: bool = False
 
@@ -80,7 +67,7 @@ class _LevelRun:
 
 async def _run_level(
     client: httpx.AsyncClient,
-    source: _RequestSource,
+    source: RequestSource,
     plan: BenchPlan,
     concurrency: int,
     n: int,
@@ -105,16 +92,28 @@ async def _run_level(
     def elapsed_s(slot: VirtualSlot | None) -> float:
         return slot.t - t0 if slot is not None else (clock() - start) * scale
 
+    async def send_unit(unit: PreparedUnit, slot: VirtualSlot | None) -> None:
+        for k, turn in enumerate(unit):
+            if k and turn.think_s > 0:  # a conversation's next turn, after its think time (engine seconds)
+                if slot is not None:
+                    slot.t += turn.think_s
+                else:
+                    await asyncio.sleep(turn.think_s / scale)
+            state.sent += 1
+            sample, gone = await send_request(client, turn.body, scale, plan.request_timeout_s, clock, slot)
+            samples.append(sample)
+            state.any_ok = state.any_ok or sample.ok
+            state.gone = state.gone or gone
+            if gone or not sample.ok:
+                break  # a failed turn ends its conversation
+
     async def worker(slot: VirtualSlot | None) -> None:
         while not state.gone:
             if state.issued >= n and (not state.any_ok or elapsed_s(slot) >= min_duration_s):
                 break
-            body = source.next()
+            unit = source.next()
             state.issued += 1
-            sample, gone = await send_request(client, body, scale, plan.request_timeout_s, clock, slot)
-            samples.append(sample)
-            state.any_ok = state.any_ok or sample.ok
-            state.gone = state.gone or gone
+            await send_unit(unit, slot)
         if slot is not None and not state.gone:
             await sim_clock.release(client)
 
@@ -126,7 +125,7 @@ async def _run_level(
     for task in tasks:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]  # a bug in the client, not a failed request
-    in_flight = state.issued - len(samples)
+    in_flight = state.sent - len(samples)
     samples.extend(failed_sample(f"level timeout after {plan.level_timeout_s:g} s") for _ in range(in_flight))
     wall_s = clock() - start
     engine_s = max(s.t for s in slots if s is not None) - t0 if virtual else wall_s * scale
@@ -137,9 +136,28 @@ def requests_for_level(plan: BenchPlan, concurrency: int) -> int:
     return plan.requests_per_level or max(plan.min_requests, concurrency * plan.rounds)
 
 
+def units_for_open_level(plan: BenchPlan, load: Load) -> int:
+    """Units per window of an open-loop level: ``requests_per_level``, else ``max(min_requests, rate x
+    rate_window_s)`` for a rate, the trace's rows (those kept) for a trace."""
+    if plan.requests_per_level:
+        return plan.requests_per_level
+    if load.kind == "rate":
+        return max(plan.min_requests, math.ceil(load.rate * plan.rate_window_s))
+    counts = filter_counts(plan.workload)
+    return max(1, counts.kept if counts is not None else plan.min_requests)
+
+
 def _check_plan(plan: BenchPlan) -> None:
-    if not plan.concurrencies or any(c < 1 for c in plan.concurrencies):
+    if not plan.loads and (not plan.concurrencies or any(c < 1 for c in plan.concurrencies)):
         raise BenchError(f"plan concurrencies must be a non-empty list of integers >= 1, got {plan.concurrencies}")
+    for load in plan.loads:
+        problem = load.check()
+        if problem is not None:
+            raise BenchError(f"load level {load.key}: {problem}")
+        if load.kind == "trace" and plan.workload.kind != "trace":
+            raise BenchError(f"load level {load.key} replays a trace's timing: it needs workload kind 'trace'")
+    if plan.max_in_flight < 1 or plan.rate_window_s <= 0:
+        raise BenchError("max_in_flight must be >= 1 and rate_window_s > 0")
     if plan.requests_per_level is not None and plan.requests_per_level < 1:
         raise BenchError(f"requests_per_level must be >= 1 (or unset), got {plan.requests_per_level}")
     if plan.request_timeout_s <= 0 or plan.level_timeout_s <= 0 or plan.min_duration_s < 0:
@@ -167,29 +185,50 @@ def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:
 
 async def _measure_level(
     client: httpx.AsyncClient,
-    source: _RequestSource,
+    source: RequestSource,
     plan: BenchPlan,
-    c: int,
+    load: Load,
     scale: float,
     clock: Clock,
     base_url: str,
     notes: list[str],
     virtual: bool = False,
 ) -> LevelSummary:
-    """One level in independent windows, until ``window_stop_reason`` says enough (see ``BenchPlan``)."""
-    n = requests_for_level(plan, c)
+    """One level in independent windows, until ``window_stop_reason`` says enough (see ``BenchPlan``); an open-loop
+    level also stops when a window was over-saturated (``autotune/bench/open_loop.py``)."""
+    key = load.key
+    c = load.concurrency
     windows: list[LevelSummary] = []
+    runs: list[OpenRun] = []
     t_level = clock()
+    source.mark()
     while True:
-        run = await _run_level(client, source, plan, c, n, plan.min_duration_s, scale, clock, virtual)
+        what = f"load level {key} (window {len(windows) + 1})"
+        if load.open_loop:
+            units = source.take(units_for_open_level(plan, load))
+            orun = await run_open_window(client, units, plan, load, len(windows), scale, clock, virtual)
+            runs.append(orun)
+            run = _LevelRun(orun.samples, orun.wall_s, orun.server_gone, orun.timed_out, orun.engine_s)
+        else:
+            run = await _run_level(
+                client, source, plan, c, requests_for_level(plan, c), plan.min_duration_s, scale, clock, virtual
+            )
         if run.server_gone or not any(s.ok for s in run.samples):
-            raise _level_failure(f"load level {c} (window {len(windows) + 1})", run, base_url)
+            raise _level_failure(what, run, base_url)
         if run.timed_out:
-            notes.append(f"level {c} window {len(windows) + 1}: stopped at level_timeout_s={plan.level_timeout_s:g}")
-        windows.append(summarize_level(c, run.samples, run.engine_s))
+            notes.append(f"level {key} window {len(windows) + 1}: stopped at level_timeout_s={plan.level_timeout_s:g}")
+        load_key = "" if not load.open_loop else str(key)
+        windows.append(summarize_level(c, run.samples, run.engine_s, slo=plan.slo, load=load_key))
         reason = window_stop_reason(windows, plan, clock() - t_level)
+        if runs and runs[-1].saturated:
+            notes.append(f"level {key}: over-saturated, stopped: {runs[-1].saturated}")
+            reason = "saturated"
         if reason is not None:
-            return aggregate_windows(c, windows, reason)
+            extra: dict[str, object] = {"traffic": traffic_stats(source.sent)}
+            if runs:
+                extra["lateness"] = runs[-1].lateness
+                extra["offered_rate"] = math.fsum(r.offered_rate for r in runs) / len(runs)
+            return aggregate_windows(c, windows, reason, **extra)
 
 
 async def arun_plan(
@@ -198,16 +237,20 @@ async def arun_plan(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Clock = time.perf_counter,
-    on_level: Callable[[int, int, int], None] | None = None,
+    on_level: Callable[[int, int, Any], None] | None = None,
 ) -> BenchResult:
     """Measure every load level of ``plan`` on the server at ``base_url`` (``clock`` is a seam for tests).
 
-    ``on_level(k, m, concurrency)`` is called as level ``k`` (1-based) of ``m`` begins (progress reporting)."""
+    ``on_level(k, m, key)`` is called as level ``k`` (1-based) of ``m`` begins (progress reporting); ``key`` is the
+    concurrency, or an open-loop level's key."""
     _check_plan(plan)
+    check_workload(plan.workload)
     started = clock()
-    source = _RequestSource(plan.workload)
+    source = RequestSource(plan.workload)
     source.prefetch(plan.warmup_requests)
-    width = max(plan.concurrencies) + 8
+    levels_planned = plan.levels()
+    closed = [ld.concurrency for ld in levels_planned if not ld.open_loop]
+    width = max([*closed, *(plan.max_in_flight for ld in levels_planned if ld.open_loop)]) + 8
     limits = httpx.Limits(max_connections=width, max_keepalive_connections=width)
     notes: list[str] = []
     levels: list[LevelSummary] = []
@@ -224,11 +267,12 @@ async def arun_plan(
             notes.append("durations are engine seconds on the simulated server's virtual clock")
         elif scale != 1.0:
             notes.append(f"durations are engine seconds: wall x time_scale {scale:g} declared by the server")
-        order: list[int] = []
+        order: list[int | str] = []
         flushes = 0
-        for k, c in enumerate(plan.concurrencies, start=1):
+        for k, load in enumerate(levels_planned, start=1):
+            c = load.key
             if on_level is not None:
-                on_level(k, len(plan.concurrencies), c)
+                on_level(k, len(levels_planned), c)  # type: ignore[arg-type]
             if plan.flush_cache:
                 flushed = await flush_cache(client, base_url)
                 flushes += int(bool(flushed))
@@ -237,14 +281,14 @@ async def arun_plan(
                 elif flushed is False:
                     notes.append(f"level {c}: /flush_cache refused for {FLUSH_RETRY_S:g} s (server busy); not flushed")
             if plan.warmup_requests > 0:
-                wc = min(plan.warmup_requests, c)
+                wc = min(plan.warmup_requests, load.concurrency if not load.open_loop else 4)
                 run = await _run_level(
                     client, source, plan, wc, plan.warmup_requests, 0.0, scale, clock, info.virtual_clock
                 )
                 if run.server_gone or not any(s.ok for s in run.samples):
                     raise _level_failure(f"warmup before level {c}", run, base_url)
             levels.append(
-                await _measure_level(client, source, plan, c, scale, clock, base_url, notes, info.virtual_clock)
+                await _measure_level(client, source, plan, load, scale, clock, base_url, notes, info.virtual_clock)
             )
             order.append(c)
         try:
@@ -260,7 +304,23 @@ async def arun_plan(
         notes=tuple(notes),
         level_order=tuple(order),
         cache_flushes=flushes,
+        workload=_workload_info(plan),
     )
+
+
+def _workload_info(plan: BenchPlan) -> dict[str, Any] | None:
+    """The workload's kind, token rule and what its filters dropped (for the record and the report)."""
+    from autotune.bench.workloads.tokens import token_counter
+
+    spec = plan.workload
+    if spec.kind in ("synthetic", "random-ids"):
+        return None  # as before: nothing to say about random ids
+    counts = filter_counts(spec)
+    info: dict[str, Any] = {"kind": spec.kind, "token_rule": token_counter(spec.tokenizer).rule}
+    if counts is not None:
+        info["kept"] = counts.kept
+        info["dropped"] = dict(counts.dropped)
+    return info
 
 
 def run_plan(base_url: str, plan: BenchPlan, **kw: Any) -> BenchResult:

@@ -16,12 +16,23 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from autotune.bench.goodput import goodput
+from autotune.bench.load import LevelKey
 from autotune.bench.stats import Interval, interval
-from autotune.bench.types import BenchPlan, BenchResult, Dist, LevelSummary, RequestSample
+from autotune.bench.types import SLO, BenchPlan, BenchResult, Dist, LevelSummary, RequestSample
 
 MAX_ERRORS_KEPT = 5
 
-SCALAR_METRICS = ("output_tok_per_s", "request_per_s", "input_tok_per_s", "accept_length", "failed", "requests")
+SCALAR_METRICS = (
+    "output_tok_per_s",
+    "request_per_s",
+    "input_tok_per_s",
+    "accept_length",
+    "goodput",
+    "slo_attainment",
+    "failed",
+    "requests",
+)
 DIST_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 DIST_STATS = ("mean", "median", "p90", "p99")
 METRIC_NAMES = SCALAR_METRICS + tuple(f"{d}.{s}" for d in DIST_METRICS for s in DIST_STATS)
@@ -37,8 +48,16 @@ def dist(values_s: Iterable[float]) -> Dist | None:
     return Dist(mean=float(ms.mean()), median=float(p50), p90=float(p90), p99=float(p99), count=int(arr.size))
 
 
-def summarize_level(concurrency: int, samples: Sequence[RequestSample], duration_s: float) -> LevelSummary:
-    """One load level: ``samples`` of all requests issued (failed ones included), ``duration_s`` in engine seconds."""
+def summarize_level(
+    concurrency: int,
+    samples: Sequence[RequestSample],
+    duration_s: float,
+    *,
+    slo: SLO | None = None,
+    load: str = "",
+) -> LevelSummary:
+    """One load level: ``samples`` of all requests issued (failed ones included), ``duration_s`` in engine seconds;
+    with an ``slo``, its goodput and SLO attainment; ``load`` an open-loop level's key."""
     if duration_s <= 0:
         raise ValueError(f"a level's duration must be > 0 s, got {duration_s}")
     ok = [s for s in samples if s.ok]
@@ -49,6 +68,7 @@ def summarize_level(concurrency: int, samples: Sequence[RequestSample], duration
     for s in samples:
         if not s.ok and s.error not in errors and len(errors) < MAX_ERRORS_KEPT:
             errors.append(s.error)
+    good, attained = goodput(samples, slo, duration_s) if slo is not None and not slo.empty else (None, None)
     return LevelSummary(
         concurrency=concurrency,
         requests=len(samples),
@@ -63,6 +83,9 @@ def summarize_level(concurrency: int, samples: Sequence[RequestSample], duration
         e2e_ms=dist(s.e2e_s for s in ok if s.e2e_s is not None),
         accept_length=accept_length(ok),
         errors=tuple(errors),
+        load=load,
+        goodput=good,
+        slo_attainment=attained,
     )
 
 
@@ -92,22 +115,25 @@ def check_metric_name(metric: str) -> None:
         raise ValueError(f"unknown benchmark metric {metric!r}; use one of: {valid}")
 
 
-def select_level(result: BenchResult, level: int | str) -> LevelSummary:
-    """The level at concurrency ``level``, or the highest (``"max"``) / lowest (``"min"``) concurrency measured."""
+def select_level(result: BenchResult, level: LevelKey) -> LevelSummary:
+    """The level keyed ``level`` (a concurrency, or an open-loop key such as ``"rate8"``), or the highest (``"max"``) /
+    lowest (``"min"``) concurrency measured (among the concurrency levels when there are any)."""
     if not result.levels:
         raise ValueError("the benchmark result has no load levels")
-    if level == "max":
-        return max(result.levels, key=lambda lv: lv.concurrency)
-    if level == "min":
-        return min(result.levels, key=lambda lv: lv.concurrency)
-    if isinstance(level, bool) or not isinstance(level, int):
-        raise ValueError(f"load level must be 'max', 'min' or a concurrency (int), got {level!r}")
+    if level in ("max", "min"):
+        closed = [lv for lv in result.levels if not lv.load] or list(result.levels)
+        pick = max if level == "max" else min
+        return pick(closed, key=lambda lv: lv.concurrency)
+    if isinstance(level, bool) or not isinstance(level, (int, str)):
+        raise ValueError(f"load level must be 'max', 'min', a concurrency or a level key, got {level!r}")
     try:
         return result.level(level)
     except KeyError:
-        measured = ", ".join(str(lv.concurrency) for lv in result.levels)
+        measured = ", ".join(str(lv.key) for lv in result.levels)
+        what = f"with concurrency {level}" if isinstance(level, int) else repr(level)
         raise ValueError(
-            f"no load level with concurrency {level}; measured: {measured} (add it to the plan's concurrencies)"
+            f"no load level {what}; measured: {measured} (name 'max', 'min' or a measured level; add a level to the "
+            "study's load_levels)"
         ) from None
 
 
@@ -121,7 +147,7 @@ def level_value(lv: LevelSummary, metric: str) -> float | None:
     return None if d is None else float(getattr(d, stat))
 
 
-def metric_value(result: BenchResult, metric: str, level: int | str = "max") -> float | None:
+def metric_value(result: BenchResult, metric: str, level: LevelKey = "max") -> float | None:
     """The value of ``metric`` at ``level`` (the mean over the level's windows); ``None`` when the level has no such
     value (e.g. no successes, no spec)."""
     check_metric_name(metric)
@@ -130,7 +156,7 @@ def metric_value(result: BenchResult, metric: str, level: int | str = "max") -> 
     return level_value(select_level(result, level), metric)
 
 
-def metric_interval(result: BenchResult, metric: str, level: int | str = "max") -> Interval | None:
+def metric_interval(result: BenchResult, metric: str, level: LevelKey = "max") -> Interval | None:
     """The 95% interval of ``metric`` at ``level`` over its windows; None for a level measured in one window."""
     check_metric_name(metric)
     if metric == "server_accept_length":
@@ -159,7 +185,7 @@ def _mean_dist(dists: Sequence[Dist | None]) -> Dist | None:
     )
 
 
-def aggregate_windows(concurrency: int, windows: Sequence[LevelSummary], stop_reason: str = "") -> LevelSummary:
+def aggregate_windows(concurrency: int, windows: Sequence[LevelSummary], stop_reason: str = "", **extra: object) -> LevelSummary:
     """One level from its windows: every figure is the mean of the windows' figures (a latency statistic such as
     ``ttft_ms.p99`` is the mean of the windows' p99s), counts and durations are sums, and ``intervals`` holds the
     Student-t interval of every metric that all windows have."""
@@ -192,6 +218,10 @@ def aggregate_windows(concurrency: int, windows: Sequence[LevelSummary], stop_re
         windows=tuple(windows),
         intervals=intervals,
         stop_reason=stop_reason,
+        load=windows[0].load,
+        goodput=_mean(w.goodput for w in windows),
+        slo_attainment=_mean(w.slo_attainment for w in windows),
+        **extra,  # type: ignore[arg-type]  # traffic, lateness, offered_rate: the client's figures for the level
     )
 
 

@@ -12,17 +12,21 @@ from dataclasses import dataclass, field
 import httpx
 
 from autotune.core.errors import BenchError
-from autotune.core.virtual_clock import HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER, format_time
+from autotune.core.virtual_clock import HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER, SUCCESSOR_HEADER, format_time
 
 
 @dataclass
 class VirtualSlot:
-    """One closed-loop worker's position on the server's virtual clock (seconds)."""
+    """One worker's position on the server's virtual clock (seconds). ``successor``: the worker sends another request
+    when this one ends (closed loop, or a conversation's next turn); False for an open-loop send."""
 
     t: float
+    successor: bool = True
 
     def headers(self) -> dict[str, str]:
-        return {SEND_TIME_HEADER: format_time(self.t)}
+        if self.successor:
+            return {SEND_TIME_HEADER: format_time(self.t)}
+        return {SEND_TIME_HEADER: format_time(self.t), SUCCESSOR_HEADER: "0"}
 
 
 @dataclass

@@ -197,3 +197,39 @@ def welch(a: Sequence[float], b: Sequence[float]) -> WelchResult:
     df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
     p = 2.0 * (1.0 - t_cdf(abs(t), df))
     return WelchResult(t=t, df=df, p_value=min(1.0, max(0.0, p)))
+
+
+@dataclass(frozen=True)
+class KSResult:
+    statistic: float  # D: the largest gap between the sample's CDF and the reference CDF
+    p_value: float  # asymptotic (Kolmogorov distribution, with Stephens' small-sample correction)
+
+
+def kolmogorov_sf(x: float) -> float:
+    """P(K > x) for the Kolmogorov distribution: ``2 sum_k (-1)^(k-1) exp(-2 k^2 x^2)``."""
+    if x <= 0.0:
+        return 1.0
+    if x < 0.2:
+        return 1.0  # the series converges slowly there and the value is 1 to 1e-10
+    total = 0.0
+    for k in range(1, 101):
+        term = 2.0 * (-1.0) ** (k - 1) * math.exp(-2.0 * k * k * x * x)
+        total += term
+        if abs(term) < 1e-16:
+            break
+    return min(1.0, max(0.0, total))
+
+
+def ks_exponential(samples: Sequence[float], rate: float) -> KSResult:
+    """One-sample Kolmogorov-Smirnov test of ``samples`` against the exponential distribution of ``rate`` (the
+    inter-arrival times of a Poisson process of that rate)."""
+    n = len(samples)
+    if n < 2 or rate <= 0:
+        raise ValueError(f"the KS test needs at least 2 samples and a rate > 0 (got {n}, {rate})")
+    xs = sorted(samples)
+    d = 0.0
+    for i, x in enumerate(xs):
+        cdf = 1.0 - math.exp(-rate * x) if x > 0 else 0.0
+        d = max(d, (i + 1) / n - cdf, cdf - i / n)
+    sqrt_n = math.sqrt(n)
+    return KSResult(d, kolmogorov_sf((sqrt_n + 0.12 + 0.11 / sqrt_n) * d))

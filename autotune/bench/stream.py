@@ -13,7 +13,7 @@ import httpx
 
 from autotune.bench.sim_clock import VirtualSlot, VirtualTiming
 from autotune.bench.types import RequestSample, WorkloadSpec
-from autotune.bench.workload import BenchRequest
+from autotune.bench.workloads.base import BenchRequest
 from autotune.core.virtual_clock import parse_times
 
 Clock = Callable[[], float]

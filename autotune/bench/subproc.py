@@ -97,7 +97,8 @@ async def _pump(proc: asyncio.subprocess.Process, on_level: LevelCallback | None
         parts = raw.decode("utf-8", "replace").split()
         if on_level is not None and len(parts) == 4 and parts[0] == "level":
             try:
-                on_level(int(parts[1]), int(parts[2]), int(parts[3]))
+                key = parts[3]  # a concurrency, or an open-loop level's key ("rate8")
+                on_level(int(parts[1]), int(parts[2]), int(key) if key.isdigit() else key)  # type: ignore[arg-type]
             except ValueError:
                 pass
             except Exception:  # noqa: BLE001, S110 - progress is not worth a benchmark
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="where to write the result JSON")
     args = p.parse_args(argv)
 
-    def level(k: int, m: int, c: int) -> None:
+    def level(k: int, m: int, c: int | str) -> None:
         print(f"level {k} {m} {c}", flush=True)
 
     try:

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from autotune.bench.load import LevelKey, Load
 from autotune.bench.stats import Interval
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What traffic to send. ``kind='synthetic'`` draws seeded lengths; ``kind='jsonl'`` reads prompts from a file.
+    """What traffic to send: ``kind`` names a module of ``autotune/bench/workloads/`` (random-ids / synthetic, random,
+    jsonl, sharegpt, multi-turn, shared-prefix, trace), which documents the fields it reads.
 
-    Synthetic lengths: uniform in [len * (1 - range_ratio), len] (range_ratio 0 gives fixed lengths).
+    Random lengths: uniform in [len * (1 - range_ratio), len] (range_ratio 0 gives fixed lengths).
     JSONL rows: {"prompt": str} or {"input_ids": [int]}, optional "max_new_tokens".
     """
 
-    kind: Literal["synthetic", "jsonl"] = "synthetic"
+    kind: str = "synthetic"
     input_len: int = 128
     output_len: int = 256
     range_ratio: float = 0.0
@@ -25,6 +27,57 @@ class WorkloadSpec:
     vocab_size: int = 32000  # synthetic input_ids are drawn below this
     ignore_eos: bool = True
     temperature: float = 0.0
+    tokenizer: str | None = None  # a local model folder whose tokenizer counts text (else the stated rule)
+    context_len: int | None = None  # dataset kinds drop a request whose prompt + output exceeds this
+    fixed_output_len: int | None = None  # sharegpt / multi-turn: this output length instead of the answer's
+    turns: int = 0  # multi-turn: turns per conversation at most (0 = all)
+    think_time_s: float = 0.0  # multi-turn: pause (engine s) between a turn's answer and the next turn
+    gsp_groups: int = 64  # shared-prefix: SGLang's --gsp-num-groups ...
+    gsp_prompts_per_group: int = 16
+    gsp_system_len: int = 2048
+    gsp_question_len: int = 128
+    trace_block_size: int = 512  # trace: tokens per hash id (Mooncake's block)
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Per-request service levels (milliseconds; None = not required). A request is *good* when it succeeded and meets
+    every one: its TTFT, its TPOT ((e2e - TTFT) / (output tokens - 1)), its p99 inter-token gap, its e2e latency.
+    Goodput is good requests per second (DistServe's sense, as ``vllm bench serve --goodput``)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: float | None = None
+    e2e_ms: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in (self.ttft_ms, self.tpot_ms, self.itl_ms, self.e2e_ms))
+
+
+@dataclass(frozen=True)
+class TrafficStats:
+    """A level's requests as built (tokens as counted then; see ``autotune/bench/workloads/summary.py``)."""
+
+    requests: int
+    prompt_tokens_mean: float
+    prompt_tokens_median: float
+    prompt_tokens_p99: float
+    output_tokens_mean: float
+    output_tokens_median: float
+    output_tokens_p99: float
+    prefix_reuse: float  # share of prompt units an ideal prefix cache would already hold
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """An open-loop level's sends against their schedule (engine seconds): how late the client sent them."""
+
+    mean_s: float
+    p99_s: float
+    max_s: float
+    late: int  # sends more than LATE_S behind their scheduled time
+    shift_s: float = 0.0  # how far the schedule moved in all (no catch-up): the last send's time past its plan
 
 
 @dataclass(frozen=True)
@@ -54,6 +107,16 @@ class BenchPlan:
     max_level_wall_s: float | None = None
     precision_metric: str = "output_tok_per_s"
     flush_cache: bool = True
+    # The levels in measuring order when any is not a concurrency (``autotune/bench/load.py``); empty: the levels are
+    # ``concurrencies``. ``concurrencies`` then holds the concurrency levels among them.
+    loads: tuple[Load, ...] = ()
+    slo: SLO | None = None  # per-request SLOs: goodput and SLO attainment per level
+    rate_window_s: float = 10.0  # a rate level's window: max(min_requests, rate x this) requests unless set
+    max_in_flight: int = 512  # an open-loop level with this many requests unanswered is over-saturated: stopped
+
+    def levels(self) -> tuple[Load, ...]:
+        """Every level in measuring order."""
+        return self.loads or tuple(Load.closed(c) for c in self.concurrencies)
 
 
 @dataclass(frozen=True)
@@ -107,7 +170,19 @@ class LevelSummary:
     # ``intervals`` holds mean, sd, n and the 95% interval per metric name (``output_tok_per_s``, ``ttft_ms.p99``, ...).
     windows: tuple[LevelSummary, ...] = ()
     intervals: dict[str, Interval] = field(default_factory=dict)
-    stop_reason: str = ""  # why no further window ran: precision / max_windows / time_cap
+    stop_reason: str = ""  # why no further window ran: precision / max_windows / time_cap / saturated
+    load: str = ""  # an open-loop level's key ("rate8", "trace"); "" for a concurrency level (keyed by concurrency)
+    goodput: float | None = None  # requests/s meeting every SLO of the plan (None: no SLO)
+    slo_attainment: float | None = None  # share of the level's requests meeting every SLO
+    traffic: TrafficStats | None = None  # the level's requests as built (lengths, prefix reuse)
+    lateness: Lateness | None = None  # open-loop levels: sends behind schedule
+    offered_rate: float | None = None  # open-loop levels: units/s actually sent (engine s; below the set rate when
+    # the client fell behind and its schedule moved)
+
+    @property
+    def key(self) -> LevelKey:
+        """The level's key: its concurrency, or an open-loop level's load key."""
+        return self.load or self.concurrency
 
 
 @dataclass(frozen=True)
@@ -117,14 +192,15 @@ class BenchResult:
     server_accept_length: float | None = None  # /server_info avg_spec_accept_length after the run
     wall_s: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
-    level_order: tuple[int, ...] = ()  # the concurrencies in the order they were measured
+    level_order: tuple[LevelKey, ...] = ()  # the level keys in the order they were measured
     cache_flushes: int = 0  # /flush_cache calls the server accepted (0: flushing off or not supported)
+    workload: dict[str, Any] | None = None  # kind, token rule, filter counts (what the dataset kinds dropped)
 
-    def level(self, concurrency: int) -> LevelSummary:
+    def level(self, key: LevelKey) -> LevelSummary:
         for lv in self.levels:
-            if lv.concurrency == concurrency:
+            if lv.key == key:
                 return lv
-        raise KeyError(f"no load level with concurrency {concurrency}")
+        raise KeyError(f"no load level {key!r}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,6 +215,7 @@ class BenchResult:
             notes=tuple(data.get("notes") or ()),
             level_order=tuple(data.get("level_order") or ()),
             cache_flushes=int(data.get("cache_flushes") or 0),
+            workload=data.get("workload"),
         )
 
 
@@ -157,5 +234,7 @@ def _level_from_json(lv: dict[str, Any]) -> LevelSummary:
             "errors": tuple(lv.get("errors") or ()),
             "windows": tuple(_level_from_json(w) for w in lv.get("windows") or ()),
             "intervals": {k: Interval(**v) for k, v in (lv.get("intervals") or {}).items()},
+            "traffic": TrafficStats(**lv["traffic"]) if lv.get("traffic") else None,
+            "lateness": Lateness(**lv["lateness"]) if lv.get("lateness") else None,
         }
     )

@@ -13,6 +13,8 @@ request is sent, and when it will send no more:
   moment: the client's next request (sent with the finish time as its send time) or a release. A request the client
   abandons (a wall-clock timeout) expects nothing: the engine does not stall on a client that has lost track, and
   that worker's next request joins at the engine's current time.
+- A request with the header ``X-Sim-Successor: 0`` expects nothing when it finishes: an open-loop client sends its
+  requests at scheduled times, not when earlier ones end (it announces each next arrival with ``/sim/hold`` instead).
 - ``POST /sim/release`` with ``{"requests": n}``: "I will send ``n`` fewer requests" (a worker that stops).
 - Each streamed ``/generate`` chunk carries, last in its ``meta_info``, ``sim_arrival`` (the virtual time the request
   joined) and ``sim_times``: ``[[t, completion_tokens], ...]``, one pair per engine iteration that gave the request
@@ -31,6 +33,7 @@ import json
 
 CLOCK_KIND = "virtual"
 SEND_TIME_HEADER = "X-Sim-Send-Time"
+SUCCESSOR_HEADER = "X-Sim-Successor"
 HOLD_PATH = "/sim/hold"
 RELEASE_PATH = "/sim/release"
 META_ARRIVAL = "sim_arrival"

@@ -13,27 +13,34 @@ from autotune.engines.sglang_facts import speculative_algorithm as sglang_specul
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 
-def level(record: TrialRecord, concurrency: int) -> LevelSummary | None:
-    """The record's summary at one load level, or None when the level was not measured."""
+def level(record: TrialRecord, concurrency: int | str) -> LevelSummary | None:
+    """The record's summary at one load level (a concurrency, or an open-loop level's key such as ``"rate8"``), or
+    None when the level was not measured."""
     if record.bench is None:
         return None
     for lv in record.bench.levels:
-        if lv.concurrency == concurrency:
+        if lv.key == concurrency:
             return lv
     return None
 
 
-def throughput(record: TrialRecord, concurrency: int) -> float | None:
+def goodput(record: TrialRecord, key: int | str) -> float | None:
+    """Requests/s meeting every SLO at one level; None without SLOs or the level."""
+    lv = level(record, key)
+    return _finite(lv.goodput) if lv is not None and lv.goodput is not None else None
+
+
+def throughput(record: TrialRecord, concurrency: int | str) -> float | None:
     lv = level(record, concurrency)
     return _finite(lv.output_tok_per_s) if lv is not None else None
 
 
-def tpot_median(record: TrialRecord, concurrency: int) -> float | None:
+def tpot_median(record: TrialRecord, concurrency: int | str) -> float | None:
     lv = level(record, concurrency)
     return _finite(lv.tpot_ms.median) if lv is not None and lv.tpot_ms is not None else None
 
 
-def ttft_p99(record: TrialRecord, concurrency: int) -> float | None:
+def ttft_p99(record: TrialRecord, concurrency: int | str) -> float | None:
     lv = level(record, concurrency)
     return _finite(lv.ttft_ms.p99) if lv is not None and lv.ttft_ms is not None else None
 

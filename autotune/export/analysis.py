@@ -9,7 +9,7 @@ from autotune.export.banner import study_banner
 from autotune.export.best import BestChoice, apply_finalists, parse_load_levels, parse_objectives, select_best
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
 from autotune.export.pareto import ParetoFront, pareto_front
-from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
+from autotune.export.regimes import Crossover, RegimeChoice, crossover, open_level_keys, regime_choices
 from autotune.finalists.choice import FinalistOutcome
 from autotune.space import Objective
 from autotune.trial.records import TrialRecord
@@ -59,7 +59,7 @@ def analyze(
         banner=study_banner(recs),
         best=apply_finalists(select_best(recs, objs), recs, finalists),
         pareto=pareto_front(recs, levels),
-        regimes=regime_choices(recs, levels),
+        regimes=regime_choices(recs, levels, open_level_keys(recs)),
         crossover=crossover(recs, levels),
         drafter_issues=drafter_issues(recs),
         cap_notes=cap_notes(recs, levels),

@@ -1,6 +1,8 @@
 """Per-traffic-regime recommendations: the best config at each load level, and where speculation flips. Pure.
 
-A trial is *eligible* at a concurrency when it completed, that level was measured with no failed request, and every
+Rate and trace levels (open loop) are regimes too: there every config is offered the same traffic, so the best is the
+one with the highest goodput (requests/s meeting every SLO; output tok/s when the study has no SLO), output tok/s
+breaking ties. A trial is *eligible* at a concurrency when it completed, that level was measured with no failed request, and every
 constraint that names that level (``...@<c>``, ``@max`` = the highest level, ``@min`` = the lowest) is satisfied;
 constraints that name no level apply everywhere. So a speculative config that misses the study's SLO at the highest
 level can still be the right answer for low-concurrency traffic.
@@ -12,16 +14,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.export.accessors import is_speculative, level, throughput
+from autotune.bench.load import sort_key
+from autotune.export.accessors import goodput, is_speculative, level, throughput
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 @dataclass(frozen=True)
 class RegimeChoice:
-    concurrency: int
-    record: TrialRecord | None  # best eligible by output tok/s at this level
+    concurrency: int | str  # the level's key: a concurrency, or an open-loop key ("rate8")
+    record: TrialRecord | None  # best eligible by output tok/s (open loop: by goodput) at this level
     tok_per_s: float | None
     globally_feasible: bool  # also satisfies every study constraint
+    goodput: float | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,9 @@ class Crossover:
     summary: str
 
 
-def constraint_level(key: str, load_levels: Sequence[int]) -> int | None:
-    """The concurrency a ``metric@level`` key names; None when it names none (applies at every level)."""
+def constraint_level(key: str, load_levels: Sequence[int]) -> int | str | None:
+    """The level a ``metric@level`` key names (a concurrency, or an open-loop key); None when it names none (applies
+    at every level)."""
     if "@" not in key:
         return None
     tag = key.rsplit("@", 1)[1].strip().lower()
@@ -70,10 +75,10 @@ def constraint_level(key: str, load_levels: Sequence[int]) -> int | None:
     try:
         return int(tag)
     except ValueError:
-        return None
+        return tag or None
 
 
-def eligible_at(record: TrialRecord, concurrency: int, load_levels: Sequence[int]) -> bool:
+def eligible_at(record: TrialRecord, concurrency: int | str, load_levels: Sequence[int]) -> bool:
     if record.outcome is not TrialOutcome.COMPLETE:
         return False
     lv = level(record, concurrency)
@@ -88,24 +93,49 @@ def eligible_at(record: TrialRecord, concurrency: int, load_levels: Sequence[int
     return True
 
 
-def _best_at(records: Sequence[TrialRecord], c: int, levels: Sequence[int]) -> tuple[TrialRecord | None, float | None]:
+def _best_at(
+    records: Sequence[TrialRecord], c: int | str, levels: Sequence[int]
+) -> tuple[TrialRecord | None, float | None]:
+    """The best eligible record at level ``c`` and its output tok/s: by tok/s at a concurrency; by (goodput, tok/s)
+    at an open-loop level."""
     best: TrialRecord | None = None
+    best_rank: tuple[float, float] | None = None
     best_v: float | None = None
     for rec in sorted(records, key=lambda r: r.number):
         v = throughput(rec, c)
         if v is None or not eligible_at(rec, c, levels):
             continue
-        if best_v is None or v > best_v:
-            best, best_v = rec, v
+        g = goodput(rec, c) if isinstance(c, str) else None
+        rank = (g if g is not None else v, v)
+        if best_rank is None or rank > best_rank:
+            best, best_rank, best_v = rec, rank, v
     return best, best_v
 
 
-def regime_choices(records: Sequence[TrialRecord], load_levels: Sequence[int]) -> tuple[RegimeChoice, ...]:
+def regime_choices(
+    records: Sequence[TrialRecord], load_levels: Sequence[int], open_levels: Sequence[str] = ()
+) -> tuple[RegimeChoice, ...]:
+    """The best config at each concurrency of ``load_levels`` and each open-loop level of ``open_levels``."""
     out = []
-    for c in sorted(load_levels):
+    keys: list[int | str] = [*load_levels, *open_levels]
+    for c in sorted(keys, key=sort_key):
         rec, v = _best_at(records, c, load_levels)
-        out.append(RegimeChoice(concurrency=c, record=rec, tok_per_s=v, globally_feasible=bool(rec and rec.feasible)))
+        out.append(
+            RegimeChoice(
+                concurrency=c,
+                record=rec,
+                tok_per_s=v,
+                globally_feasible=bool(rec and rec.feasible),
+                goodput=goodput(rec, c) if rec is not None else None,
+            )
+        )
     return tuple(out)
+
+
+def open_level_keys(records: Sequence[TrialRecord]) -> tuple[str, ...]:
+    """The open-loop levels (``"rate8"``...) the records measured, in ``sort_key`` order."""
+    keys = {lv.load for r in records if r.bench is not None for lv in r.bench.levels if lv.load}
+    return tuple(sorted(keys, key=sort_key))
 
 
 def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int]) -> Crossover:

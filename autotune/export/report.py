@@ -24,6 +24,7 @@ from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
+from autotune.export.traffic import traffic_section
 from autotune.finalists.choice import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import level_value
@@ -185,6 +186,16 @@ def _bounds(low: float, high: float, value: float, digits: int) -> str:
     return f"[{fmt(low, digits, thousands=True)} .. {fmt(high, digits, thousands=True)}]{rel}"
 
 
+def _level_label(key: int | str) -> str | int:
+    """A level for a table: a concurrency as it is; ``rate8`` as ``8 req/s``; ``rate32b0.5`` with its burstiness."""
+    if isinstance(key, int):
+        return key
+    if key.startswith("rate"):
+        rate, _, burst = key[4:].partition("b")
+        return f"{rate} req/s" + (f" (burstiness {burst})" if burst else "")
+    return "trace timing" + ("" if key == "trace" else f" x{key[5:]}")
+
+
 def _regimes(a: StudyAnalysis) -> list[str]:
     out = [
         "## Per-traffic-regime recommendation",
@@ -193,25 +204,36 @@ def _regimes(a: StudyAnalysis) -> list[str]:
         "failed request and meet the constraints that name that level (`@max` is the highest level).",
         "",
     ]
+    open_loop = any(isinstance(ch.concurrency, str) for ch in a.regimes)
+    if open_loop:
+        out[-1:] = [
+            " At a request-rate or trace level (open loop: every config is offered the same traffic) the best is the "
+            "one with the highest goodput (requests/s meeting every SLO of the study).",
+            "",
+        ]
     rows = []
     for ch in a.regimes:
         rec = ch.record
+        label = _level_label(ch.concurrency)
         if rec is None:
-            rows.append([ch.concurrency, "none eligible", "-", "-", "-", "-", "-"])
+            rows.append([label, "none eligible", "-", "-", "-", "-", "-", *(["-"] if open_loop else [])])
             continue
         c = ch.concurrency
         rows.append(
             [
-                c,
+                label,
                 f"#{rec.number}: {compact_params(rec.params)}",
                 fmt(ch.tok_per_s, thousands=True),
+                *([fmt(ch.goodput, 2)] if open_loop else []),
                 fmt(ttft_p99(rec, c)),
                 fmt(tpot_median(rec, c), 2),
                 _spec_label(rec),
                 "yes" if ch.globally_feasible else "no",
             ]
         )
-    header = ["concurrency", "best config", "output tok/s", "TTFT p99 (ms)", "TPOT median (ms)", "speculation"]
+    header = ["load level" if open_loop else "concurrency", "best config", "output tok/s"]
+    header += ["goodput (req/s)"] if open_loop else []
+    header += ["TTFT p99 (ms)", "TPOT median (ms)", "speculation"]
     out += _table([*header, "meets all constraints"], rows)
     out += ["", "### Speculation on vs off", ""]
     rows = []
@@ -364,6 +386,7 @@ def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str
         *_study_only(server),
         *_finalists(a),
         *_regimes(a),
+        *traffic_section(a.records),
         *_drafters(a),
         *_pareto(a),
         *_trials(a),

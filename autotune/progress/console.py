@@ -166,7 +166,8 @@ class Console:
             self._event_line(f"{who} ready{took}")
         elif event.phase is Phase.BENCHMARKING:
             run.detail = f"{event.level}/{event.levels}"
-            self._event_line(f"{who} benchmarking level {event.level} of {event.levels} (concurrency {event.concurrency})")
+            at = f"concurrency {event.concurrency}" if isinstance(event.concurrency, int) else str(event.concurrency)
+            self._event_line(f"{who} benchmarking level {event.level} of {event.levels} ({at})")
         elif event.phase is Phase.TEARING_DOWN:
             self._event_line(f"{who} tearing down")
 

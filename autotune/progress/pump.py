@@ -34,7 +34,7 @@ def finished_event(spec: StudySpec, record: TrialRecord) -> TrialEvent:
                       outcome=record.outcome.value, failure=record.failure.value if record.failure else "",
                       objective=objective,
                       throughput={lv.concurrency: float(lv.output_tok_per_s) for lv in levels
-                                  if math.isfinite(lv.output_tok_per_s)})
+                                  if math.isfinite(lv.output_tok_per_s) and not lv.load})  # concurrency levels
 
 
 def create_monitor(spec: StudySpec, owner: str, *, planned: int, records: Sequence[TrialRecord]) -> Any:

@@ -110,8 +110,11 @@ class EngineLoop:
         self._wake.set()
 
     # ---- requests ----------------------------------------------------------------------------------------------
-    def submit(self, prompt_tokens: int, max_new_tokens: int, send_time: float | None = None) -> Handle:
-        """Put a request on the timeline: at ``send_time`` (protocol; not before now) or at the interpolated now."""
+    def submit(
+        self, prompt_tokens: int, max_new_tokens: int, send_time: float | None = None, *, successor: bool = True
+    ) -> Handle:
+        """Put a request on the timeline: at ``send_time`` (protocol; not before now) or at the interpolated now.
+        ``successor``: its end makes the engine expect the client's next request (protocol, closed loop)."""
         if send_time is not None:
             arrival = max(send_time, self.now)
             if self.expected > 0:
@@ -120,7 +123,7 @@ class EngineLoop:
             arrival = self._interpolated_now()
         rid = next(self._ids)
         req = SimRequest(f"{rid:x}", prompt_tokens, max_new_tokens, arrival=arrival)
-        h = Handle(req, arrival, tagged=send_time is not None)
+        h = Handle(req, arrival, tagged=send_time is not None and successor)
         self._handles[id(req)] = h
         self._incoming.append(h)
         self._wake.set()

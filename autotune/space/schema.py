@@ -162,9 +162,39 @@ def _env_value(value: Any) -> str:
 
 
 def _level(value: Any) -> Any:
-    if value in ("max", "min") or (isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, str) and value.strip():
+        return value.strip()  # "max", "min" or an open-loop level's key ("rate8"); checks.py judges it
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    raise ValueError(f'expected a concurrency from load_levels, "max" or "min", got {value!r}. Fix: use one of those')
+    raise ValueError(
+        f'expected a concurrency from load_levels, a rate level\'s key (e.g. "rate8"), "max" or "min", got {value!r}. '
+        "Fix: use one of those"
+    )
+
+
+_LOAD_FIX = (
+    "write a concurrency (an integer), {rate: R} (requests/s, Poisson), {rate: R, burstiness: B} (gamma arrivals; "
+    "B < 1 burstier) or {trace: S} (a trace workload's own times x S; 1 = as recorded)"
+)
+
+
+def _load_level(value: Any) -> Any:
+    """One entry of ``load_levels``: an int concurrency, or a mapping naming an open-loop load (``Load``)."""
+    from autotune.bench.load import Load
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a load level, got {value!r}. Fix: {_LOAD_FIX}")
+    keys = set(value)
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"`{k}` must be a number, got {v!r}. Fix: {_LOAD_FIX}")
+    if "rate" in keys and keys <= {"rate", "burstiness"}:
+        return Load.at_rate(float(value["rate"]), float(value.get("burstiness", 1.0)))
+    if keys == {"trace"}:
+        return Load.replay(float(value["trace"]))
+    raise ValueError(f"a load level mapping with keys {sorted(keys)} is not understood. Fix: {_LOAD_FIX}")
 
 
 ScalarT = Annotated[Any, AfterValidator(_scalar)]
@@ -172,6 +202,7 @@ NumberT = Annotated[Any, AfterValidator(_number)]
 FlagValueT = Annotated[Any, AfterValidator(_flag_value)]
 EnvValueT = Annotated[Any, AfterValidator(_env_value)]
 LevelT = Annotated[Any, AfterValidator(_level)]
+LoadLevelT = Annotated[Any, AfterValidator(_load_level)]
 
 
 class _Model(BaseModel):
@@ -189,6 +220,15 @@ class ConstraintModel(_Model):
     level: LevelT | None = None  # default: the first objective's level
     max: NumberT | None = None
     min: NumberT | None = None
+
+
+class SloModel(_Model):
+    """Per-request SLOs (milliseconds): a request is good when it meets each one given (goodput)."""
+
+    ttft_ms: NumberT | None = None
+    tpot_ms: NumberT | None = None
+    itl_ms: NumberT | None = None
+    e2e_ms: NumberT | None = None
 
 
 class FinalistsModel(_Model):
@@ -210,6 +250,7 @@ class StudyModel(_Model):
     max_concurrent: int | None = Field(None, gt=0)
     objectives: list[ObjectiveModel] | None = None
     constraints: list[ConstraintModel] | None = None
+    slo: SloModel | None = None  # default: the latency constraints' limits
     ready_timeout_s: float = Field(900.0, gt=0)
     points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
     finalists: FinalistsModel = Field(default_factory=FinalistsModel)
@@ -236,7 +277,9 @@ class SimModel(_Model):
 
 
 class WorkloadModel(_Model):
-    kind: Literal["synthetic", "jsonl"] = "synthetic"
+    kind: Literal["synthetic", "random-ids", "random", "jsonl", "sharegpt", "multi-turn", "shared-prefix", "trace"] = (
+        "synthetic"
+    )
     input_len: int = Field(128, gt=0)
     output_len: int = Field(256, gt=0)
     range_ratio: float = Field(0.0, ge=0, le=1)
@@ -245,6 +288,16 @@ class WorkloadModel(_Model):
     vocab_size: int = Field(32000, gt=1)
     ignore_eos: bool = True
     temperature: float = Field(0.0, ge=0)
+    context_len: int | None = Field(None, ge=4)  # dataset kinds drop requests longer than this (default: see docs)
+    fixed_output_len: int | None = Field(None, gt=0)  # sharegpt / multi-turn: instead of the answer's length
+    turns: int = Field(0, ge=0)  # multi-turn: turns per conversation at most (0 = all)
+    think_time_s: float = Field(0.0, ge=0)  # multi-turn: pause between an answer and the next turn
+    gsp_groups: int = Field(64, gt=0)
+    gsp_prompts_per_group: int = Field(16, gt=0)
+    gsp_system_len: int = Field(2048, gt=0)
+    gsp_question_len: int = Field(128, gt=0)
+    trace_block_size: int = Field(512, gt=0)
+    tokenizer: str | None = None  # default: server.model_path when it is a local folder (real engine)
     properties: dict[str, EnvValueT] = Field(default_factory=dict)
 
 
@@ -261,6 +314,8 @@ class BenchModel(_Model):
     target_rel_ci: float = Field(0.05, gt=0, lt=1)
     max_level_s: float | None = Field(None, gt=0)
     flush_cache: bool = True
+    rate_window_s: float = Field(10.0, gt=0)  # a rate level's window: max(min_requests, rate x this) requests
+    max_in_flight: int = Field(512, gt=0)  # an open-loop level with this many requests unanswered is stopped
 
 
 class ParamModel(_Model):
@@ -281,7 +336,7 @@ class StudyFileModel(_Model):
     server: ServerModel = Field(default_factory=ServerModel)
     sim: SimModel | None = None
     workload: WorkloadModel = Field(default_factory=WorkloadModel)
-    load_levels: list[int] = Field(default_factory=lambda: [1, 8, 32])
+    load_levels: list[LoadLevelT] = Field(default_factory=lambda: [1, 8, 32])
     bench: BenchModel = Field(default_factory=BenchModel)
     params: dict[str, ParamModel] = Field(default_factory=dict)
     points_to_evaluate: list[dict[str, ScalarT]] | None = None  # also accepted here; study.points_to_evaluate preferred

@@ -12,11 +12,18 @@ from typing import Any, Literal
 from autotune.bench.types import BenchPlan, WorkloadSpec
 
 Scalar = str | int | float | bool | None
-Level = int | Literal["max", "min"]
+Level = int | str  # a concurrency, "max" / "min" (the highest / lowest concurrency) or an open-loop key ("rate8")
 ParamType = Literal["int", "float", "categorical", "bool"]
 
 # Metric names an objective or constraint may name (LevelSummary fields; latencies with a statistic).
-SCALAR_METRICS: tuple[str, ...] = ("output_tok_per_s", "request_per_s", "input_tok_per_s", "accept_length")
+SCALAR_METRICS: tuple[str, ...] = (
+    "output_tok_per_s",
+    "request_per_s",
+    "input_tok_per_s",
+    "accept_length",
+    "goodput",
+    "slo_attainment",
+)
 LATENCY_METRICS: tuple[str, ...] = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 LATENCY_STATS: tuple[str, ...] = ("mean", "median", "p90", "p99")
 METRIC_NAMES: tuple[str, ...] = SCALAR_METRICS + tuple(f"{m}.{s}" for m in LATENCY_METRICS for s in LATENCY_STATS)
@@ -196,7 +203,13 @@ class StudySpec:
 
     @property
     def load_levels(self) -> tuple[int, ...]:
+        """The concurrency levels (``level_keys`` has every level, open-loop ones included)."""
         return self.plan.concurrencies
+
+    @property
+    def level_keys(self) -> tuple[int | str, ...]:
+        """Every level's key in measuring order: concurrencies as ints, open-loop levels as ``"rate8"``..."""
+        return tuple(ld.key for ld in self.plan.levels())
 
     def resolve_level(self, level: Level) -> int:
         """The concurrency a level names: ``"max"`` is the highest load level, ``"min"`` the lowest."""
@@ -204,7 +217,7 @@ class StudySpec:
             return max(self.plan.concurrencies)
         if level == "min":
             return min(self.plan.concurrencies)
-        return int(level)
+        return int(level)  # an open-loop key is not a concurrency: callers that need one name a concurrency level
 
     def param(self, name: str) -> ParamSpec:
         for p in self.params:

