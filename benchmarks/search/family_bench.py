@@ -52,10 +52,8 @@ from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
 # method -> (sampler, rules removed)
 METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "autotune": ("tpe", frozenset()),
-    "pipeline-random": ("random", frozenset({"coord", "defer"})),
-    "tpe-plain": ("tpe", frozenset({"coord", "defer"})),
-    "no-coord": ("tpe", frozenset({"coord"})),
-    "no-chain": ("tpe", frozenset({"chain"})),
+    "pipeline-random": ("random", frozenset({"defer"})),
+    "tpe-plain": ("tpe", frozenset({"defer"})),
     "no-defer": ("tpe", frozenset({"defer"})),
     "no-cell": ("tpe", frozenset({"cell"})),
     "no-broken": ("tpe", frozenset({"broken"})),
@@ -80,12 +78,6 @@ class AblatedSearcher(OptunaStudySearcher):
         if "equiv" in removed:
             self.equivalence = params_key
             self._classes = {params_key(json.loads(k)): r.number for k, r in self._finished.items()}
-
-    def _coordinate_step(self, best: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
-        return None if "coord" in self.removed else super()._coordinate_step(best, running)
-
-    def _faster_first(self, best: dict[str, Any], name: str, cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return list(cands) if "chain" in self.removed else super()._faster_first(best, name, cands)
 
 
 def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int, noise: float,
@@ -125,12 +117,11 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
     own (same sampler and seeds: the same launches) and is copied from it instead of simulated again."""
     from autotune.prescreen import deferred_seeds
 
-    if method not in METHODS or METHODS[method][0] != "tpe" or method in ("autotune", "tpe-plain", "no-coord"):
+    if method not in METHODS or METHODS[method][0] != "tpe" or method in ("autotune", "tpe-plain"):
         return True
     spec, flags = land.spec, {p.flag for p in land.spec.params}
     rule = next(iter(METHODS[method][1]))
-    return {"chain": "speculative-num-steps" in flags,
-            "defer": bool(deferred_seeds(spec, land.sizes)),
+    return {"defer": bool(deferred_seeds(spec, land.sizes)),
             "cell": any(p.type == "float" for p in spec.params),
             "broken": len(land.drafter_accept) > 1,
             "equiv": bool(flags & {"max-running-requests", "mem-fraction-static"})}[rule]
@@ -256,7 +247,7 @@ def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
     lines = ["| rule removed | paired runs | launches to 98%: without - with [90% interval] | export < 95% with / "
              "without |", "| --- | ---: | ---: | ---: |"]
     rng = random.Random(0)
-    for m in [m for m in METHODS if m not in ("autotune",)]:
+    for m in dict.fromkeys(r["method"] for r in judge if r["method"] not in ("autotune", "grid")):
         pairs = [(own[k], r) for r in judge if r["method"] == m and "copied_from" not in r
                  and (k := (r["space"], r["variant"], r["noise"], r["seed"])) in own]
         if not pairs:
