@@ -38,7 +38,7 @@ from autotune.failures import FailureKind
 from autotune.kvmodel import KvModel
 from autotune.learned import Learned
 from autotune.optuna_study import constraint_values, objective_values, tag_trial
-from autotune.records import TrialOutcome, TrialRecord
+from autotune.records import TrialRecord
 from autotune.repair import Repaired, Repairer
 from autotune.space import StudySpec, suggest
 from autotune.space.enumerate import finite_points, nearest_first
@@ -128,10 +128,9 @@ class OptunaStudySearcher(Searcher):
         # points that run the same at the top load as a measured one (autotune.repair): not launched again
         self._classes: dict[str, int] = {self.equivalence(json.loads(k)): r.number for k, r in self._finished.items()}
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if "duplicate_of" not in t.user_attrs and t.user_attrs.get("outcome") != TrialOutcome.INVALID.value:
-                failure = t.user_attrs.get("failure")
-                self.learned.resume(t.params, t.user_attrs.get("max_accept_length"),
-                                    FailureKind(failure) if failure in {k.value for k in FailureKind} else None)
+            failure = t.user_attrs.get("failure")
+            if "duplicate_of" not in t.user_attrs and failure in {k.value for k in FailureKind}:
+                self.learned.observe_failure(t.params, FailureKind(failure))
         self._rng = random.Random(spec.seed)
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget
@@ -380,11 +379,9 @@ class OptunaStudySearcher(Searcher):
         self._check_every_trial_fails(record)
         tag_trial(trial, self.spec, record)
         values = objective_values(self.spec, record)
-        accept = self.learned.observe(params, record)
+        self.learned.observe(params, record)
         self.kv.observe(params, record.phases.kv_cache_tokens)
         self._repairer.forget()  # the memory ceiling or the KV model may have changed
-        if accept is not None:
-            trial.set_user_attr("max_accept_length", accept)
         self.study.tell(trial, values)
         self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))
         self._classes = {}

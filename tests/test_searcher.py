@@ -290,30 +290,6 @@ def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: 
     assert "--attention-backend" in s.stop_reason
 
 
-def test_learned_broken_drafter_and_float_cells() -> None:
-    from autotune.bench.types import BenchResult, LevelSummary
-    from autotune.learned import CELL_LAUNCHES, Learned
-
-    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
-    learned = Learned(spec)
-    custom = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/custom-k25-eagle3",
-              "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
-              "mem_fraction_static": 0.85}
-    level = LevelSummary(concurrency=1, requests=8, failed=0, duration_s=1.0, output_tok_per_s=40.0,
-                         request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
-                         e2e_ms=None, accept_length=1.0)
-    rec = replace(record_for(spec, 0, "a", custom, True), bench=BenchResult(levels=(level,)))
-    assert learned.observe(custom, rec) == 1.0
-    other = {**custom, "speculative_num_steps": 1, "mem_fraction_static": 0.8}
-    assert "accepted no draft token" in (learned.reason(other) or "")
-    public = {**custom, "speculative_draft_model_path": "/models/public-k2-eagle3"}
-    assert learned.reason(public) is None
-    for i in range(CELL_LAUNCHES):  # the same discrete settings, other memory fractions
-        learned.observe({**public, "mem_fraction_static": 0.8 + i / 100}, record_for(spec, i, "b", public, True))
-    assert "launched 2 times" in (learned.reason({**public, "mem_fraction_static": 0.9}) or "")
-    assert learned.reason({**public, "max_running_requests": 256}) is None
-
-
 SCREENED = """
 study:
   name: screened

@@ -55,8 +55,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "pipeline-random": ("random", frozenset({"defer"})),
     "tpe-plain": ("tpe", frozenset({"defer"})),
     "no-defer": ("tpe", frozenset({"defer"})),
-    "no-cell": ("tpe", frozenset({"cell"})),
-    "no-broken": ("tpe", frozenset({"broken"})),
     "no-equiv": ("tpe", frozenset({"equiv"})),
 }
 
@@ -71,10 +69,6 @@ class AblatedSearcher(OptunaStudySearcher):
             for p in self._deferred:
                 self.study.enqueue_trial(p, skip_if_exists=True)
             self._deferred = []
-        if "cell" in removed:
-            self.learned.floats = set()
-        if "broken" in removed:
-            self.learned.observe_accept = lambda params, accept: None  # type: ignore[method-assign]
         if "equiv" in removed:
             self.equivalence = params_key
             self._classes = {params_key(json.loads(k)): r.number for k, r in self._finished.items()}
@@ -122,8 +116,6 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
     spec, flags = land.spec, {p.flag for p in land.spec.params}
     rule = next(iter(METHODS[method][1]))
     return {"defer": bool(deferred_seeds(spec, land.sizes)),
-            "cell": any(p.type == "float" for p in spec.params),
-            "broken": len(land.drafter_accept) > 1,
             "equiv": bool(flags & {"max-running-requests", "mem-fraction-static"})}[rule]
 
 
