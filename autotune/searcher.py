@@ -17,7 +17,8 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
 - Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
   nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
-  launches measured points again (the proposal's own, or the one it runs as), never a point set aside.
+  launches measured points again (the proposal's own when it was measured feasibly, else the best), never a point
+  set aside.
 """
 
 from __future__ import annotations
@@ -124,9 +125,6 @@ class OptunaStudySearcher(Searcher):
         self._deferred = [p for p in deferred_seeds(spec, sizes)
                           if params_key(p) not in self._finished and params_key(p) not in queued]
         self.repair = repair if repair is not None else repairer.repair
-        self.equivalence = repairer.equivalence
-        # points that run the same at the top load as a measured one (autotune.repair): not launched again
-        self._classes: dict[str, int] = {self.equivalence(json.loads(k)): r.number for k, r in self._finished.items()}
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             failure = t.user_attrs.get("failure")
             if "duplicate_of" not in t.user_attrs and failure in {k.value for k in FailureKind}:
@@ -197,10 +195,6 @@ class OptunaStudySearcher(Searcher):
             return "repeats a running trial"
         if seeded:  # the study's own points_to_evaluate
             return None
-        same = self._classes.get(self.equivalence(params))
-        if same is not None:
-            return (f"runs as trial {same} does at the top load (a running cap at or above it, a KV cache that holds "
-                    f"it)")
         return self.screen(params) or self.learned.reason(params)
 
     def _best_params(self) -> dict[str, Any] | None:
@@ -256,14 +250,10 @@ class OptunaStudySearcher(Searcher):
         return self._ask_fixed(last)  # a space too large to list: launch the last proposal, set aside or not
 
     def _measured_like(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A feasible measured point to launch again for ``params``: itself, or the point it runs as at the top load,
-        else the best point so far; a point set aside before launch or one that failed or broke a constraint is not
-        launched again."""
-        same = self._classes.get(self.equivalence(params))
-        for key, r in self._finished.items():
-            if (key == params_key(params) or r.number == same) and r.feasible:
-                return json.loads(key)
-        return self._best_params() or params
+        """A feasible measured point to launch again for ``params``: itself when it was measured feasibly, else the best
+        point so far; a point set aside before launch or one that failed or broke a constraint is not launched again."""
+        done = self._finished.get(params_key(params))
+        return params if done is not None and done.feasible else (self._best_params() or params)
 
     @functools.cached_property
     def _space_points(self) -> list[dict[str, Any]] | None:
@@ -282,9 +272,7 @@ class OptunaStudySearcher(Searcher):
             reason = self._set_aside(params_key(cand), cand, running, False)
             if reason is None:
                 return cand
-            kind = ("measured or running" if reason.startswith("repeats") else
-                    "run as a measured point does at the top load" if reason.startswith("runs as") else
-                    "set aside before launch")
+            kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
             why[kind] = why.get(kind, 0) + 1
         detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
         self.exhausted = (f"search space exhausted: none of its {len(points)} points is left to launch "
@@ -342,7 +330,7 @@ class OptunaStudySearcher(Searcher):
         server = self.spec.server
         state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
         for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned", "repair",
-                         "equivalence", "_repairer", "kv"):
+                         "_repairer", "kv"):
             state[callback] = None
         return state
 
@@ -384,6 +372,3 @@ class OptunaStudySearcher(Searcher):
         self._repairer.forget()  # the memory ceiling or the KV model may have changed
         self.study.tell(trial, values)
         self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))
-        self._classes = {}
-        for key, r in sorted(self._finished.items(), key=lambda kv: kv[1].number):
-            self._classes.setdefault(self.equivalence(json.loads(key)), r.number)

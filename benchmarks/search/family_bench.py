@@ -35,7 +35,7 @@ from ray.tune.search import Searcher
 
 from autotune.optuna_study import open_study
 from autotune.records import TrialRecord
-from autotune.searcher import OptunaStudySearcher, params_key
+from autotune.searcher import OptunaStudySearcher
 from benchmarks.search import jsonio
 from benchmarks.search.drivers import Lab, run_grid
 from benchmarks.search.families import (
@@ -55,7 +55,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "pipeline-random": ("random", frozenset({"defer"})),
     "tpe-plain": ("tpe", frozenset({"defer"})),
     "no-defer": ("tpe", frozenset({"defer"})),
-    "no-equiv": ("tpe", frozenset({"equiv"})),
 }
 
 
@@ -69,9 +68,6 @@ class AblatedSearcher(OptunaStudySearcher):
             for p in self._deferred:
                 self.study.enqueue_trial(p, skip_if_exists=True)
             self._deferred = []
-        if "equiv" in removed:
-            self.equivalence = params_key
-            self._classes = {params_key(json.loads(k)): r.number for k, r in self._finished.items()}
 
 
 def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int, noise: float,
@@ -113,10 +109,8 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
 
     if method not in METHODS or METHODS[method][0] != "tpe" or method in ("autotune", "tpe-plain"):
         return True
-    spec, flags = land.spec, {p.flag for p in land.spec.params}
     rule = next(iter(METHODS[method][1]))
-    return {"defer": bool(deferred_seeds(spec, land.sizes)),
-            "equiv": bool(flags & {"max-running-requests", "mem-fraction-static"})}[rule]
+    return {"defer": bool(deferred_seeds(land.spec, land.sizes))}[rule]
 
 
 def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
@@ -138,6 +132,8 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                     r = run_method(land, opt.value, m, seed=seed, noise=noise, launches=task["launches"])
                 own[m] = r
                 r["family"], r["instance"] = task["family"], task["instance"]
+                if m == "autotune" and task.get("autotune_as"):
+                    r["method"] = task["autotune_as"]
                 r.pop("launched", None)
                 out.append(r)
     print(f"{land.name}: optimum {opt.value:.0f} ({opt.feasible}/{opt.points} feasible), {len(out)} runs in "
@@ -149,7 +145,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from benchmarks.search.__main__ import load_space
 
     tasks = [dict(space=s, family=f, instance=i, noise=a.noise, seeds=a.seeds, methods=a.methods,
-                  launches=a.launches, ablation_noise=a.ablation_noise, headline=a.headline)
+                  launches=a.launches, ablation_noise=a.ablation_noise, headline=a.headline, autotune_as=a.autotune_as)
              for f in a.families for s in a.spaces if applies(f, load_space(s))
              for i in range(a.first_instance, a.first_instance + a.instances)]
     doc: dict[str, Any] = {"command": "python -m benchmarks.search.family_bench " + " ".join(sys.argv[1:]),
@@ -280,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--headline", nargs="+", default=["autotune", "pipeline-random", "grid"],
                    help="methods run at every noise level; the others only at --ablation-noise")
     r.add_argument("--ablation-noise", type=float, nargs="+", default=[0.04])
+    r.add_argument("--autotune-as", default="", help="name the searcher's runs so (e.g. after a change)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table")

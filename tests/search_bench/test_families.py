@@ -68,7 +68,7 @@ def test_applies() -> None:
     assert not applies("capacity", nccl) and not applies("memory-shapes", nccl) and applies("needle", nccl)
 
 
-@pytest.mark.parametrize("method", ["autotune", "pipeline-random", "no-coord", "no-defer", "grid"])
+@pytest.mark.parametrize("method", ["autotune", "pipeline-random", "tpe-plain", "no-defer", "grid"])
 def test_methods_run_and_judge_the_export_by_its_true_value(method: str) -> None:
     land = FamilyLandscape(load_space("h200x2-tp2-nccl"), "interactions", 0)
     best = family_optimum(land).value
@@ -80,11 +80,11 @@ def test_methods_run_and_judge_the_export_by_its_true_value(method: str) -> None
 def test_cli_writes_runs_and_the_table(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "f.json.gz"
     assert main(["run", "--families", "needle", "--spaces", "h200x2-tp2-nccl", "--seeds", "1", "--noise", "0",
-                 "--launches", "5", "--methods", "autotune", "pipeline-random", "no-equiv", "--ablation-noise", "0",
+                 "--launches", "5", "--methods", "autotune", "pipeline-random", "no-defer", "--ablation-noise", "0",
                  "--out", str(out)]) == 0
     doc = jsonio.load(out)
-    assert doc["complete"] and {r["method"] for r in doc["runs"]} == {"autotune", "pipeline-random", "no-equiv"}
-    # no running cap or memory fraction in this space: removing the equivalence changes nothing, the run is copied
-    assert next(r for r in doc["runs"] if r["method"] == "no-equiv").get("copied_from") == "autotune"
+    assert doc["complete"] and {r["method"] for r in doc["runs"]} == {"autotune", "pipeline-random", "no-defer"}
+    # no seed point launched last in this space: removing that rule changes nothing, the run is copied
+    assert next(r for r in doc["runs"] if r["method"] == "no-defer").get("copied_from") == "autotune"
     text = table(doc["runs"], 5)
     assert "| needle |" in text and "worst family" in text
