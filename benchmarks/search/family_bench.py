@@ -9,13 +9,15 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 
 - ``autotune``: the searcher as it is (TPE and every rule);
 - ``pipeline-random``: the same pipeline (seed points, repairs, set-asides, listing, export rule) with Optuna's
-  ``RandomSampler`` and none of the ordering or step rules (no coordinate step, the deferred seeds launched with
-  the others);
+  ``RandomSampler`` and none of the ordering rules (the seed points kept for last launched with the others);
 - ``grid``: the seed points, then every point of the space (floats at 4 values) in a seeded random order;
-- ablations, each the searcher without one rule: ``no-coord`` (the coordinate step, with it the chain speed model),
-  ``no-chain`` (the chain speed model's ordering only), ``no-defer`` (seeds launched last), ``no-cell`` (the
-  discrete-cell set-aside), ``no-broken`` (the broken-drafter set-aside), ``no-equiv`` (points that run the same at the
-  top load as repeats), ``tpe-plain`` (TPE in the pipeline-random pipeline: the sampler alone).
+- ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``tpe-plain`` (TPE in the
+  pipeline-random pipeline: the sampler alone).
+
+The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
+coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
+set-asides; ``no-equiv``: points that run the same at the top load set aside as repeats), run with the searcher at
+5b69836; ``table`` reads them as any other method.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "pipeline-random": ("random", frozenset({"defer"})),
     "tpe-plain": ("tpe", frozenset({"defer"})),
     "no-defer": ("tpe", frozenset({"defer"})),
+    "tpe-startup-10": ("tpe", frozenset()),  # issue #29's try: TPE's uniform startup draws 5 -> 10
 }
+STARTUP_TRIALS = {"tpe-startup-10": 10}
 
 
 class AblatedSearcher(OptunaStudySearcher):
@@ -80,6 +84,11 @@ def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int,
     sampler, removed = METHODS[method]
     spec = dataclasses.replace(land.spec, sampler=sampler, seed=seed, name=f"fam-{sampler}-{seed}")
     study = open_study(spec, None)
+    if method in STARTUP_TRIALS:
+        import optuna
+
+        study.sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True,
+                                                   n_startup_trials=STARTUP_TRIALS[method])
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
@@ -107,7 +116,7 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
     own (same sampler and seeds: the same launches) and is copied from it instead of simulated again."""
     from autotune.prescreen import deferred_seeds
 
-    if method not in METHODS or METHODS[method][0] != "tpe" or method in ("autotune", "tpe-plain"):
+    if method not in METHODS or METHODS[method][0] != "tpe" or not METHODS[method][1] or method == "tpe-plain":
         return True
     rule = next(iter(METHODS[method][1]))
     return {"defer": bool(deferred_seeds(land.spec, land.sizes))}[rule]
