@@ -241,8 +241,8 @@ def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
     without. A positive difference is the rule's gain."""
     judge = [r for r in runs if r["family"] not in DESIGN_FAMILIES]
     own = {(r["space"], r["variant"], r["noise"], r["seed"]): r for r in judge if r["method"] == "autotune"}
-    lines = ["| rule removed | paired runs | launches to 98%: without - with [90% interval] | export < 95% with / "
-             "without |", "| --- | ---: | ---: | ---: |"]
+    lines = ["| method (a rule removed, or another searcher) | paired runs | launches to 98%: method - autotune [90% "
+             "interval] | export < 95%: autotune / method |", "| --- | ---: | ---: | ---: |"]
     rng = random.Random(0)
     for m in dict.fromkeys(r["method"] for r in judge if r["method"] not in ("autotune", "grid")):
         pairs = [(own[k], r) for r in judge if r["method"] == m and "copied_from" not in r
@@ -263,7 +263,7 @@ def cmd_table(a: argparse.Namespace) -> int:
     runs = [r for d in docs for r in d["runs"]]
     cap = min(d["launches"] for d in docs)
     print(table(runs, cap, judge_only=a.judge))
-    print("\n**Each rule's gain on the judge families** (paired with the searcher)\n")
+    print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")
     print(rule_gains(runs, cap))
     return 0
 
