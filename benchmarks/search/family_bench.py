@@ -16,8 +16,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
 coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
-set-asides; ``no-equiv``: points that run the same at the top load set aside as repeats), run with the searcher at
-5b69836; ``table`` reads them as any other method.
+set-asides; ``no-equiv``: points that run the same at the top load set aside as repeats), run with the searcher of
+41444b1; ``table`` reads them as any other method.
 """
 
 from __future__ import annotations
@@ -200,26 +200,29 @@ def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> 
     lines = []
     for noise in sorted({r["noise"] for r in runs}):
         ms = [m for m in methods if any(r["method"] == m and r["noise"] == noise for r in runs)]
+        paired = "autotune" in ms and "pipeline-random" in ms
         lines += [f"\n**noise {noise:.0%}** (median launches to 98% [90% interval] / export < 95% at {cap})\n",
-                  "| family | " + " | ".join(ms) + " |", "| --- |" + " ---: |" * len(ms)]
+                  "| family | " + " | ".join(ms) + (" | autotune / pipeline-random (mean) |" if paired else " |"),
+                  "| --- |" + " ---: |" * (len(ms) + paired)]
         ratios: dict[str, list[tuple[str, float]]] = {m: [] for m in ms}
         for f in [*fams, "all"]:
             cells = []
-            base = None
             for m in ms:
                 sel = [r for r in runs if r["noise"] == noise and r["method"] == m and (f == "all" or r["family"] == f)]
                 if not sel:
                     cells.append("-")
                     continue
                 s = summary(sel, cap)
-                if m == "pipeline-random":
-                    base = s
                 cells.append(f"{_fmt(s['median'], cap)} [{_fmt(s['lo'], cap)}-{_fmt(s['hi'], cap)}] / "
                              f"{s['below']:.0%}")
                 if f != "all":
                     ratios[m].append((f, s["mean_capped"]))
+            if paired:
+                means = {m: summary([r for r in runs if r["noise"] == noise and r["method"] == m
+                                     and (f == "all" or r["family"] == f)], cap)["mean_capped"]
+                         for m in ("autotune", "pipeline-random")}
+                cells.append(f"{means['autotune'] / means['pipeline-random']:.2f}")
             lines.append(f"| {f} | " + " | ".join(cells) + " |")
-            _ = base
         base = dict(ratios.get("pipeline-random", []))
         if base:
             worst = []
@@ -230,7 +233,8 @@ def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> 
                     worst.append(f"{w:.2f} ({f})")
                 else:
                     worst.append("-")
-            lines.append("| worst family: mean launches to 98% / pipeline-random's | " + " | ".join(worst) + " |")
+            lines.append("| worst family: mean launches to 98% / pipeline-random's | " + " | ".join(worst)
+                         + (" | |" if paired else " |"))
     return "\n".join(lines)
 
 
