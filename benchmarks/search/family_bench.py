@@ -85,10 +85,14 @@ def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int,
     spec = dataclasses.replace(land.spec, sampler=sampler, seed=seed, name=f"fam-{sampler}-{seed}")
     study = open_study(spec, None)
     if method in STARTUP_TRIALS:
+        import warnings
+
         import optuna
 
-        study.sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True,
-                                                   n_startup_trials=STARTUP_TRIALS[method])
+        with warnings.catch_warnings():  # multivariate/group are "experimental", as in autotune.optuna_study
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True,
+                                                       n_startup_trials=STARTUP_TRIALS[method])
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
