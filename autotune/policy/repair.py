@@ -14,10 +14,6 @@ aside (``autotune.policy.prescreen``) wastes the sampler's proposal; repairing i
   the study's launches allocated.
 
 Only parameters the study searches are changed, and only to values of their own domain.
-
-``equivalence(params)`` names what a point runs at the top load: two points that differ only in a running cap at or
-above the top load (or none) and in a memory fraction whose cache holds the top load run the same batches there, so
-the searcher launches one of them and sets the others aside as repeats.
 """
 
 from __future__ import annotations
@@ -90,12 +86,10 @@ class Repairer:
         w = spec.workload
         self.tokens_per_request = w.input_len + w.output_len if w.kind == "synthetic" else None
         self._repairs: dict[str, Repaired | None] = {}
-        self._classes: dict[str, str] = {}
 
     def forget(self) -> None:
         """Drop remembered answers (after the memory ceiling or the KV model changed)."""
         self._repairs.clear()
-        self._classes.clear()
 
     def repair(self, params: dict[str, Any]) -> Repaired | None:
         key = _key(params)
@@ -124,31 +118,6 @@ class Repairer:
             changes.append(f"{self.mem.name} {out.get(self.mem.name)} -> {mem} (KV cache for the top load)")
             out[self.mem.name] = mem
         return Repaired(out, tuple(changes)) if changes else None
-
-    def equivalence(self, params: dict[str, Any]) -> str:
-        """A key equal for points that run the same at the top load (see the module's doc)."""
-        key = _key(params)
-        if key not in self._classes:
-            self._classes[key] = self._equivalence(params)
-        return self._classes[key]
-
-    def _equivalence(self, params: dict[str, Any]) -> str:
-        if self.top is None:
-            return _key(params)
-        out = dict(params)
-        try:
-            tc = to_trial_config(self.spec, out)
-        except SpaceError:
-            return _key(params)
-        cap = sglang_rules.effective_max_running_requests(tc.flags)
-        if self.cap is not None and self.cap.name in out and (cap is None or cap >= self.top):
-            out[self.cap.name] = f"holds the top load {self.top}"
-        if self.mem is not None and self.mem.name in out and self.sizes is not None:
-            need = self.kv_need(tc.flags)
-            tokens = self.kv.tokens(params)
-            if need is not None and tokens is not None and tokens >= need:
-                out[self.mem.name] = "KV cache holds the top load"
-        return _key(out)
 
     def kv_need(self, flags: dict[str, Any]) -> float | None:
         """Cache tokens the top load's requests hold at full length (running ones only: at most the cap)."""

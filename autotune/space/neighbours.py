@@ -92,24 +92,3 @@ def _settled(spec: StudySpec, changed: Mapping[str, Any], rng: random.Random) ->
         out[p.name] = v if p.name in changed and accepts(p, v) else random_value(p, rng)
     return out
 
-
-def alternatives(spec: StudySpec, point: Mapping[str, Any], param: str, rng: random.Random) -> list[dict[str, Any]]:
-    """``point`` with ``param`` changed, one point per value it can take next: every other choice of a categorical, the
-    other boolean, both adjacent integers, two moves of a float (as ``neighbour`` makes them); in random order.
-    Parameters that become active get a random value, ones that become inactive are dropped."""
-    p = next((q for q in spec.params if q.name == param), None)
-    if p is None or param not in point or not _can_move(p):
-        return []
-    current = point[param]
-    if p.type == "categorical":
-        values = [c for c in p.choices if not same_value(c, current)]
-    elif p.type == "bool":
-        values = [not current]
-    elif p.type == "int":
-        assert p.low is not None and p.high is not None
-        step = int(p.step or 1)
-        values = [v for v in (int(current) - step, int(current) + step) if p.low <= v <= p.high]
-    else:
-        values = list(dict.fromkeys(_other_value(p, current, rng) for _ in range(2)))
-    rng.shuffle(values)
-    return [_settled(spec, {**point, param: value}, rng) for value in values]

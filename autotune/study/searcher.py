@@ -15,12 +15,10 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
   below the load being optimised or it is predicted not to fit in GPU memory, is set aside the same way; it is still
   launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
 - Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
-- Every second launch after the seed points changes one parameter of the best feasible point so far, the parameters
-  in turn (coordinate search between TPE's proposals: the launch budget is small); a speculative chain's step count
-  moves first the way ``autotune.policy.specmodel`` predicts faster.
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
   nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
-  launches measured points again (the proposal's own, or the one it runs as), never a point set aside.
+  launches measured points again (the proposal's own when it was measured feasibly, else the best), never a point
+  set aside.
 """
 
 from __future__ import annotations
@@ -38,21 +36,18 @@ from ray.tune.search import Searcher
 
 from autotune.core.dashboard_attrs import named_constraints
 from autotune.core.failures import FailureKind
-from autotune.policy import specmodel
 from autotune.policy.kvmodel import KvModel
 from autotune.policy.learned import Learned
 from autotune.policy.repair import Repaired, Repairer
 from autotune.space import StudySpec, suggest
 from autotune.space.enumerate import finite_points, nearest_first
-from autotune.space.neighbours import alternatives, movable, neighbour
+from autotune.space.neighbours import neighbour
 from autotune.study.optuna_study import constraint_values, objective_values, tag_trial
-from autotune.trial.records import TrialOutcome, TrialRecord
+from autotune.trial.records import TrialRecord
 
 MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
 NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is tried
 NEIGHBOUR_TRIES = 64
-EXPLOIT_EVERY = 2  # every second launch (after the seed points) goes to an unmeasured neighbour of the best point
-EXPLOIT_AFTER = 0  # sampler launches after the seed points before the first neighbour step
 ENUMERATE_LIMIT = 20_000  # a finite space of at most this many points is searched point by point once proposals fail
 
 
@@ -63,7 +58,6 @@ class _Result:
     number: int
     values: list[float]
     constraints: dict[str, float]
-    accept: float | None = None  # the highest accept length the trial measured (None: none reported)
 
     @property
     def feasible(self) -> bool:
@@ -96,7 +90,6 @@ class OptunaStudySearcher(Searcher):
         self.study = study
         self.budget = budget
         self.suggested = 0
-        self._searched = 0  # launches proposed after the seed points
         self.on_record = on_record
         self.make_missing_record = make_missing_record
         self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "the Ray Tune results")
@@ -105,8 +98,7 @@ class OptunaStudySearcher(Searcher):
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
         # Every launch costs minutes: a point already measured is answered from its result, not launched again.
         self._finished: dict[str, _Result] = {
-            params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints),
-                                          t.user_attrs.get("max_accept_length"))
+            params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints))
             for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if "duplicate_of" not in t.user_attrs
         }
@@ -133,16 +125,11 @@ class OptunaStudySearcher(Searcher):
         self._deferred = [p for p in deferred_seeds(spec, sizes)
                           if params_key(p) not in self._finished and params_key(p) not in queued]
         self.repair = repair if repair is not None else repairer.repair
-        self.equivalence = repairer.equivalence
-        # points that run the same at the top load as a measured one (autotune.policy.repair): not launched again
-        self._classes: dict[str, int] = {self.equivalence(json.loads(k)): r.number for k, r in self._finished.items()}
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if "duplicate_of" not in t.user_attrs and t.user_attrs.get("outcome") != TrialOutcome.INVALID.value:
-                failure = t.user_attrs.get("failure")
-                self.learned.resume(t.params, t.user_attrs.get("max_accept_length"),
-                                    FailureKind(failure) if failure in {k.value for k in FailureKind} else None)
+            failure = t.user_attrs.get("failure")
+            if "duplicate_of" not in t.user_attrs and failure in {k.value for k in FailureKind}:
+                self.learned.observe_failure(t.params, FailureKind(failure))
         self._rng = random.Random(spec.seed)
-        self._turn = 0  # the parameter the next coordinate step changes first
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget
         self.halted = False  # set by the driver on an interrupt or a lost cluster: no new trial starts
@@ -208,10 +195,6 @@ class OptunaStudySearcher(Searcher):
             return "repeats a running trial"
         if seeded:  # the study's own points_to_evaluate
             return None
-        same = self._classes.get(self.equivalence(params))
-        if same is not None:
-            return (f"runs as trial {same} does at the top load (a running cap at or above it, a KV cache that holds "
-                    f"it)")
         return self.screen(params) or self.learned.reason(params)
 
     def _best_params(self) -> dict[str, Any] | None:
@@ -228,15 +211,6 @@ class OptunaStudySearcher(Searcher):
         if self._deferred and not waiting and (self.finished_reason
                                                or self.budget - self.suggested <= len(self._deferred)):
             return self._ask_fixed(self._deferred.pop(0))  # the user's own point, launched last (prescreen)
-        searched = self._searched
-        self._searched += not waiting
-        if (not waiting and self._finished and searched >= EXPLOIT_AFTER
-                and (searched - EXPLOIT_AFTER) % EXPLOIT_EVERY == EXPLOIT_EVERY - 1):
-            best = self._best_params()
-            alt = self._coordinate_step(best, running) if best is not None else None
-            if alt is not None:
-                self.neighbours_launched += 1
-                return self._ask_fixed(alt)
         last: dict[str, Any] = {}
         walk = not self.exhausted
         # once the listing found nothing left, one proposal (the point to re-measure) and the listing itself suffice
@@ -276,14 +250,10 @@ class OptunaStudySearcher(Searcher):
         return self._ask_fixed(last)  # a space too large to list: launch the last proposal, set aside or not
 
     def _measured_like(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A feasible measured point to launch again for ``params``: itself, or the point it runs as at the top load,
-        else the best point so far; a point set aside before launch or one that failed or broke a constraint is not
-        launched again."""
-        same = self._classes.get(self.equivalence(params))
-        for key, r in self._finished.items():
-            if (key == params_key(params) or r.number == same) and r.feasible:
-                return json.loads(key)
-        return self._best_params() or params
+        """A feasible measured point to launch again for ``params``: itself when it was measured feasibly, else the best
+        point so far; a point set aside before launch or one that failed or broke a constraint is not launched again."""
+        done = self._finished.get(params_key(params))
+        return params if done is not None and done.feasible else (self._best_params() or params)
 
     @functools.cached_property
     def _space_points(self) -> list[dict[str, Any]] | None:
@@ -302,9 +272,7 @@ class OptunaStudySearcher(Searcher):
             reason = self._set_aside(params_key(cand), cand, running, False)
             if reason is None:
                 return cand
-            kind = ("measured or running" if reason.startswith("repeats") else
-                    "run as a measured point does at the top load" if reason.startswith("runs as") else
-                    "set aside before launch")
+            kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
             why[kind] = why.get(kind, 0) + 1
         detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
         self.exhausted = (f"search space exhausted: none of its {len(points)} points is left to launch "
@@ -328,32 +296,6 @@ class OptunaStudySearcher(Searcher):
             if self._set_aside(params_key(cand), cand, running, False) is None:
                 return cand
         return None
-
-    def _coordinate_step(self, best: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
-        """An unmeasured point that changes one parameter of ``best``, the parameters taken in turn (so each gets
-        its chance before any gets a second) and each parameter's next values all tried (both adjacent integers, every
-        other choice), or None when all of them are measured or set aside.
-        Parameters that switch a branch (others' ``when`` refers to them) are left to the sampler."""
-        gates = {c.param for p in self.spec.params for c in p.when}  # a step stays in its branch: no switch
-        names = [n for n in movable(self.spec, best) if n not in gates] or movable(self.spec, best)
-        for i in range(len(names)):
-            name = names[(self._turn + i) % len(names)]
-            for cand in self._faster_first(best, name, alternatives(self.spec, best, name, self._rng)):
-                cand = self._repaired(cand)
-                if self._set_aside(params_key(cand), cand, running, False) is None:
-                    self._turn = (self._turn + i + 1) % len(names)
-                    return cand
-        return None
-
-    def _faster_first(self, best: dict[str, Any], name: str, cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The step's candidates (every value ``name`` can take next), the step count of a speculative chain that
-        ``autotune.policy.specmodel`` predicts faster first, where the study measured what that needs."""
-        result = self._finished.get(params_key(best))
-        if result is None or not specmodel.sets_steps(self.spec, name):
-            return cands
-        off = max((r.values[0] for k, r in self._finished.items()
-                   if r.feasible and specmodel.is_off(self.spec, json.loads(k))), default=None)
-        return specmodel.order_steps(self.spec, best, result.values[0], result.accept, off, name, cands)
 
     def _repaired(self, params: dict[str, Any]) -> dict[str, Any]:
         fixed = self.repair(params)
@@ -388,7 +330,7 @@ class OptunaStudySearcher(Searcher):
         server = self.spec.server
         state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
         for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned", "repair",
-                         "equivalence", "_repairer", "kv"):
+                         "_repairer", "kv"):
             state[callback] = None
         return state
 
@@ -425,13 +367,8 @@ class OptunaStudySearcher(Searcher):
         self._check_every_trial_fails(record)
         tag_trial(trial, self.spec, record)
         values = objective_values(self.spec, record)
-        accept = self.learned.observe(params, record)
+        self.learned.observe(params, record)
         self.kv.observe(params, record.phases.kv_cache_tokens)
         self._repairer.forget()  # the memory ceiling or the KV model may have changed
-        if accept is not None:
-            trial.set_user_attr("max_accept_length", accept)
         self.study.tell(trial, values)
-        self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record), accept)
-        self._classes = {}
-        for key, r in sorted(self._finished.items(), key=lambda kv: kv[1].number):
-            self._classes.setdefault(self.equivalence(json.loads(key)), r.number)
+        self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))

@@ -49,14 +49,6 @@ def test_a_learned_ceiling_keeps_the_repair_below_a_failed_fraction() -> None:
     assert fixed is not None and fixed.params["mem_fraction_static"] < 0.78
 
 
-def test_points_that_run_the_same_at_the_top_load_share_a_class() -> None:
-    r = _repairer()
-    assert r.equivalence({**OFF, "max_running_requests": 256}) == r.equivalence(OFF) == r.equivalence(
-        {**OFF, "max_running_requests": 128, "mem_fraction_static": 0.9})
-    assert r.equivalence({**OFF, "max_running_requests": 64}) != r.equivalence(OFF)  # capped below the top load
-    assert r.equivalence({**OFF, "mem_fraction_static": 0.75}) != r.equivalence(OFF)  # cache too small
-
-
 def test_the_kv_model_learns_the_error_of_the_prediction() -> None:
     sizes = study_sizes(SPEC)
     assert sizes is not None

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.space.test_space import SPACES, error, load, study
 
 from autotune.bench.load import Load
 from autotune.bench.plan_codec import plan_from_json, plan_to_json
 from autotune.bench.types import SLO
+from tests.space.test_space import SPACES, error, load, study
 
 
 def test_mixed_levels_become_loads_in_order(tmp_path: Path) -> None:

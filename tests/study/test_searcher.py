@@ -211,30 +211,6 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
     assert seen_off
 
 
-def test_alternatives_give_every_next_value_of_one_parameter() -> None:
-    import random
-
-    from autotune.space.neighbours import alternatives
-
-    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
-    rng = random.Random(0)
-    start = dict(EAGLE_START)
-    steps = alternatives(spec, start, "speculative_num_steps", rng)
-    assert sorted(a["speculative_num_steps"] for a in steps) == [2, 4]  # both adjacent integers, nothing else moved
-    assert all({k: v for k, v in a.items() if k != "speculative_num_steps"} ==
-               {k: v for k, v in start.items() if k != "speculative_num_steps"} for a in steps)
-    caps = alternatives(spec, start, "max_running_requests", rng)
-    assert sorted(str(a["max_running_requests"]) for a in caps) == ["256", "32", "64", "None"]
-    topk = alternatives(spec, start, "speculative_eagle_topk", rng)  # a tree: draft tokens become active
-    assert sorted(a["speculative_eagle_topk"] for a in topk) == [2, 4]
-    assert all(2 <= a["speculative_num_draft_tokens"] <= 8 for a in topk)
-    off = alternatives(spec, start, "speculative_algorithm", rng)
-    assert off == [{"speculative_algorithm": None, "max_running_requests": 128, "mem_fraction_static": 0.85}]
-    edge = alternatives(spec, {**start, "speculative_num_steps": 5}, "speculative_num_steps", rng)
-    assert [a["speculative_num_steps"] for a in edge] == [4]
-    assert alternatives(spec, start, "no_such_param", rng) == []
-
-
 def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
     return OptunaStudySearcher(spec, study, budget=100, on_record=lambda r, log: None,
                                make_missing_record=lambda *a: pytest.fail("no missing record expected"),
@@ -314,45 +290,6 @@ def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: 
     assert "--attention-backend" in s.stop_reason
 
 
-def test_learned_broken_drafter_and_float_cells() -> None:
-    from autotune.bench.types import BenchResult, LevelSummary
-    from autotune.policy.learned import CELL_LAUNCHES, Learned
-
-    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
-    learned = Learned(spec)
-    custom = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/custom-k25-eagle3",
-              "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
-              "mem_fraction_static": 0.85}
-    level = LevelSummary(concurrency=1, requests=8, failed=0, duration_s=1.0, output_tok_per_s=40.0,
-                         request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
-                         e2e_ms=None, accept_length=1.0)
-    rec = replace(record_for(spec, 0, "a", custom, True), bench=BenchResult(levels=(level,)))
-    assert learned.observe(custom, rec) == 1.0
-    other = {**custom, "speculative_num_steps": 1, "mem_fraction_static": 0.8}
-    assert "accepted no draft token" in (learned.reason(other) or "")
-    public = {**custom, "speculative_draft_model_path": "/models/public-k2-eagle3"}
-    assert learned.reason(public) is None
-    for i in range(CELL_LAUNCHES):  # the same discrete settings, other memory fractions
-        learned.observe({**public, "mem_fraction_static": 0.8 + i / 100}, record_for(spec, i, "b", public, True))
-    assert "launched 2 times" in (learned.reason({**public, "mem_fraction_static": 0.9}) or "")
-    assert learned.reason({**public, "max_running_requests": 256}) is None
-
-
-def test_every_second_launch_steps_from_the_best_point() -> None:
-    spec = load_study(ROOT / "search_spaces" / "nccl.yaml")
-    study = open_study(spec, None)
-    s = _searcher(spec, study)
-    seed = s.suggest("seed")
-    _complete(s, spec, "seed", seed, 2000.0)  # the best point throughout
-    steps = 0
-    for i in range(10):
-        cfg = s.suggest(f"t{i}")
-        diff = [k for k in seed["params"] if cfg["params"][k] != seed["params"][k]]
-        steps += len(diff) == 1
-        _complete(s, spec, f"t{i}", cfg, 1000.0)
-    assert steps >= 5 and s.neighbours_launched >= 5
-
-
 SCREENED = """
 study:
   name: screened
@@ -376,7 +313,6 @@ def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path
 
     monkeypatch.setattr(searcher_mod, "MAX_DUPLICATE_ASKS", 1)
     monkeypatch.setattr(searcher_mod, "NEIGHBOUR_AFTER", 99)
-    monkeypatch.setattr(searcher_mod, "EXPLOIT_EVERY", 10_000)  # no coordinate step either
     (tmp_path / "s.yaml").write_text(SCREENED)
     spec = load_study(tmp_path / "s.yaml")
     allowed = {(1024, 8), (1024, 9), (2048, 12), (4096, 15)}
@@ -412,33 +348,3 @@ def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Pa
     _complete(s, spec, "seed", seed, 100.0)
     cfg = s.suggest("next")  # everything screened: a screened proposal is launched anyway, as before listing
     assert cfg != Searcher.FINISHED and not s.exhausted
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_the_step_moves_the_chain_length_the_way_the_speed_model_predicts(seed: int) -> None:
-    """H200 study: SGLANG_SIMULATE_ACC_LEN=3.0, so 2 steps accept as much as 3 and cost less (autotune.policy.specmodel);
-    drawn at random, the step would go to 4 first in half the studies."""
-    from autotune.bench.types import BenchResult, LevelSummary
-
-    spec = replace(load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml"), seed=seed)
-    study = open_study(spec, None)
-    s = _searcher(spec, study)
-    level = LevelSummary(concurrency=64, requests=8, failed=0, duration_s=1.0, output_tok_per_s=1.0,
-                         request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
-                         e2e_ms=None, accept_length=3.0)
-    chain = None
-    for i in range(8):
-        cfg = s.suggest(f"t{i}")
-        p = cfg["params"]
-        if chain is not None and [k for k in p if p.get(k) != chain.get(k)] == ["speculative_num_steps"]:
-            assert p["speculative_num_steps"] == 2
-            return
-        spec_on = p.get("speculative_algorithm") is not None
-        first_chain = chain is None and p.get("speculative_num_steps") == 3 and p.get("speculative_eagle_topk") == 1
-        value = 2000.0 if first_chain else 1000.0  # the seed's chain stays the best point
-        rec = replace(record_for(spec, cfg["number"], f"t{i}", p, True), objectives={"output_tok_per_s@max": value},
-                      bench=BenchResult(levels=(level,) if spec_on else ()))
-        s.on_trial_complete(f"t{i}", {"record_json": json.dumps(rec.to_json())})
-        if value == 2000.0:
-            chain = p
-    pytest.fail("no step changed the chain's length within 8 launches")

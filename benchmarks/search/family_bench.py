@@ -1,0 +1,308 @@
+"""The searcher, the same pipeline with random sampling, a grid and one-rule ablations on the landscape families.
+
+    PYTHONPATH=$PWD python -m benchmarks.search.family_bench run --out benchmarks/search/results/families.json.gz \
+        [--families ...] [--spaces ...] [--instances 2] [--seeds 6] [--noise 0 0.04 0.1] [--launches 40] \
+        [--methods autotune pipeline-random grid no-coord ...] [--ablation-noise 0.04]
+    python -m benchmarks.search.family_bench table FILE.json.gz ... [--judge]
+
+Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune drives it, except ``grid``):
+
+- ``autotune``: the searcher as it is (TPE and every rule);
+- ``pipeline-random``: the same pipeline (seed points, repairs, set-asides, listing, export rule) with Optuna's
+  ``RandomSampler`` and none of the ordering rules (the seed points kept for last launched with the others);
+- ``grid``: the seed points, then every point of the space (floats at 4 values) in a seeded random order;
+- ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``tpe-plain`` (TPE in the
+  pipeline-random pipeline: the sampler alone).
+
+The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
+coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
+set-asides; ``no-equiv``: points that run the same at the top load set aside as repeats), run with the searcher of
+41444b1; ``table`` reads them as any other method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from ray.tune.search import Searcher
+
+from autotune.study.optuna_study import open_study
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.trial.records import TrialRecord
+from benchmarks.search import jsonio
+from benchmarks.search.drivers import Lab, run_grid
+from benchmarks.search.families import (
+    DESIGN_FAMILIES,
+    FAMILIES,
+    FAMILY_VERSION,
+    SPACES,
+    FamilyLandscape,
+    applies,
+    family_optimum,
+)
+from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
+
+# method -> (sampler, rules removed)
+METHODS: dict[str, tuple[str, frozenset[str]]] = {
+    "autotune": ("tpe", frozenset()),
+    "pipeline-random": ("random", frozenset({"defer"})),
+    "tpe-plain": ("tpe", frozenset({"defer"})),
+    "no-defer": ("tpe", frozenset({"defer"})),
+    "tpe-startup-10": ("tpe", frozenset()),  # issue #29's try: TPE's uniform startup draws 5 -> 10
+}
+STARTUP_TRIALS = {"tpe-startup-10": 10}
+
+
+class AblatedSearcher(OptunaStudySearcher):
+    """The searcher with the named rules removed (``METHODS``); the rest as it is."""
+
+    def __init__(self, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.removed = removed
+        if "defer" in removed:  # the deferred seeds launched with the others, right after them
+            for p in self._deferred:
+                self.study.enqueue_trial(p, skip_if_exists=True)
+            self._deferred = []
+
+
+def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int, noise: float,
+               launches: int) -> dict[str, Any]:
+    if method == "grid":
+        run = run_grid(land, optimum, seed=seed, noise=noise, launches=launches)  # type: ignore[arg-type]
+        return run.to_json()
+    import dataclasses
+
+    sampler, removed = METHODS[method]
+    spec = dataclasses.replace(land.spec, sampler=sampler, seed=seed, name=f"fam-{sampler}-{seed}")
+    study = open_study(spec, None)
+    if method in STARTUP_TRIALS:
+        import warnings
+
+        import optuna
+
+        with warnings.catch_warnings():  # multivariate/group are "experimental", as in autotune.study.optuna_study
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True,
+                                                       n_startup_trials=STARTUP_TRIALS[method])
+    lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
+
+    def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
+        raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
+
+    searcher = AblatedSearcher(spec, study, budget=launches * 20, on_record=lambda r, log: None,
+                               make_missing_record=missing, removed=removed)
+    pending: deque[tuple[str, dict[str, Any]]] = deque()
+    n = 0
+    while len(lab.ratios) < launches:
+        tid = f"t{n}"
+        n += 1
+        cfg = searcher.suggest(tid)
+        if cfg is None or cfg == Searcher.FINISHED:
+            break
+        pending.append((tid, cfg))
+        tid, cfg = pending.popleft()
+        rec = lab.record(cfg["number"], tid, cfg["params"])
+        searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+    return lab.run(method, seed, n).to_json()
+
+
+def relevant(method: str, land: FamilyLandscape) -> bool:
+    """Whether removing the method's rules can change a run on this space; where it cannot, the run is the searcher's
+    own (same sampler and seeds: the same launches) and is copied from it instead of simulated again."""
+    from autotune.policy.prescreen import deferred_seeds
+
+    if method not in METHODS or METHODS[method][0] != "tpe" or not METHODS[method][1] or method == "tpe-plain":
+        return True
+    rule = next(iter(METHODS[method][1]))
+    return {"defer": bool(deferred_seeds(land.spec, land.sizes))}[rule]
+
+
+def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
+    from benchmarks.search.__main__ import load_space
+
+    t0 = time.monotonic()
+    land = FamilyLandscape(load_space(task["space"]), task["family"], task["instance"])
+    opt = family_optimum(land)
+    out = []
+    for noise in task["noise"]:
+        methods = task["methods"] if noise in task["ablation_noise"] else [m for m in task["methods"]
+                                                                           if m in task["headline"]]
+        for seed in range(task["seeds"]):
+            own: dict[str, Any] = {}
+            for m in sorted(methods, key=lambda m: m != "autotune"):
+                if m != "autotune" and "autotune" in own and not relevant(m, land):
+                    r = {**own["autotune"], "method": m, "copied_from": "autotune"}
+                else:
+                    r = run_method(land, opt.value, m, seed=seed, noise=noise, launches=task["launches"])
+                own[m] = r
+                r["family"], r["instance"] = task["family"], task["instance"]
+                if m == "autotune" and task.get("autotune_as"):
+                    r["method"] = task["autotune_as"]
+                r.pop("launched", None)
+                out.append(r)
+    print(f"{land.name}: optimum {opt.value:.0f} ({opt.feasible}/{opt.points} feasible), {len(out)} runs in "
+          f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from benchmarks.search.__main__ import load_space
+
+    tasks = [dict(space=s, family=f, instance=i, noise=a.noise, seeds=a.seeds, methods=a.methods,
+                  launches=a.launches, ablation_noise=a.ablation_noise, headline=a.headline, autotune_as=a.autotune_as)
+             for f in a.families for s in a.spaces if applies(f, load_space(s))
+             for i in range(a.first_instance, a.first_instance + a.instances)]
+    doc: dict[str, Any] = {"command": "python -m benchmarks.search.family_bench " + " ".join(sys.argv[1:]),
+                           "launches": a.launches, "synthetic": True, "family_version": FAMILY_VERSION,
+                           "design_families": list(DESIGN_FAMILIES), "complete": False, "runs": []}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    for i, t in enumerate(tasks, 1):
+        doc["runs"].extend(one_landscape(t))
+        doc["complete"] = i == len(tasks)
+        jsonio.dump(doc, a.out)
+    print(table(doc["runs"], a.launches))
+    return 0
+
+
+# ---------------------------------------------------------------------------- summaries
+def _median_ci(values: list[float], rng: random.Random, reps: int = 400) -> tuple[float, float, float]:
+    """The median and a bootstrap 90% interval of it (inf: more than half never reached the target)."""
+    med = statistics.median(values)
+    boots = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(reps))
+    return med, boots[int(0.05 * reps)], boots[int(0.95 * reps) - 1]
+
+
+def _fmt(x: float, cap: int) -> str:
+    return f">{cap}" if not math.isfinite(x) else f"{x:g}"
+
+
+def summary(runs: list[dict[str, Any]], cap: int) -> dict[str, Any]:
+    rng = random.Random(0)
+    launches = [launches_to(r["ratios"], TARGET) for r in runs]
+    med, lo, hi = _median_ci(launches, rng)
+    below = [ratio_at(r["ratios"], cap) < POOR for r in runs]
+    return {"runs": len(runs), "median": med, "lo": lo, "hi": hi, "below": sum(below) / len(below),
+            "mean_capped": statistics.fmean(min(x, 2 * cap) for x in launches)}
+
+
+def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> str:
+    """Per noise and family: median launches to 98% [90% bootstrap interval], export below 95% at ``cap`` launches,
+    for every method; and each method's ratio to pipeline-random's median (the worst family's too)."""
+    if judge_only:
+        runs = [r for r in runs if r["family"] not in DESIGN_FAMILIES]
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    fams = [f for f in FAMILIES if any(r["family"] == f for r in runs)]
+    lines = []
+    for noise in sorted({r["noise"] for r in runs}):
+        ms = [m for m in methods if any(r["method"] == m and r["noise"] == noise for r in runs)]
+        paired = "autotune" in ms and "pipeline-random" in ms
+        lines += [f"\n**noise {noise:.0%}** (median launches to 98% [90% interval] / export < 95% at {cap})\n",
+                  "| family | " + " | ".join(ms) + (" | autotune / pipeline-random (mean) |" if paired else " |"),
+                  "| --- |" + " ---: |" * (len(ms) + paired)]
+        ratios: dict[str, list[tuple[str, float]]] = {m: [] for m in ms}
+        for f in [*fams, "all"]:
+            cells = []
+            for m in ms:
+                sel = [r for r in runs if r["noise"] == noise and r["method"] == m and (f == "all" or r["family"] == f)]
+                if not sel:
+                    cells.append("-")
+                    continue
+                s = summary(sel, cap)
+                cells.append(f"{_fmt(s['median'], cap)} [{_fmt(s['lo'], cap)}-{_fmt(s['hi'], cap)}] / "
+                             f"{s['below']:.0%}")
+                if f != "all":
+                    ratios[m].append((f, s["mean_capped"]))
+            if paired:
+                means = {m: summary([r for r in runs if r["noise"] == noise and r["method"] == m
+                                     and (f == "all" or r["family"] == f)], cap)["mean_capped"]
+                         for m in ("autotune", "pipeline-random")}
+                cells.append(f"{means['autotune'] / means['pipeline-random']:.2f}")
+            lines.append(f"| {f} | " + " | ".join(cells) + " |")
+        base = dict(ratios.get("pipeline-random", []))
+        if base:
+            worst = []
+            for m in ms:
+                rs = [(f, v / base[f]) for f, v in ratios[m] if base.get(f)]
+                if rs:
+                    f, w = max(rs, key=lambda x: x[1])
+                    worst.append(f"{w:.2f} ({f})")
+                else:
+                    worst.append("-")
+            lines.append("| worst family: mean launches to 98% / pipeline-random's | " + " | ".join(worst)
+                         + (" | |" if paired else " |"))
+    return "\n".join(lines)
+
+
+def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
+    """Each ablation against the searcher, paired by landscape, noise and seed on the judge families where the rule
+    can act (runs copied from the searcher left out): the mean of (launches to 98% without the rule) - (with it),
+    never reached counted as ``2 * cap``, with a bootstrap 90% interval; and exports below 95% at ``cap`` with and
+    without. A positive difference is the rule's gain."""
+    judge = [r for r in runs if r["family"] not in DESIGN_FAMILIES]
+    own = {(r["space"], r["variant"], r["noise"], r["seed"]): r for r in judge if r["method"] == "autotune"}
+    lines = ["| method (a rule removed, or another searcher) | paired runs | launches to 98%: method - autotune [90% "
+             "interval] | export < 95%: autotune / method |", "| --- | ---: | ---: | ---: |"]
+    rng = random.Random(0)
+    for m in dict.fromkeys(r["method"] for r in judge if r["method"] not in ("autotune", "grid")):
+        pairs = [(own[k], r) for r in judge if r["method"] == m and "copied_from" not in r
+                 and (k := (r["space"], r["variant"], r["noise"], r["seed"])) in own]
+        if not pairs:
+            continue
+        diffs = [min(launches_to(b["ratios"]), 2 * cap) - min(launches_to(a["ratios"]), 2 * cap) for a, b in pairs]
+        boots = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(1000))
+        poor_a = sum(ratio_at(a["ratios"], cap) < POOR for a, _ in pairs)
+        poor_b = sum(ratio_at(b["ratios"], cap) < POOR for _, b in pairs)
+        lines.append(f"| {m} | {len(pairs)} | {statistics.fmean(diffs):+.1f} [{boots[50]:+.1f}, {boots[949]:+.1f}] | "
+                     f"{poor_a} / {poor_b} |")
+    return "\n".join(lines)
+
+
+def cmd_table(a: argparse.Namespace) -> int:
+    docs = [jsonio.load(f) for f in a.files]
+    runs = [r for d in docs for r in d["runs"]]
+    cap = min(d["launches"] for d in docs)
+    print(table(runs, cap, judge_only=a.judge))
+    print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")
+    print(rule_gains(runs, cap))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.search.family_bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    r.add_argument("--spaces", nargs="+", default=list(SPACES), choices=SPACES)
+    r.add_argument("--instances", type=int, default=1, help="landscapes drawn per family and space")
+    r.add_argument("--first-instance", type=int, default=0)
+    r.add_argument("--seeds", type=int, default=6)
+    r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04, 0.1])
+    r.add_argument("--launches", type=int, default=40)
+    r.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random", "grid"],
+                   choices=[*METHODS, "grid"])
+    r.add_argument("--headline", nargs="+", default=["autotune", "pipeline-random", "grid"],
+                   help="methods run at every noise level; the others only at --ablation-noise")
+    r.add_argument("--ablation-noise", type=float, nargs="+", default=[0.04])
+    r.add_argument("--autotune-as", default="", help="name the searcher's runs so (e.g. after a change)")
+    r.add_argument("--out", required=True)
+    r.set_defaults(func=cmd_run)
+    t = sub.add_parser("table")
+    t.add_argument("files", nargs="+")
+    t.add_argument("--judge", action="store_true", help=f"judge families only (not {', '.join(DESIGN_FAMILIES)})")
+    t.set_defaults(func=cmd_table)
+    a = ap.parse_args(argv)
+    return int(a.func(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
