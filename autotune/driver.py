@@ -75,6 +75,7 @@ class StudyDriver:
 
     # ------------------------------------------------------------------------------------------------------
     def _check_same_study(self) -> None:
+        self._check_identity()
         path = self.store.root / "study.json"
         if not path.exists():
             return
@@ -87,6 +88,26 @@ class StudyDriver:
                 f"{self.store.root} holds a study with a different {', '.join(changed)}; resuming would mix results. "
                 f"Use --study NEW_NAME, or --fresh to move the old directory aside (nothing is deleted)."
             )
+
+    def _check_identity(self) -> None:
+        """Refuse a directory whose study.json or records name another study (copied or renamed): resuming it under a
+        new name would open a second Optuna study whose trial numbers collide with the records'."""
+        name, root = self.spec.name, self.store.root
+        found: list[tuple[str, str]] = []
+        path = root / "study.json"
+        if path.exists():
+            try:
+                found.append((str(json.loads(path.read_text()).get("name")), "study.json"))
+            except (OSError, ValueError, AttributeError):
+                pass
+        found += [(r.study, "trials.jsonl") for r in self.store.read().records if r.study]
+        other = next(((n, where) for n, where in found if n != name), None)
+        if other is not None:
+            raise AutotuneError(
+                f"{root} holds study '{other[0]}' (its {other[1]}), not '{name}': the directory was copied or renamed. "
+                f"Resume it under its own name (--study {other[0]}, from a results directory where it is named "
+                f"{other[0]}), or start a new study '{name}' with --fresh (the directory is moved aside, nothing is "
+                f"deleted).")
 
     def _missing_record(self, number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params,
