@@ -29,7 +29,7 @@ from autotune.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.searcher import OptunaStudySearcher
 from autotune.secrets import has_secrets
 from autotune.space import StudySpec
-from autotune.storage import open_shared_study, redact_url
+from autotune.storage import StorageLock, open_shared_study, redact_url
 from autotune.store import StudyStore
 from autotune.studylock import StudyLock
 
@@ -152,7 +152,11 @@ class StudyDriver:
                     fresh_lock = StudyLock(self.store.root).acquire()
                     lock.release()
                     lock = fresh_lock
-            return self._run_locked()
+            storage_lock = StorageLock(self.storage or self.store.db_url, self.spec.name).acquire()
+            try:
+                return self._run_locked()
+            finally:
+                storage_lock.release()
         finally:
             lock.release()
 
