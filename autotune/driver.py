@@ -27,7 +27,6 @@ from autotune.progress.pump import EventPump, create_monitor, finished_event
 from autotune.records import FailureKind, TrialRecord
 from autotune.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.searcher import OptunaStudySearcher
-from autotune.secrets import has_secrets
 from autotune.space import StudySpec
 from autotune.storage import StorageLock, open_shared_study, redact_url
 from autotune.store import StudyStore
@@ -169,8 +168,8 @@ class StudyDriver:
             self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "
                              "was killed)")
         self.store.ensure()
-        if has_secrets(spec.server.env, spec.server.secret_env):
-            os.chmod(self.store.root, 0o700)  # its records name secret variables (their values are redacted)
+        if spec.has_secrets:
+            self.store.make_private()  # its records name secret variables and flags (their values are redacted)
         self.store.write_json("study.json", _spec_json(spec))
         records = self.store.load()
         study = open_shared_study(spec, self.storage or self.store.db_url, records, default=self.storage is None)

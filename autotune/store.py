@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -58,10 +59,20 @@ def _tail_after_last_newline(fh: Any, size: int, block: int = 65536) -> bytes:
     return tail
 
 
+def file_mode(directory: Path) -> int:
+    """The mode of a new file in ``directory``: 0600 in a private (0700) directory, else 0644."""
+    try:
+        private = stat.S_IMODE(directory.stat().st_mode) & 0o077 == 0
+    except OSError:
+        private = False
+    return 0o600 if private else 0o644
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode(path.parent))
+    with os.fdopen(fd, "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -81,8 +92,16 @@ class StudyStore:
         return self.root / "trials.jsonl"
 
     def ensure(self) -> None:
+        mode = 0o700 if file_mode(self.root) == 0o600 else 0o777  # a private study's folders are private too
         for sub in ("trials", "logs", "best"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            (self.root / sub).mkdir(mode=mode, parents=True, exist_ok=True)
+
+    def make_private(self) -> None:
+        """Keep the study from other users (it has a secret): its folders 0700, its files 0600, as are new ones."""
+        for path in [self.root, *self.root.rglob("*")]:
+            if path.is_symlink():
+                continue
+            os.chmod(path, 0o700 if path.is_dir() else stat.S_IMODE(path.stat().st_mode) & 0o700)
 
     @property
     def torn_path(self) -> Path:
@@ -117,7 +136,8 @@ class StudyStore:
         self.ensure()
         self.repair()
         line = json.dumps(record.to_json(), sort_keys=True)
-        with self.records_path.open("a") as fh:
+        fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode(self.root))
+        with os.fdopen(fd, "a") as fh:
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -20,7 +20,7 @@ from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import render_serve_config
 from autotune.finalists import FinalistOutcome
 from autotune.records import TrialRecord
-from autotune.secrets import REDACTED, has_secrets, redact_env
+from autotune.secrets import REDACTED, has_secrets, redact_argv, redact_env, redact_flags
 
 BEST_DIR = "best"
 LAUNCH_SH = "launch.sh"
@@ -81,7 +81,8 @@ def export_study(
     ``note``: a banner for report.md and best.json (e.g. that the study was interrupted and these results are partial).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
-    records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
+    # a record written before redaction existed (or before it knew a credential's shape)
+    records = [replace(r, env=redact_env(r.env), flags=redact_flags(r.flags), argv=redact_argv(r.argv)) for r in records]
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
                 finalists=finalists, stopped_early=stopped_early)
     best = a.best.record
@@ -110,7 +111,7 @@ def export_study(
     out = Path(study_dir) / BEST_DIR
     out.mkdir(parents=True, exist_ok=True)
     # an export that names secret variables is kept from other users (the values themselves are never written)
-    private = any(has_secrets(r.env) or REDACTED in r.env.values() for r in records)
+    private = any(has_secrets(r.env) or has_secrets(r.flags) or REDACTED in r.argv for r in records)
     if private:
         os.chmod(out, 0o700)
     for name, text in texts.items():

@@ -309,6 +309,8 @@ class ServerModel(_Model):
     env: dict[str, EnvValueT] = Field(default_factory=dict)
     # names whose values are redacted in records and exports, beyond the built-in pattern (autotune.secrets)
     secret_env: list[str] = Field(default_factory=list)
+    # flags (without dashes) whose values are credentials, beyond the engine's known ones (autotune.secrets)
+    secret_flags: list[str] = Field(default_factory=list)
     # Benchmark-only settings (a flag name without dashes, or a variable), with the reason: kept in the records, left
     # out of the production export (best/launch.sh, serve_config.yaml). autotune.export.study_only knows common ones.
     study_only: dict[str, str] = Field(default_factory=dict)
