@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import registry, slots, stopping
-from autotune.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray, start_serve
+from autotune.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray, start_serve, stop_orphans
 from autotune.errors import AutotuneError
 from autotune.finalist_stage import run_stage
 from autotune.finalist_store import FinalistStore
@@ -137,8 +137,10 @@ class StudyDriver:
             self._monitor.publish.remote(finished_event(self.spec, record).to_json())
 
     def _start_ray(self) -> tuple[bool, float]:
+        if not (self.address or os.environ.get("RAY_ADDRESS")):
+            stop_orphans(self.store.root, self.console.say)  # a killed driver's cluster, found by its session
         return start_ray(self.spec, ClusterRequest(self.address, self.num_gpus, self.dashboard_port, self.metrics_port,
-                                                   self._verbose), self.console.say)
+                                                   self._verbose, self.store.root), self.console.say)
 
     def run(self) -> int:
         """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""
