@@ -165,6 +165,7 @@ class StudyDriver:
         spec = self.spec
         self._check_same_study()
         self.store.repair()
+        self.store.restore()  # a torn or unreadable middle record comes back from trials/ (not rerun)
         killed = registry.sweep(self.owner)
         if killed:
             self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "

@@ -35,9 +35,12 @@ class LoadReport:
     unreadable: list[str] = field(default_factory=list)  # "trials.jsonl line N: why"
     unknown_fields: list[str] = field(default_factory=list)  # "line N (trial T, schema v): a, b"
     torn_tail: str = ""  # a last line without its newline (a write cut short), not yet repaired
+    restored: list[str] = field(default_factory=list)  # "trials/NNNN-ID.json": records missing from trials.jsonl
 
     def problems(self) -> list[str]:
         out = [f"unreadable record, skipped: {u}" for u in self.unreadable]
+        out += [f"restored from {r}: its record is missing from trials.jsonl (an unreadable line); it is appended "
+                f"again and not rerun" for r in self.restored]
         out += [f"record from a newer autotune (schema > {SCHEMA_VERSION}), unknown fields kept: {u}"
                 for u in self.unknown_fields]
         if self.torn_tail:
@@ -132,6 +135,23 @@ class StudyStore:
              f"were moved to {self.torn_path} and the file now ends at the last complete record.")
         return fragment
 
+    def restore(self) -> list[str]:
+        """Append to trials.jsonl the records only ``trials/`` still holds (their line was torn or unreadable), so the
+        file is whole again and a resume does not rerun them; returns the files used."""
+        report = self.read()
+        if not report.restored:
+            return []
+        by_file = {str(self.root / "trials" / f"{r.number:04d}-{r.trial_id}.json"): r for r in report.records}
+        fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode(self.root))
+        with os.fdopen(fd, "a") as fh:
+            for name in report.restored:
+                fh.write(json.dumps(by_file[name].to_json(), sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        warn(f"{self.records_path}: restored {len(report.restored)} record(s) from trials/ "
+             f"({', '.join(Path(n).name for n in report.restored)}); the unreadable line(s) stay and are reported")
+        return report.restored
+
     def append(self, record: TrialRecord, log_text: str = "") -> None:
         self.ensure()
         self.repair()
@@ -189,7 +209,27 @@ class StudyStore:
                 unknown.append(f"{self.records_path} line {lineno} (trial {rec.number}, schema "
                                f"{rec.schema_version}): {', '.join(rec.unknown_fields())}")
             by_number[rec.number] = rec
-        return LoadReport([by_number[k] for k in sorted(by_number)], unreadable, unknown, torn)
+        restored = self._restore_from_copies(by_number) if unreadable or torn else []
+        return LoadReport([by_number[k] for k in sorted(by_number)], unreadable, unknown, torn, restored)
+
+    def _restore_from_copies(self, by_number: dict[int, TrialRecord]) -> list[str]:
+        """Add to ``by_number`` each record of ``trials/`` (written after its line of trials.jsonl) whose trial number
+        has no readable line; returns the files used."""
+        restored = []
+        for path in sorted((self.root / "trials").glob("[0-9]*.json")):
+            if path.name.endswith(".raw.json"):
+                continue
+            try:
+                number = int(path.name.split("-", 1)[0])
+                if number in by_number:
+                    continue
+                rec = TrialRecord.from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                continue
+            if rec.number == number:
+                by_number[number] = rec
+                restored.append(str(path))
+        return restored
 
     def load(self) -> list[TrialRecord]:
         """All records, the last one per Optuna trial number winning; every line not used is reported on stderr."""

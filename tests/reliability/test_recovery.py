@@ -1,0 +1,66 @@
+"""Issue 28's partial cases: recovery. A torn middle record is restored from ``trials/``; a full disk is a one-line
+error; ``study.db`` is rebuilt from the records; a half export is detected and the export is atomic."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autotune.records import FailureKind, TrialOutcome, TrialRecord
+from autotune.store import StudyStore
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "search_spaces" / "smoke.yaml"
+
+
+def rec(number: int) -> TrialRecord:
+    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={"x": number}, flags={}, env={},
+                       argv=["a"], outcome=TrialOutcome.FAILED, failure=FailureKind.OOM_AT_LAUNCH)
+
+
+def test_a_record_torn_in_the_middle_is_restored_from_its_copy_under_trials(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = StudyStore(tmp_path / "s")
+    for n in range(3):
+        store.append(rec(n))
+    lines = store.records_path.read_text().splitlines()
+    lines[1] = lines[1][:25]  # the middle record, torn (a bad sector, a copy cut short, an editor)
+    store.records_path.write_text("\n".join(lines) + "\n")
+    assert [r.number for r in store.load()] == [0, 1, 2], "trial 1 comes back from trials/0001-t1.json"
+    err = capsys.readouterr().err
+    assert "restored" in err and "0001-t1.json" in err
+    store.restore()
+    assert [r.number for r in store.read().records] == [0, 1, 2]
+    assert sum(1 for line in store.records_path.read_text().splitlines() if '"trial_id": "t1"' in line) == 1, \
+        "the restored record is appended to trials.jsonl once"
+    store.restore()
+    assert sum(1 for line in store.records_path.read_text().splitlines() if '"trial_id": "t1"' in line) == 1
+
+
+def test_a_full_disk_is_a_one_line_error_that_says_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The write of a record fails with ENOSPC (as the kernel reports a full disk) in the middle of the search."""
+    import errno
+
+    from autotune import driver as driver_mod
+    from autotune import registry
+    from autotune.search import main
+
+    def full(self, record, log_text=""):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.records_path))
+
+    def one_trial(self, *a, **k):  # type: ignore[no-untyped-def]
+        self._on_record(rec(0), "")
+
+    monkeypatch.setattr(StudyStore, "append", full)
+
+    monkeypatch.setattr(registry, "sweep", lambda *a, **k: [])
+    monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", one_trial)
+    code = main(["--space", str(SMOKE), "--results-dir", str(tmp_path), "--verbose"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    line = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(line) == 1 and "No space left on device" in line[0] and "free space" in line[0].lower(), err
+    assert "same command" in line[0]
