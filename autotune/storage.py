@@ -42,9 +42,17 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy's errors differ by database; all mean the same here
         if isinstance(exc, AutotuneError):
             raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if default:
+            study_dir = url.removeprefix("sqlite:///").rsplit("/", 1)[0]
+            raise AutotuneError(
+                f"the study's Optuna database {url.removeprefix('sqlite:///')} cannot be read ({type(exc).__name__}: "
+                f"{first}); it may be damaged (a full disk, a copy cut short). The records are the source of truth: "
+                f"rebuild it from them with `python -m autotune.report {study_dir} --rebuild-db` (the old file is "
+                f"moved aside), then run the same command again.") from exc
         raise AutotuneError(f"cannot open the Optuna study '{spec.name}' in {shown}: {type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''}. Check the URL, that the database "
-                            "server runs and that the user may create tables.") from exc
+                            f"{first}. Check the URL, that the database server runs and that the user may create "
+                            "tables.") from exc
     if not default and not records:
         measured = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                     if "duplicate_of" not in t.user_attrs]

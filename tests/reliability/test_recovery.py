@@ -64,3 +64,35 @@ def test_a_full_disk_is_a_one_line_error_that_says_what_to_do(
     line = [x for x in err.splitlines() if x.startswith("error:")]
     assert len(line) == 1 and "No space left on device" in line[0] and "free space" in line[0].lower(), err
     assert "same command" in line[0]
+
+
+def test_a_truncated_study_db_is_explained_and_rebuilt_from_the_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import optuna
+
+    from autotune import driver as driver_mod
+    from autotune import registry
+    from autotune.report.__main__ import main as report_main
+    from autotune.search import main
+    from tests.reliability.test_study_identity import _finished_study
+
+    root = _finished_study(tmp_path)
+    db = root / "study.db"
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 3])  # cut short
+    monkeypatch.setattr(registry, "sweep", lambda *a, **k: [])
+    monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: pytest.fail("must not run"))
+    assert main(["--space", str(SMOKE), "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--rebuild-db" in err and "database server" not in err and "Traceback" not in err, err
+
+    assert report_main([str(root), "--rebuild-db", "-q"]) in (0, 3)
+    err = capsys.readouterr().err
+    assert "rebuilt" in err and "study.db.broken-" in err, err
+    assert any(p.name.startswith("study.db.broken-") for p in root.iterdir())
+    study = optuna.load_study(study_name="smoke", storage=f"sqlite:///{db}")
+    assert [t.number for t in study.trials] == [0] and study.trials[0].state.name == "COMPLETE"
+    assert study.trials[0].user_attrs["trial_id"] == StudyStore(root).load()[0].trial_id
+    monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: None)
+    assert main(["--space", str(SMOKE), "--results-dir", str(tmp_path), "--trials", "1"]) != 2
+    assert "1 finished trial(s) kept" in capsys.readouterr().out
