@@ -166,6 +166,10 @@ class StudyDriver:
         self._check_same_study()
         self.store.repair()
         self.store.restore()  # a torn or unreadable middle record comes back from trials/ (not rerun)
+        from autotune.export import half_export
+
+        if half_export(self.store.root):
+            self.console.error(f"warning: {half_export(self.store.root)}")
         killed = registry.sweep(self.owner)
         if killed:
             self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "

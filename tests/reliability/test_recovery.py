@@ -96,3 +96,35 @@ def test_a_truncated_study_db_is_explained_and_rebuilt_from_the_records(
     monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: None)
     assert main(["--space", str(SMOKE), "--results-dir", str(tmp_path), "--trials", "1"]) != 2
     assert "1 finished trial(s) kept" in capsys.readouterr().out
+
+
+def test_an_export_killed_midway_leaves_the_last_whole_one_and_is_detected(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.export import export_study, half_export, writer
+    from tests.export.conftest import LEVELS, OBJECTIVES, make_record
+
+    recs = [make_record(0, tputs={1: 100.0, 8: 500.0, 32: 900.0, 128: 1000.0})]
+    real = writer._write_atomic
+
+    def killed_after_best_json(path: Path, text: str, *, mode: int) -> None:
+        real(path, text, mode=mode)
+        if path.name == "best.json":
+            raise KeyboardInterrupt  # stands for the SIGKILL: nothing after this line runs
+
+    monkeypatch.setattr(writer, "_write_atomic", killed_after_best_json)
+    with pytest.raises(KeyboardInterrupt):
+        export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS)
+    best = tmp_path / "best"
+    assert not (best / "best.json").exists() or (best / "launch.sh").exists(), \
+        "best/ never holds best.json without launch.sh"
+    assert "cut short" in half_export(tmp_path)
+    monkeypatch.setattr(writer, "_write_atomic", real)
+    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS)
+    assert (best / "launch.sh").exists() and (best / "best.json").exists() and half_export(tmp_path) == ""
+    (best / "report.html").write_text("<html></html>")  # written after the export, by the report
+
+    monkeypatch.setattr(writer, "_write_atomic", killed_after_best_json)
+    with pytest.raises(KeyboardInterrupt):
+        export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS)
+    assert (best / "launch.sh").exists() and (best / "best.json").exists() and (best / "report.html").exists()
+    assert "best/ holds the previous complete export" in half_export(tmp_path)
