@@ -170,6 +170,8 @@ class StudyDriver:
 
         if half_export(self.store.root):
             self.console.error(f"warning: {half_export(self.store.root)}")
+        if not (self.address or os.environ.get("RAY_ADDRESS")):
+            registry.check_writable()  # the local replicas register their servers there
         killed = registry.sweep(self.owner)
         if killed:
             self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "
