@@ -308,7 +308,7 @@ def port_busy(port: int) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """``python -m autotune.cluster --stop-orphans results/<study>``: stop what the study's last local Ray cluster left
     running (for scripts that end a study from outside, instead of Ray's own stop command, which stops every Ray on the
-    machine). Waits for the study's lock, so a running driver is never touched."""
+    machine). Refused while a driver holds the study's lock, so a running study is never touched."""
     import argparse
     import sys
 

@@ -153,6 +153,7 @@ class StudyDriver:
                     fresh_lock = StudyLock(self.store.root).acquire()
                     lock.release()
                     lock = fresh_lock
+            self._check_identity()  # a copied or renamed directory: refused before the storage's lock is written
             storage_lock = StorageLock(self.storage or self.store.db_url, self.spec.name).acquire()
             try:
                 return self._run_locked()

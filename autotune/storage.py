@@ -1,6 +1,8 @@
 """Where the Optuna study lives: SQLite in the study directory by default, or a shared database (``--storage URL``,
 e.g. PostgreSQL for a team or an optuna-dashboard server). The records in ``results/<study>/`` stay the source of truth
-either way; the database holds what the sampler learned."""
+either way; the database holds what the sampler learned, and ``python -m autotune.storage --rebuild-db results/<study>``
+rebuilds the default one from the records (``rebuild_db``) after it was lost or damaged. One driver per study on a
+storage: ``StorageLock``."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,7 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
             raise AutotuneError(
                 f"the study's Optuna database {url.removeprefix('sqlite:///')} cannot be read ({type(exc).__name__}: "
                 f"{first}); it may be damaged (a full disk, a copy cut short). The records are the source of truth: "
-                f"rebuild it from them with `python -m autotune.report {study_dir} --rebuild-db` (the old file is "
+                f"rebuild it from them with `python -m autotune.storage --rebuild-db {study_dir}` (the old file is "
                 f"moved aside), then run the same command again.") from exc
         raise AutotuneError(f"cannot open the Optuna study '{spec.name}' in {shown}: {type(exc).__name__}: "
                             f"{first}. Check the URL, that the database server runs and that the user may create "
@@ -186,3 +190,114 @@ class StorageLock:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+# --------------------------------------------------------------------------------------- rebuilding study.db
+# The old file is moved aside (``study.db.broken-<time>``), never deleted. Every record becomes a finished Optuna trial
+# with its parameters, objective values, constraints and tags under its own trial number (numbers with no record, the
+# proposals the searcher skipped, become failed trials), so a resume continues the numbering instead of reusing it.
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    db: Path
+    moved_aside: Path | None
+    trials: int  # Optuna trials written (records plus the numbers without one)
+    records: int
+
+
+def _spec_of(study_dir: Path, space: Path | None) -> StudySpec:
+    from autotune.space import load_study
+    from autotune.space.types import StudyOverrides
+
+    try:
+        saved = json.loads((study_dir / "study.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise AutotuneError(f"{study_dir / 'study.json'} cannot be read ({exc}); it names the study to rebuild") from exc
+    source = space or Path(str(saved.get("source") or ""))
+    if not source.is_file():
+        raise AutotuneError(f"the study's file {source} is gone; pass it with --space FILE (the same study YAML)")
+    return load_study(source, overrides=StudyOverrides(name=str(saved.get("name"))))
+
+
+def _distribution(spec: StudySpec, name: str) -> Any:
+    import optuna.distributions as d
+
+    p = spec.param(name)
+    if p.type == "int":
+        return d.IntDistribution(int(p.low), int(p.high), step=int(p.step or 1), log=p.log)  # type: ignore[arg-type]
+    if p.type == "float":
+        return d.FloatDistribution(float(p.low), float(p.high), step=p.step, log=p.log)  # type: ignore[arg-type]
+    return d.CategoricalDistribution(list(p.choices))
+
+
+def rebuild_db(study_dir: Path, space: Path | None = None) -> Rebuilt:
+    import optuna
+
+    from autotune.dashboard_attrs import name_objectives
+    from autotune.optuna_study import constraint_values, make_sampler, objective_values
+    from autotune.score import objective_key
+    from autotune.store import StudyStore
+
+    spec = _spec_of(study_dir, space)
+    store = StudyStore(study_dir)
+    records = {r.number: r for r in store.load()}
+    if not records:
+        raise AutotuneError(f"{study_dir} holds no trial record to rebuild study.db from")
+    db = study_dir / "study.db"
+    aside = None
+    if db.exists():
+        aside = db.with_name(f"study.db.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+        db.rename(aside)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=spec.name, storage=store.db_url, sampler=make_sampler(spec),
+                                directions=[o.direction for o in spec.objectives])
+    name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
+    for number in range(max(records) + 1):
+        rec = records.get(number)
+        if rec is None:
+            study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL,
+                                                      user_attrs={"skipped": "rebuilt: no record of this number"}))
+            continue
+        params = {k: v for k, v in rec.params.items() if v is not None and any(p.name == k for p in spec.params)}
+        attrs = {"outcome": rec.outcome.value, "trial_id": rec.trial_id, "rebuilt": True}
+        if rec.failure is not None:
+            attrs["failure"] = rec.failure.value
+        try:
+            trial = optuna.trial.create_trial(
+                params=params, distributions={k: _distribution(spec, k) for k in params},
+                values=objective_values(spec, rec), user_attrs=attrs,
+                system_attrs={"constraints": list(constraint_values(spec, rec).values())})
+        except ValueError as exc:  # a value outside the study file's range now (the file was edited)
+            raise AutotuneError(f"trial {number}'s parameters do not fit the study file's ranges ({exc}); pass the "
+                                "study YAML the study ran with, --space FILE") from exc
+        study.add_trial(trial)
+    return Rebuilt(db, aside, max(records) + 1, len(records))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.storage --rebuild-db results/<study> [--space FILE]``."""
+    import argparse
+    import sys
+
+    from autotune.studylock import StudyLock
+
+    p = argparse.ArgumentParser(prog="python -m autotune.storage",
+                                description="Rebuild a study's Optuna database (study.db) from its records; the old "
+                                "file is moved aside. Then resume the study with the same command as before.")
+    p.add_argument("--rebuild-db", type=Path, required=True, metavar="STUDY_DIR")
+    p.add_argument("--space", type=Path, help="the study YAML (default: the one study.json names)")
+    args = p.parse_args(argv)
+    try:
+        with StudyLock(args.rebuild_db):
+            rebuilt = rebuild_db(args.rebuild_db, args.space)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    moved = f"; the old file is {rebuilt.moved_aside}" if rebuilt.moved_aside else ""
+    print(f"rebuilt {rebuilt.db} from {rebuilt.records} record(s) ({rebuilt.trials} Optuna trial(s)){moved}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

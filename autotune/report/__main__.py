@@ -22,9 +22,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("study_dir", type=Path, help="a study's results directory (results/<study>)")
     p.add_argument("--json", action="store_true", help="print the study's summary as JSON instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    p.add_argument("--rebuild-db", action="store_true", help="rebuild the study's Optuna database (study.db) from its "
-                   "records (the old file is moved aside), e.g. after it was truncated; then re-render")
-    p.add_argument("--space", type=Path, help="with --rebuild-db: the study YAML (default: the one study.json names)")
     return p
 
 
@@ -37,13 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     if half_export(args.study_dir):
         print(f"warning: {half_export(args.study_dir)}", file=sys.stderr)
     try:
-        if args.rebuild_db:
-            from autotune.report.rebuild import rebuild_db
-
-            rebuilt = rebuild_db(args.study_dir, args.space)
-            moved = f"; the old file is {rebuilt.moved_aside}" if rebuilt.moved_aside else ""
-            print(f"rebuilt {rebuilt.db} from {rebuilt.records} record(s) ({rebuilt.trials} Optuna trial(s)){moved}",
-                  file=sys.stderr)
         done = rerender(args.study_dir)
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
