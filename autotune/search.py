@@ -7,6 +7,7 @@ The study file is validated before Ray starts. Results go to ``results/<study>/`
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -123,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         code = driver.run()
     except AutotuneError as exc:
         console.error(f"error: {exc}")
+        code = 2
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        console.error(f"error: {exc.strerror}{where}. Free space on that filesystem (or move the study with "
+                      f"--results-dir) and run the same command again: finished trials are kept in {driver.store.root}.")
         code = 2
     except KeyboardInterrupt:
         console.error(f"\ninterrupted: finished trials are saved in {driver.store.root}; run the same command to "

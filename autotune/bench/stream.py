@@ -36,6 +36,14 @@ def failed_sample(error: str) -> RequestSample:
 
 
 _CT_KEY = '"completion_tokens":'
+# Slack over a request's max_new_tokens before a server's token count is refused (a speculative step may report its
+# whole draft before the engine cuts it back to the limit).
+COUNT_SLACK = 64
+MAX_COMPLETION_TOKENS = 1 << 20  # the bound when a request body names no max_new_tokens
+
+
+class ImplausibleCount(ValueError):
+    """A count the server reported that no real server sends (negative, or more tokens than were asked for)."""
 
 
 def _completion_tokens(payload: str) -> int | None:
@@ -46,10 +54,31 @@ def _completion_tokens(payload: str) -> int | None:
     j = i + len(_CT_KEY)
     while j < len(payload) and payload[j] == " ":
         j += 1
-    k = j
-    while k < len(payload) and payload[k].isdigit():
+    k = j + 1 if payload.startswith("-", j) else j
+    while k < len(payload) and k - j < 20 and payload[k].isdigit():
         k += 1
-    return int(payload[j:k]) if k > j else None
+    return int(payload[j:k]) if k > j and payload[j:k] != "-" else None
+
+
+def token_limit(body: bytes) -> int:
+    """The most completion tokens a request may be answered with: its ``max_new_tokens`` plus ``COUNT_SLACK``."""
+    try:
+        asked = json.loads(body).get("sampling_params", {}).get("max_new_tokens")
+    except (ValueError, AttributeError):
+        asked = None
+    return int(asked) + COUNT_SLACK if isinstance(asked, int) and asked >= 0 else MAX_COMPLETION_TOKENS
+
+
+def check_count(name: str, value: Any, limit: int | None = None) -> None:
+    """Raise ImplausibleCount for a count from the server that is not an integer in ``[0, limit]``: every count is
+    bounded before it sizes anything."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ImplausibleCount(f"the server reported {name} = {value!r}, not a number")
+    if value < 0:
+        raise ImplausibleCount(f"the server reported a negative {name} ({value})")
+    if limit is not None and value > limit:
+        raise ImplausibleCount(f"the server reported {name} = {value:,}, more than the {limit:,} this request allows "
+                               f"(max_new_tokens + {COUNT_SLACK})")
 
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # an SSE line longer than this fails the request (SGLang's longest are ~1-2 MB)
@@ -79,6 +108,7 @@ async def _stream_one(
     """Send one streamed /generate request and time its chunks: on the server's virtual clock when ``slot`` is given
     (the slot then moves to the request's virtual finish), else in wall time x ``scale``."""
     virtual = VirtualTiming(slot.t) if slot is not None else None
+    limit = token_limit(body)
     headers = {**_HEADERS, **slot.headers()} if slot is not None else _HEADERS
     t0 = clock()
     last_t = t0
@@ -110,10 +140,13 @@ async def _stream_one(
             # token count is needed per chunk, and the whole meta_info of the last chunk at the end.
             ct = _completion_tokens(payload)
             ct = last_ct + 1 if ct is None else ct  # no meta_info: count one token per chunk
+            check_count("completion_tokens", ct, limit)  # it sizes the list of gaps below
             if virtual is not None:
                 pairs = parse_times(payload)
                 if pairs is None:
                     return failed_sample("the server declared a virtual clock but a stream chunk carries no sim_times")
+                for _, pair_ct in pairs:
+                    check_count("completion_tokens in sim_times", pair_ct, limit)
                 virtual.feed(pairs)
             new = ct - last_ct
             if new > 0:
@@ -141,6 +174,10 @@ async def _stream_one(
         slot.t = virtual.last
     verify = meta.get("spec_verify_ct")
     accept = meta.get("spec_accept_length")
+    for name, value in (("prompt_tokens", meta.get("prompt_tokens")), ("spec_verify_ct", verify),
+                        ("spec_accept_length", accept)):
+        if value is not None:
+            check_count(name, value)
     if accept is None and verify:
         accept = last_ct / verify
     return RequestSample(
@@ -172,5 +209,7 @@ async def send_request(
         return failed_sample(f"timeout after {timeout_s:g} s ({type(exc).__name__})"), False
     except httpx.HTTPError as exc:
         return failed_sample(f"broken stream: {type(exc).__name__}: {exc}"), False
+    except ImplausibleCount as exc:  # a lying or broken server: never trusted to size anything
+        return failed_sample(f"implausible count from the server: {exc}"), False
     except (ValueError, TypeError, AttributeError) as exc:  # a chunk that is not the JSON SGLang sends
         return failed_sample(f"malformed stream chunk: {type(exc).__name__}: {exc}"), False

@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from autotune.export.errors import ExportError
 from autotune.export.summary import format_summary_table
-from autotune.export.writer import ExportResult, export_study
+from autotune.export.writer import ExportResult, export_study, half_export
 
-__all__ = ["ExportError", "ExportResult", "export_study", "format_summary_table"]
+__all__ = ["ExportError", "ExportResult", "export_study", "format_summary_table", "half_export"]

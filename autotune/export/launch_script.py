@@ -175,7 +175,7 @@ def _metric_lines(record: TrialRecord, load_levels: Sequence[int]) -> list[str]:
 
 
 def _export_line(name: str, value: str) -> str:
-    if value == REDACTED or is_secret(name):
+    if value == REDACTED or is_secret(name, value=value):
         return f'export {name}="${{{name}:?set {name} in your environment: autotune does not store secret values}}"'
     return f"export {name}={shlex.quote(value)}"
 
@@ -192,6 +192,17 @@ def _host_note(host: str) -> str:
 
 def _option_lines(options: Sequence[Option]) -> list[str]:
     """Shell-quoted options, one per line with its value (``--tp-size 8``), for a readable array literal."""
-    return [
-        shlex.quote(f"--{name}") + (f" {shlex.quote(value)}" if value is not None else "") for name, value in options
-    ]
+    return [shlex.quote(f"--{name}") + (f" {_option_value(name, value)}" if value is not None else "")
+            for name, value in options]
+
+
+def secret_flag_variable(name: str) -> str:
+    """The variable launch.sh reads a secret flag's value from: ``--api-key`` -> ``API_KEY``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper()
+
+
+def _option_value(name: str, value: str) -> str:
+    if value != REDACTED:
+        return shlex.quote(value)
+    var = secret_flag_variable(name)
+    return f'"${{{var}:?set {var} in your environment to the value of --{name}: autotune does not store secrets}}"'

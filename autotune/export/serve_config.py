@@ -63,7 +63,8 @@ def serve_app_args(
     """The app's args for ``cmd``: argv without an interpreter (the replica runs ``-m <module>`` on its own Python) and
     ``--port 0`` (the replica picks a free port on its node and proxies to it)."""
     ready = record.phases.launch_to_ready_s
-    argv = ["-m", cmd.module, *option_argv(cmd.options), "--host", cmd.host, "--port", "0"]
+    kept = [(name, value) for name, value in cmd.options if value != REDACTED]  # a secret flag is not stored
+    argv = ["-m", cmd.module, *option_argv(kept), "--host", cmd.host, "--port", "0"]
     return ServeAppArgs(
         name=app_name(study_name) + ("-rehearsal" if rehearsal else ""),
         engine="sim" if rehearsal else "sglang",
@@ -165,6 +166,10 @@ def render_serve_config(
         header.append("# TUNED ON THE SIMULATOR: this is the SGLang server the tuned configuration stands for.")
     header += [f"#   left out (benchmark-only, see report.md): {s.text}" for s in server.removed if not rehearsal]
     secret = [k for k, v in cmd.env if _secret(k, v)]
+    secret_flags = [f"--{name}" for name, value in cmd.options if value == REDACTED]
+    if secret_flags:
+        header.append(f"# Secret flags not stored here: {', '.join(secret_flags)}. Add them with their values to "
+                      "applications[0].args.argv where you deploy it (autotune does not store secrets).")
     if secret:
         header.append(f"# Secret variables not stored here: {', '.join(secret)}. Set them in the replicas' environment "
                       "(the node's shell or a runtime_env); the engine server inherits them.")
@@ -183,4 +188,4 @@ DEPLOY_HELP = [
 
 
 def _secret(name: str, value: str) -> bool:
-    return value == REDACTED or is_secret(name)
+    return value == REDACTED or is_secret(name, value=value)

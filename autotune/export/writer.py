@@ -1,15 +1,18 @@
-"""``export_study``: render every artifact first, then write ``<study_dir>/best/`` atomically file by file."""
+"""``export_study``: render every artifact first, write them into a folder beside ``best/`` (``.best.new``), then swap
+it in with two renames, so ``best/`` is always one whole export. A kill in between leaves the staging folder, which
+``half_export`` reports and the next export replaces."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from autotune.core.secrets import REDACTED, has_secrets, redact_env
+from autotune.core.secrets import REDACTED, has_secrets, redact_argv, redact_env, redact_flags
 from autotune.export.analysis import analyze
 from autotune.export.banner import engine_banner
 from autotune.export.charts import pareto_svg, throughput_svg
@@ -32,6 +35,19 @@ SCRIPTS = (LAUNCH_SH, REHEARSE_SH)
 BEST_JSON = "best.json"
 PARETO_JSON = "pareto.json"
 REPORT_MD = "report.md"
+STAGING = ".best.new"  # the next export, being written
+RETIRED = ".best.old"  # the previous export, between the two renames
+
+
+def half_export(study_dir: Path) -> str:
+    """What a cut-short export left (a kill or a full disk while writing it), or ``""``."""
+    root = Path(study_dir)
+    if (root / STAGING).exists() or (root / RETIRED).exists():
+        whole = "best/ holds the previous complete export" if (root / BEST_DIR / BEST_JSON).exists() else \
+            "there is no complete best/"
+        return (f"an export of {root} was cut short ({STAGING} or {RETIRED} is left); {whole}. Run `python -m "
+                f"autotune.report {root}` (or resume the study) to export again.")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -81,7 +97,8 @@ def export_study(
     ``note``: a banner for report.md and best.json (e.g. that the study was interrupted and these results are partial).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
-    records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
+    # a record written before redaction existed (or before it knew a credential's shape)
+    records = [replace(r, env=redact_env(r.env), flags=redact_flags(r.flags), argv=redact_argv(r.argv)) for r in records]
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
                 finalists=finalists, stopped_early=stopped_early)
     best = a.best.record
@@ -108,17 +125,9 @@ def export_study(
             texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
             texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True)
     out = Path(study_dir) / BEST_DIR
-    out.mkdir(parents=True, exist_ok=True)
     # an export that names secret variables is kept from other users (the values themselves are never written)
-    private = any(has_secrets(r.env) or REDACTED in r.env.values() for r in records)
-    if private:
-        os.chmod(out, 0o700)
-    for name, text in texts.items():
-        mode = 0o755 if name in SCRIPTS else 0o644
-        _write_atomic(out / name, text, mode=mode & 0o700 if private else mode)
-    for stale in (LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE, RAY_LLM):
-        if stale not in texts:
-            (out / stale).unlink(missing_ok=True)
+    private = any(has_secrets(r.env) or has_secrets(r.flags) or REDACTED in r.argv for r in records)
+    _swap_in(Path(study_dir), texts, private=private)
     return ExportResult(
         best=best,
         reason=a.best.reason,
@@ -135,6 +144,31 @@ def export_study(
         throughput_svg=out / THROUGHPUT_SVG,
         pareto_svg=out / PARETO_SVG,
     )
+
+
+def _swap_in(study_dir: Path, texts: Mapping[str, str], *, private: bool) -> None:
+    """Write ``texts`` into ``.best.new`` (files of ``best/`` that the export does not write, e.g. report.html, are
+    carried over), then rename ``best`` -> ``.best.old``, ``.best.new`` -> ``best``, and remove ``.best.old``."""
+    out, staging, retired = study_dir / BEST_DIR, study_dir / STAGING, study_dir / RETIRED
+    shutil.rmtree(staging, ignore_errors=True)  # a cut-short export's leftovers
+    if retired.exists() and not out.exists():
+        retired.rename(out)  # cut short between the two renames: the previous export is the whole one
+    shutil.rmtree(retired, ignore_errors=True)
+    staging.mkdir(mode=0o700 if private else 0o755, parents=True)
+    managed = {LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE, RAY_LLM, *texts}
+    if out.is_dir():
+        for old in out.iterdir():
+            if old.is_file() and not old.name.startswith(".") and old.name not in managed:
+                shutil.copy2(old, staging / old.name)
+    for name, text in texts.items():
+        mode = 0o755 if name in SCRIPTS else 0o644
+        _write_atomic(staging / name, text, mode=mode & 0o700 if private else mode)
+    if private:
+        os.chmod(staging, 0o700)
+    if out.exists():
+        out.rename(retired)
+    staging.rename(out)
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 def _write_atomic(path: Path, text: str, *, mode: int) -> None:

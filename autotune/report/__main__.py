@@ -27,10 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from autotune.export import format_summary_table
+    from autotune.export import format_summary_table, half_export
     from autotune.report.render import rerender
     from autotune.report.study_summary import print_summary
 
+    if half_export(args.study_dir):
+        print(f"warning: {half_export(args.study_dir)}", file=sys.stderr)
     try:
         done = rerender(args.study_dir)
     except AutotuneError as exc:

@@ -61,8 +61,82 @@ def did_you_mean(word: str, options: Iterable[str]) -> str | None:
 # YAML: safe loading, duplicate keys refused, errors with a line number
 
 
+MAX_STUDY_BYTES = 1 << 20  # a study file is a few KiB; a larger one is refused before it is read
+MAX_ALIASES = 1000  # alias uses in one file
+MAX_NODES = 100_000  # values in the document with every alias expanded (an alias bomb expands to billions)
+MAX_DEPTH = 64  # nesting of lists and mappings, aliases expanded
+
+
+class _HostileYAML(yaml.composer.ComposerError):
+    """A document past one of the loader's limits (aliases, expanded size, nesting)."""
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML would silently keep the last)."""
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would silently keep the last), and a hostile
+    document: more than ``MAX_ALIASES`` aliases, nesting deeper than ``MAX_DEPTH``, or more than ``MAX_NODES`` values
+    once its aliases are expanded. The limits are checked on the node graph, before anything is built from it."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _HostileYAML(
+                    None, None, f"more than {MAX_ALIASES} aliases (*name): a study file needs a few at most",
+                    self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _HostileYAML(
+                    None, None, f"lists or mappings nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expanded(node)
+        return super().construct_document(node)
+
+
+def _check_expanded(root: yaml.Node) -> None:
+    """Refuse a node graph whose aliases expand past ``MAX_NODES`` values or ``MAX_DEPTH`` levels (iteratively: the
+    graph may be deep), or that contains itself through an alias."""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        if done:
+            open_nodes.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            height[key] = 1 + max((height[id(k)] for k in kids), default=0)
+            if size[key] > MAX_NODES:
+                raise _HostileYAML(
+                    None, None, f"its aliases expand to more than {MAX_NODES:,} values (an alias bomb?)", node.start_mark)
+            if height[key] > MAX_DEPTH:
+                raise _HostileYAML(
+                    None, None, f"with its aliases expanded, lists or mappings nest deeper than {MAX_DEPTH} levels",
+                    node.start_mark)
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise _HostileYAML(None, None, "an alias refers to a value that contains it (a recursive "
+                                              "alias)", node.start_mark)
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -97,6 +171,11 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise SpaceError(f"{path}: is not a file. Fix: pass a study YAML file, e.g. search_spaces/smoke.yaml")
     try:
+        size = path.stat().st_size
+        if size > MAX_STUDY_BYTES:
+            raise SpaceError(f"{path}: the file is {size / 2**20:.1f} MiB; a study file may be at most "
+                             f"{MAX_STUDY_BYTES / 2**20:g} MiB. Fix: pass the study YAML (prompts and data go in "
+                             "workload files, not in the study)")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SpaceError(
@@ -104,6 +183,11 @@ def read_yaml(path: Path) -> dict[str, Any]:
         ) from exc
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except _HostileYAML as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
+        raise SpaceError(f"{path}: refused at {where}: {exc.problem}. Fix: write the values out plainly (a study file "
+                         "needs no alias chains or deep nesting)") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
@@ -266,6 +350,8 @@ class ServerModel(_Model):
     env: dict[str, EnvValueT] = Field(default_factory=dict)
     # names whose values are redacted in records and exports, beyond the built-in pattern (autotune.core.secrets)
     secret_env: list[str] = Field(default_factory=list)
+    # flags (without dashes) whose values are credentials, beyond the engine's known ones (autotune.core.secrets)
+    secret_flags: list[str] = Field(default_factory=list)
     # Benchmark-only settings (a flag name without dashes, or a variable), with the reason: kept in the records, left
     # out of the production export (best/launch.sh, serve_config.yaml). autotune.export.study_only knows common ones.
     study_only: dict[str, str] = Field(default_factory=dict)

@@ -140,7 +140,8 @@ class ServerSpec:
     host: str = "127.0.0.1"
     flags: dict[str, str | int | float | bool] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    secret_env: tuple[str, ...] = ()  # redacted beyond autotune.core.secrets.SECRET_NAME
+    secret_env: tuple[str, ...] = ()  # variables redacted beyond those autotune.core.secrets recognises
+    secret_flags: tuple[str, ...] = ()  # flags (without dashes) redacted beyond those autotune.core.secrets recognises
     study_only: dict[str, str] = field(default_factory=dict)  # flag or variable -> why it is benchmark-only
 
 
@@ -225,12 +226,29 @@ class StudySpec:
                 return p
         raise KeyError(f"no parameter named {name!r} in study {self.name!r}")
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready copy (for records and exports); secret environment values are redacted (autotune.core.secrets)."""
-        from autotune.core.secrets import redact_env
+    @property
+    def has_secrets(self) -> bool:
+        """Whether a fixed variable or flag of the server holds a secret (autotune.core.secrets)."""
+        from autotune.core.secrets import has_secrets
 
-        data = asdict(self)
-        data["server"]["env"] = redact_env(self.server.env, self.server.secret_env)
+        s = self.server
+        return has_secrets(s.env, s.secret_env) or has_secrets(s.flags, s.secret_flags)
+
+    def redacted(self) -> StudySpec:
+        """This spec with the secret values of the server's variables and flags replaced by ``<redacted>``: what may be
+        written or pickled (``study.json``, the searcher state Ray Tune keeps under ``tune/``)."""
+        from dataclasses import replace
+
+        from autotune.core.secrets import redact_env, redact_flags
+
+        s = self.server
+        return replace(self, server=replace(s, env=redact_env(s.env, s.secret_env),
+                                            flags=redact_flags(s.flags, s.secret_flags)))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready copy (for records and exports); secret values of variables and flags are redacted
+        (autotune.core.secrets)."""
+        data = asdict(self.redacted())
         data["source"] = str(self.source)
         data["gpus_per_trial"] = self.gpus_per_trial
         return data

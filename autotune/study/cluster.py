@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from autotune.core import gpus
@@ -23,6 +27,7 @@ class ClusterRequest:
     dashboard_port: int
     metrics_port: int | None
     verbose: bool  # Ray's own output on the console
+    state_dir: Path | None = None  # the study's directory: where the local cluster's session is noted (SESSION_FILE)
 
 
 PROXY_READY_S = 30  # how long Ray Serve waits for a local cluster's HTTP proxy to become ready
@@ -105,16 +110,136 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
         # 127.0.0.1 and the GCS, raylet and workers listen there only, not on every interface; the dashboard
         # binds 127.0.0.1 too. Joining a cluster (--address) is unaffected.
         loopback_only_ray()
-        ctx = ray.init(address="local", num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True,
-                       dashboard_host="127.0.0.1", dashboard_port=req.dashboard_port,
-                       log_to_driver=req.verbose, _node_ip_address="127.0.0.1", **kwargs)
+        try:
+            ctx = ray.init(address="local", num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True,
+                           dashboard_host="127.0.0.1", dashboard_port=req.dashboard_port,
+                           log_to_driver=req.verbose, _node_ip_address="127.0.0.1", **kwargs)
+        except Exception as exc:  # noqa: BLE001 - Ray's start-up failures have no common type
+            if isinstance(exc, AutotuneError):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise AutotuneError(
+                f"the study's local Ray cluster did not start ({type(exc).__name__}: {first[:300]}). A port it needs "
+                f"may be taken, or the machine too loaded to start it in time: see /tmp/ray/session_latest/logs, free "
+                f"some CPU or pass --dashboard-port/--metrics-port with free ports, and run the same command again "
+                f"(finished trials are kept).") from exc
         started = True
+        if req.state_dir is not None:
+            node = getattr(ray._private.worker, "_global_node", None)
+            if node is not None:
+                record_session(req.state_dir, node.get_session_dir_path())
     url = getattr(ctx, "dashboard_url", None)
     say(f"Ray dashboard: http://{url}" if url else "Ray dashboard: not available on this cluster")
     if started and req.metrics_port:
         say(f"study metrics (Prometheus): http://127.0.0.1:{req.metrics_port}/metrics")
     total = float(ray.cluster_resources().get("GPU", 0))
     return started, total
+
+
+SESSION_FILE = "ray-session.json"  # results/<study>/: the session of the local cluster the study's driver started
+STOP_WAIT_S = 10.0
+
+
+def record_session(state_dir: Path, session_dir: str) -> None:
+    """Note the session of the local cluster this driver started, so a run after a killed driver can find the
+    processes that cluster left running (by session, never by name)."""
+    from autotune.trial.store import atomic_write_text
+
+    atomic_write_text(Path(state_dir) / SESSION_FILE,
+                      json.dumps({"session_dir": str(session_dir), "driver_pid": os.getpid()}))
+
+
+def _proc_title(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+
+
+def _in_session(pid: int, session_dir: str) -> bool:
+    """Whether process ``pid`` belongs to the Ray session ``session_dir``: its command line names the session, or a
+    file it holds open lies in the session's folder (Ray's agents retitle themselves ``ray::DashboardAgent`` but keep
+    their logs open there)."""
+    name = os.path.basename(session_dir.rstrip("/"))
+    if name and name in _proc_title(pid):
+        return True
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    prefix = session_dir.rstrip("/") + "/"
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def session_processes(session_dir: str) -> list[int]:
+    """This user's processes of the Ray session ``session_dir`` (none of another user's, never this process)."""
+    uid, me = os.getuid(), os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+        except OSError:
+            continue
+        if _in_session(int(entry), session_dir):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def stop_orphans(state_dir: Path, say: Callable[[str], None]) -> list[int]:
+    """Stop the processes of the local Ray cluster an earlier driver of this study started and left running (it was
+    killed, or its GCS was lost): they hold that cluster's ports (the dashboard agent's, the metrics port) and the
+    next cluster would fail to start. Only processes of that cluster's session are touched; says what it did.
+    The caller holds the study's lock, so the driver that started that cluster is gone."""
+    path = Path(state_dir) / SESSION_FILE
+    try:
+        info = json.loads(path.read_text())
+        session_dir = str(info["session_dir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if int(info.get("driver_pid") or 0) == os.getpid():
+        return []  # this driver's own cluster
+    pids = session_processes(session_dir)
+    if not pids:
+        return []
+    titles = {pid: _proc_title(pid).split(" ")[0].rsplit("/", 1)[-1] or "?" for pid in pids}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + STOP_WAIT_S
+    left = pids
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [pid for pid in left if _alive(pid)]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    listed = ", ".join(f"{titles[p]} (pid {p})" for p in pids)
+    say(f"stopped {len(pids)} process(es) of this study's previous Ray cluster ({os.path.basename(session_dir)}), "
+        f"left running by a driver that was killed or lost its cluster: {listed}"
+        f"{' (SIGKILL after ' + format(STOP_WAIT_S, 'g') + ' s)' if left else ''}; the ports they held are free again")
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie holds no port
 
 
 def check_reachable(address: str, where: str, timeout_s: float = 5.0) -> None:
@@ -178,3 +303,30 @@ def port_busy(port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autotune.study.cluster --stop-orphans results/<study>``: stop what the study's last local Ray cluster left
+    running (for scripts that end a study from outside, instead of Ray's own stop command, which stops every Ray on the
+    machine). Refused while a driver holds the study's lock, so a running study is never touched."""
+    import argparse
+    import sys
+
+    from autotune.study.studylock import StudyLock
+
+    p = argparse.ArgumentParser(prog="python -m autotune.study.cluster", description=main.__doc__)
+    p.add_argument("--stop-orphans", type=Path, required=True, metavar="STUDY_DIR")
+    args = p.parse_args(argv)
+    try:
+        with StudyLock(args.stop_orphans):
+            stopped = stop_orphans(args.stop_orphans, print)
+    except AutotuneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not stopped:
+        print(f"no process of {args.stop_orphans}'s Ray cluster is left running")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

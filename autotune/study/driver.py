@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import AutotuneError
-from autotune.core.secrets import has_secrets
 from autotune.finalists.choice import (
     FinalistOutcome,
     StagePlan,
@@ -29,13 +28,21 @@ from autotune.progress.noise import LOG_NAME as RAY_LOG
 from autotune.progress.noise import ray_output_to_log
 from autotune.progress.pump import EventPump, create_monitor, finished_event
 from autotune.space import StudySpec
-from autotune.study.cluster import ClusterRequest, bounded, ignore_sigint, port_busy, start_ray, start_serve
+from autotune.study.cluster import (
+    ClusterRequest,
+    bounded,
+    ignore_sigint,
+    port_busy,
+    start_ray,
+    start_serve,
+    stop_orphans,
+)
 from autotune.study.finalist_stage import run_stage
 from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.study.optuna_study import reconcile
 from autotune.study.runner import base_record, failed_record, now_iso, tune_trainable
 from autotune.study.searcher import OptunaStudySearcher
-from autotune.study.storage import open_shared_study, redact_url
+from autotune.study.storage import StorageLock, open_shared_study, redact_url
 from autotune.study.studylock import StudyLock
 from autotune.trial import registry, slots
 from autotune.trial.records import FailureKind, TrialRecord
@@ -83,6 +90,7 @@ class StudyDriver:
 
     # ------------------------------------------------------------------------------------------------------
     def _check_same_study(self) -> None:
+        self._check_identity()
         path = self.store.root / "study.json"
         if not path.exists():
             return
@@ -95,6 +103,26 @@ class StudyDriver:
                 f"{self.store.root} holds a study with a different {', '.join(changed)}; resuming would mix results. "
                 f"Use --study NEW_NAME, or --fresh to move the old directory aside (nothing is deleted)."
             )
+
+    def _check_identity(self) -> None:
+        """Refuse a directory whose study.json or records name another study (copied or renamed): resuming it under a
+        new name would open a second Optuna study whose trial numbers collide with the records'."""
+        name, root = self.spec.name, self.store.root
+        found: list[tuple[str, str]] = []
+        path = root / "study.json"
+        if path.exists():
+            try:
+                found.append((str(json.loads(path.read_text()).get("name")), "study.json"))
+            except (OSError, ValueError, AttributeError):
+                pass
+        found += [(r.study, "trials.jsonl") for r in self.store.read().records if r.study]
+        other = next(((n, where) for n, where in found if n != name), None)
+        if other is not None:
+            raise AutotuneError(
+                f"{root} holds study '{other[0]}' (its {other[1]}), not '{name}': the directory was copied or renamed. "
+                f"Resume it under its own name (--study {other[0]}, from a results directory where it is named "
+                f"{other[0]}), or start a new study '{name}' with --fresh (the directory is moved aside, nothing is "
+                f"deleted).")
 
     def _missing_record(self, number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params,
@@ -125,8 +153,10 @@ class StudyDriver:
             self._monitor.publish.remote(finished_event(self.spec, record).to_json())
 
     def _start_ray(self) -> tuple[bool, float]:
+        if not (self.address or os.environ.get("RAY_ADDRESS")):
+            stop_orphans(self.store.root, self.console.say)  # a killed driver's cluster, found by its session
         return start_ray(self.spec, ClusterRequest(self.address, self.num_gpus, self.dashboard_port, self.metrics_port,
-                                                   self._verbose), self.console.say)
+                                                   self._verbose, self.store.root), self.console.say)
 
     def run(self) -> int:
         """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""
@@ -139,7 +169,12 @@ class StudyDriver:
                     fresh_lock = StudyLock(self.store.root).acquire()
                     lock.release()
                     lock = fresh_lock
-            return self._run_locked()
+            self._check_identity()  # a copied or renamed directory: refused before the storage's lock is written
+            storage_lock = StorageLock(self.storage or self.store.db_url, self.spec.name).acquire()
+            try:
+                return self._run_locked()
+            finally:
+                storage_lock.release()
         finally:
             lock.release()
 
@@ -147,13 +182,20 @@ class StudyDriver:
         spec = self.spec
         self._check_same_study()
         self.store.repair()
+        self.store.restore()  # a torn or unreadable middle record comes back from trials/ (not rerun)
+        from autotune.export import half_export
+
+        if half_export(self.store.root):
+            self.console.error(f"warning: {half_export(self.store.root)}")
+        if not (self.address or os.environ.get("RAY_ADDRESS")):
+            registry.check_writable()  # the local replicas register their servers there
         killed = registry.sweep(self.owner)
         if killed:
             self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "
                              "was killed)")
         self.store.ensure()
-        if has_secrets(spec.server.env, spec.server.secret_env):
-            os.chmod(self.store.root, 0o700)  # its records name secret variables (their values are redacted)
+        if spec.has_secrets:
+            self.store.make_private()  # its records name secret variables and flags (their values are redacted)
         self.store.write_json("study.json", _spec_json(spec))
         records = self.store.load()
         study = open_shared_study(spec, self.storage or self.store.db_url, records, default=self.storage is None)

@@ -23,7 +23,7 @@ from typing import Any
 from autotune import __version__
 from autotune.bench.types import BenchPlan
 from autotune.core.errors import AutotuneError, failure_kind, rejected_flags
-from autotune.core.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
+from autotune.core.secrets import redact_argv, redact_env, redact_flags, redact_text, secret_values
 from autotune.core.trial import TrialConfig
 from autotune.engines import get_engine
 from autotune.engines.base import Engine, classify_failure, parse_log_phases
@@ -273,24 +273,26 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
                                            deployer=deployer, send=send)
     finally:
         send(TrialEvent(number, trial_id, Phase.ENDED))  # it no longer runs (a relaunch gets no FINISHED)
-    return redact_record(record, log_text, env, spec.server.secret_env)
+    return redact_record(record, log_text, env, spec.server.secret_env, spec.server.secret_flags)
 
 
 def redact_record(record: TrialRecord, log_text: str, env: Mapping[str, str],
-                  extra: tuple[str, ...] = ()) -> tuple[TrialRecord, str]:
-    """The record and log with every secret redacted: values of variables (``env``, the server's real environment, and
-    this process's) and of flags (``--api-key``) whose names match autotune.core.secrets' pattern or are listed in ``extra``
-    (the study's server.secret_env)."""
-    flags = {k: str(v) for k, v in record.flags.items() if v is not None}
-    values = secret_values({**os.environ, **record.env, **env, **flags}, extra)
+                  extra: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()) -> tuple[TrialRecord, str]:
+    """The record and log with every secret redacted (autotune.core.secrets): values of variables (``env``, the server's
+    real environment, and this process's; ``extra``: the study's server.secret_env) and of flags (``--api-key``;
+    ``extra_flags``: the study's server.secret_flags), in the record's fields, its argv and every text."""
+    values = secret_values({**os.environ, **record.env, **env}, extra)
+    values += secret_values({k: v for k, v in record.flags.items() if v is not None}, extra_flags)
+    values = sorted(set(values), key=len, reverse=True)
 
     def text(s: str) -> str:
         return redact_text(s, values)
 
     safe = replace(record, env=redact_env(record.env, extra), message=text(record.message),
-                   flags={k: (REDACTED if is_secret(k, extra) else v) for k, v in record.flags.items()},
-                   log_tail=text(record.log_tail), argv=[text(a) for a in record.argv])
+                   flags=redact_flags(record.flags, extra_flags), log_tail=text(record.log_tail),
+                   argv=[text(a) for a in redact_argv(record.argv, extra_flags)])
     return safe, text(log_text)
+
 
 
 def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int, owner: str | None,

@@ -322,13 +322,10 @@ class OptunaStudySearcher(Searcher):
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret variables redacted, and without the
         driver's callbacks, the screen and the learned set-asides (they would carry the spec along). autotune never restores it from there."""
-        from dataclasses import replace
 
-        from autotune.core.secrets import redact_env
 
         state = self.__dict__.copy()
-        server = self.spec.server
-        state["spec"] = replace(self.spec, server=replace(server, env=redact_env(server.env, server.secret_env)))
+        state["spec"] = self.spec.redacted()
         for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned", "repair",
                          "_repairer", "kv"):
             state[callback] = None

@@ -52,9 +52,7 @@ class StudyLock:
                 f"study {self.root} is already being run by {holder}. Two drivers of one study would kill each other's "
                 f"servers and run its trials twice; wait for that run to finish (or stop it), or use --study NEW_NAME."
             ) from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "argv": sys.argv}
+        info = holder_info()
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         os.fsync(fd)
@@ -74,11 +72,22 @@ class StudyLock:
         self.release()
 
 
+def holder_info() -> dict[str, Any]:
+    """Who holds a lock: this process's pid, host, start time and command line."""
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv}
+
+
 def _read_holder(fd: int) -> str:
     try:
         info = json.loads(os.pread(fd, 65536, 0) or b"{}")
     except (OSError, ValueError):
         info = {}
+    return describe_holder(info)
+
+
+def describe_holder(info: dict[str, Any]) -> str:
+    """``pid P on HOST since T (COMMAND)`` for a ``holder_info`` mapping."""
     if not info:
         return "another process (it has not written its details yet)"
     cmd = " ".join(str(a) for a in info.get("argv") or [])[:200]

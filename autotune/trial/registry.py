@@ -47,10 +47,14 @@ class RegistryError(AutotuneError):
 
 
 def safe_dir(directory: Path) -> Path:
-    """Create ``directory`` 0700 if missing; refuse a symlink, a non-directory or another user's directory."""
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir(mode=0o700, parents=True)
-    st = os.lstat(directory)
+    """Create ``directory`` 0700 if missing; refuse a symlink, a non-directory or another user's directory, and say
+    what to do when it cannot be created or read."""
+    try:
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700, parents=True)
+        st = os.lstat(directory)
+    except OSError as exc:
+        raise RegistryError(_unwritable(directory, exc)) from exc
     if stat.S_ISLNK(st.st_mode):
         raise RegistryError(f"server registry {directory} is a symlink; refusing to use it. Remove it, or set "
                             f"AUTOTUNE_SERVER_REGISTRY to a directory of your own.")
@@ -62,6 +66,24 @@ def safe_dir(directory: Path) -> Path:
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(directory, 0o700)
     return directory
+
+
+def _unwritable(directory: Path, exc: OSError) -> str:
+    return (f"server registry {directory} cannot be used ({exc.strerror or exc}): autotune notes each server it "
+            f"starts there so that it can stop them after a crash. Set AUTOTUNE_SERVER_REGISTRY to a writable "
+            f"directory of your own (on every node), or fix that directory's permissions.")
+
+
+def check_writable(directory: Path | None = None) -> None:
+    """Raise RegistryError (one line, with the fix) unless a server could be registered in ``directory``."""
+    directory = safe_dir(directory or DEFAULT_DIR)
+    probe = directory / f".probe.{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        raise RegistryError(_unwritable(directory, exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -96,10 +118,13 @@ def register(pgid: int, owner: str, argv: list[str], directory: Path | None = No
     entry = {"pgid": pgid, "owner": owner, "argv": argv, "parent": parent or os.getpid(),
              "start_ticks": ident.start_ticks if ident else None, "cmdline": list(ident.cmdline) if ident else None}
     tmp = directory / f".{pgid}.json.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(entry))
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(entry))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise RegistryError(_unwritable(directory, exc)) from exc
     return path
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,9 +35,12 @@ class LoadReport:
     unreadable: list[str] = field(default_factory=list)  # "trials.jsonl line N: why"
     unknown_fields: list[str] = field(default_factory=list)  # "line N (trial T, schema v): a, b"
     torn_tail: str = ""  # a last line without its newline (a write cut short), not yet repaired
+    restored: list[str] = field(default_factory=list)  # "trials/NNNN-ID.json": records missing from trials.jsonl
 
     def problems(self) -> list[str]:
         out = [f"unreadable record, skipped: {u}" for u in self.unreadable]
+        out += [f"restored from {r}: its record is missing from trials.jsonl (an unreadable line); it is appended "
+                f"again and not rerun" for r in self.restored]
         out += [f"record from a newer autotune (schema > {SCHEMA_VERSION}), unknown fields kept: {u}"
                 for u in self.unknown_fields]
         if self.torn_tail:
@@ -58,10 +62,20 @@ def _tail_after_last_newline(fh: Any, size: int, block: int = 65536) -> bytes:
     return tail
 
 
+def file_mode(directory: Path) -> int:
+    """The mode of a new file in ``directory``: 0600 in a private (0700) directory, else 0644."""
+    try:
+        private = stat.S_IMODE(directory.stat().st_mode) & 0o077 == 0
+    except OSError:
+        private = False
+    return 0o600 if private else 0o644
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode(path.parent))
+    with os.fdopen(fd, "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -81,8 +95,16 @@ class StudyStore:
         return self.root / "trials.jsonl"
 
     def ensure(self) -> None:
+        mode = 0o700 if file_mode(self.root) == 0o600 else 0o777  # a private study's folders are private too
         for sub in ("trials", "logs", "best"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            (self.root / sub).mkdir(mode=mode, parents=True, exist_ok=True)
+
+    def make_private(self) -> None:
+        """Keep the study from other users (it has a secret): its folders 0700, its files 0600, as are new ones."""
+        for path in [self.root, *self.root.rglob("*")]:
+            if path.is_symlink():
+                continue
+            os.chmod(path, 0o700 if path.is_dir() else stat.S_IMODE(path.stat().st_mode) & 0o700)
 
     @property
     def torn_path(self) -> Path:
@@ -113,11 +135,29 @@ class StudyStore:
              f"were moved to {self.torn_path} and the file now ends at the last complete record.")
         return fragment
 
+    def restore(self) -> list[str]:
+        """Append to trials.jsonl the records only ``trials/`` still holds (their line was torn or unreadable), so the
+        file is whole again and a resume does not rerun them; returns the files used."""
+        report = self.read()
+        if not report.restored:
+            return []
+        by_file = {str(self.root / "trials" / f"{r.number:04d}-{r.trial_id}.json"): r for r in report.records}
+        fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode(self.root))
+        with os.fdopen(fd, "a") as fh:
+            for name in report.restored:
+                fh.write(json.dumps(by_file[name].to_json(), sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        warn(f"{self.records_path}: restored {len(report.restored)} record(s) from trials/ "
+             f"({', '.join(Path(n).name for n in report.restored)}); the unreadable line(s) stay and are reported")
+        return report.restored
+
     def append(self, record: TrialRecord, log_text: str = "") -> None:
         self.ensure()
         self.repair()
         line = json.dumps(record.to_json(), sort_keys=True)
-        with self.records_path.open("a") as fh:
+        fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode(self.root))
+        with os.fdopen(fd, "a") as fh:
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -169,7 +209,27 @@ class StudyStore:
                 unknown.append(f"{self.records_path} line {lineno} (trial {rec.number}, schema "
                                f"{rec.schema_version}): {', '.join(rec.unknown_fields())}")
             by_number[rec.number] = rec
-        return LoadReport([by_number[k] for k in sorted(by_number)], unreadable, unknown, torn)
+        restored = self._restore_from_copies(by_number) if unreadable or torn else []
+        return LoadReport([by_number[k] for k in sorted(by_number)], unreadable, unknown, torn, restored)
+
+    def _restore_from_copies(self, by_number: dict[int, TrialRecord]) -> list[str]:
+        """Add to ``by_number`` each record of ``trials/`` (written after its line of trials.jsonl) whose trial number
+        has no readable line; returns the files used."""
+        restored = []
+        for path in sorted((self.root / "trials").glob("[0-9]*.json")):
+            if path.name.endswith(".raw.json"):
+                continue
+            try:
+                number = int(path.name.split("-", 1)[0])
+                if number in by_number:
+                    continue
+                rec = TrialRecord.from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                continue
+            if rec.number == number:
+                by_number[number] = rec
+                restored.append(str(path))
+        return restored
 
     def load(self) -> list[TrialRecord]:
         """All records, the last one per Optuna trial number winning; every line not used is reported on stderr."""

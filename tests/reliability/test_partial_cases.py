@@ -91,3 +91,20 @@ def test_stop_after_s_is_reported_as_what_ended_the_study(tmp_path: Path) -> Non
     time.sleep(0.05)
     assert s.suggest("a") == Searcher.FINISHED
     assert s.timed_out
+
+
+def test_an_unusable_registry_directory_is_a_one_line_error_before_ray(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28: an unwritable registry directory surfaced as an unexplained deploy_error of every trial."""
+    from autotune.study import driver as driver_mod
+    from autotune.trial import registry
+
+    (tmp_path / "a-file").write_text("not a directory")
+    bad = tmp_path / "a-file" / "registry"  # cannot be created, whoever runs this (root included)
+    monkeypatch.setattr(registry, "DEFAULT_DIR", bad)
+    monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: pytest.fail("must not start Ray"))
+    assert main(["--space", str(SMOKE), "--results-dir", str(tmp_path / "results"), "--verbose"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "AUTOTUNE_SERVER_REGISTRY" in err and str(bad) in err, err
+    with pytest.raises(registry.RegistryError, match="AUTOTUNE_SERVER_REGISTRY"):
+        registry.register(os.getpid(), "owner", ["x"], directory=bad)

@@ -191,7 +191,8 @@ print(Path(a.results_dir) / s.name)" --space "$yaml" --results-dir "$RESULTS" ${
       ${TRIALS:+--trials $TRIALS} $SEARCH_ARGS
     rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 130 ] || [ $rc -eq 137 ]; then
-      command -v ray >/dev/null 2>&1 && ray stop --force >/dev/null 2>&1 && log "ray stop --force after the interrupted study"
+      # only the processes of this study's own Ray cluster (by its session), never another user's Ray
+      "$PY" -m autotune.study.cluster --stop-orphans "$dir" && log "stopped what the interrupted study's Ray left running"
     fi
     gpu_leftovers "study-$name"
     rm -rf "$WORK/study-$name"; mkdir -p "$WORK/study-$name"
