@@ -1,9 +1,10 @@
 """Per-traffic-regime recommendations: the best config at each load level, and where speculation flips. Pure.
 
-A trial is *eligible* at a concurrency when it completed, that level was measured with no failed request, and every
-constraint that names that level (``...@<c>``, ``@max`` = the highest level, ``@min`` = the lowest) is satisfied;
-constraints that name no level apply everywhere. So a speculative config that misses the study's SLO at the highest
-level can still be the right answer for low-concurrency traffic.
+A trial is *eligible* at a concurrency when it completed, that level was measured with no failed request, and it meets
+every constraint of the study: a regime never recommends a config the study's constraints rule out (the regime says
+none is eligible instead). Configs are ranked and compared by ``autotune.export.evidence`` (relaunch means where there
+are relaunches, one test for every statement); a difference the noise cannot separate is a tie. At the primary
+objective's level the export's own winner leads, so the regime table and the recommendation never disagree.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.export.accessors import is_speculative, level, throughput
+from autotune.export.accessors import is_speculative, level
+from autotune.export.evidence import Difference, Evidence, ranked
 from autotune.records import TrialOutcome, TrialRecord
 
 
 @dataclass(frozen=True)
 class RegimeChoice:
     concurrency: int
-    record: TrialRecord | None  # best eligible by output tok/s at this level
+    record: TrialRecord | None  # best eligible by output tok/s at this level (its mean over its launches)
     tok_per_s: float | None
-    globally_feasible: bool  # also satisfies every study constraint
+    globally_feasible: bool  # also satisfies every study constraint (always, for an eligible record)
+    tied: tuple[int, ...] = ()  # eligible configs the noise cannot separate from it
+    launches: int = 0  # the launches behind tok_per_s
 
 
 @dataclass(frozen=True)
@@ -31,16 +35,30 @@ class SpecComparison:
     spec_tok_per_s: float | None
     plain: TrialRecord | None  # best eligible non-speculative config
     plain_tok_per_s: float | None
+    difference: Difference | None = None  # speculative against non-speculative (evidence.compare)
 
     @property
     def comparable(self) -> bool:
         return self.spec_tok_per_s is not None and self.plain_tok_per_s is not None
 
     @property
+    def tie(self) -> bool:
+        return self.comparable and self.difference is not None and not self.difference.separable
+
+    @property
     def spec_wins(self) -> bool | None:
-        if self.spec_tok_per_s is None or self.plain_tok_per_s is None:
+        """True / False where the noise separates the two; None where they tie or one is missing."""
+        if not self.comparable or self.difference is None or not self.difference.separable:
             return None
-        return self.spec_tok_per_s > self.plain_tok_per_s
+        return self.difference.gain_pct > 0
+
+    @property
+    def verdict(self) -> str:
+        if not self.comparable:
+            return "-"
+        if self.tie:
+            return "tie"
+        return "speculation" if self.spec_wins else "no speculation"
 
     @property
     def ratio(self) -> float | None:
@@ -74,48 +92,63 @@ def constraint_level(key: str, load_levels: Sequence[int]) -> int | None:
 
 
 def eligible_at(record: TrialRecord, concurrency: int, load_levels: Sequence[int]) -> bool:
-    if record.outcome is not TrialOutcome.COMPLETE:
+    """Completed, the level measured with no failed request, and every study constraint met."""
+    if record.outcome is not TrialOutcome.COMPLETE or not record.feasible:
         return False
     lv = level(record, concurrency)
     if lv is None or lv.requests <= 0 or lv.failed > 0:
         return False
-    for key, value in record.constraints.items():
-        at = constraint_level(key, load_levels)
-        if at is not None and at != concurrency:
-            continue
+    for value in record.constraints.values():
         if not isinstance(value, (int, float)) or math.isnan(value) or value > 0:
             return False
     return True
 
 
-def _best_at(records: Sequence[TrialRecord], c: int, levels: Sequence[int]) -> tuple[TrialRecord | None, float | None]:
-    best: TrialRecord | None = None
-    best_v: float | None = None
-    for rec in sorted(records, key=lambda r: r.number):
-        v = throughput(rec, c)
-        if v is None or not eligible_at(rec, c, levels):
-            continue
-        if best_v is None or v > best_v:
-            best, best_v = rec, v
-    return best, best_v
+def _evidence(records: Sequence[TrialRecord], evidence: Evidence | None) -> Evidence:
+    return evidence if evidence is not None else Evidence(records, None)
 
 
-def regime_choices(records: Sequence[TrialRecord], load_levels: Sequence[int]) -> tuple[RegimeChoice, ...]:
+def _best_at(records: Sequence[TrialRecord], c: int, levels: Sequence[int], ev: Evidence,
+             first: int | None = None) -> tuple[TrialRecord | None, float | None, tuple[int, ...], int]:
+    eligible = [r.number for r in records if eligible_at(r, c, levels)]
+    lead, tied = ranked(ev, eligible, c, "maximize", first=first)
+    if lead is None:
+        return None, None, (), 0
+    by_number = {r.number: r for r in records}
+    return by_number[lead.number], lead.mean, tied, len(lead.values)
+
+
+def regime_choices(records: Sequence[TrialRecord], load_levels: Sequence[int], evidence: Evidence | None = None,
+                   winner: tuple[int, int] | None = None) -> tuple[RegimeChoice, ...]:
+    """The best eligible config per level; ``winner`` = (trial, concurrency): the export's winner leads at its
+    objective's level where it is eligible there."""
+    ev = _evidence(records, evidence)
     out = []
     for c in sorted(load_levels):
-        rec, v = _best_at(records, c, load_levels)
-        out.append(RegimeChoice(concurrency=c, record=rec, tok_per_s=v, globally_feasible=bool(rec and rec.feasible)))
+        first = winner[0] if winner is not None and winner[1] == c else None
+        rec, v, tied, n = _best_at(records, c, load_levels, ev, first)
+        out.append(RegimeChoice(concurrency=c, record=rec, tok_per_s=v, globally_feasible=bool(rec and rec.feasible),
+                                tied=tied, launches=n))
     return tuple(out)
 
 
-def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int]) -> Crossover:
+def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int], evidence: Evidence | None = None,
+              winner: tuple[int, int] | None = None) -> Crossover:
+    ev = _evidence(records, evidence)
     spec = [r for r in records if is_speculative(r)]
     plain = [r for r in records if not is_speculative(r)]
     comps = []
     for c in sorted(load_levels):
-        s, sv = _best_at(spec, c, load_levels)
-        p, pv = _best_at(plain, c, load_levels)
-        comps.append(SpecComparison(concurrency=c, spec=s, spec_tok_per_s=sv, plain=p, plain_tok_per_s=pv))
+        first = winner[0] if winner is not None and winner[1] == c else None
+        s, sv, _, _ = _best_at(spec, c, load_levels, ev, first if any(r.number == first for r in spec) else None)
+        p, pv, _, _ = _best_at(plain, c, load_levels, ev, first if any(r.number == first for r in plain) else None)
+        diff = None
+        if s is not None and p is not None:
+            a, b = ev.samples(s.number, c), ev.samples(p.number, c)
+            if a is not None and b is not None:
+                diff = ev.compare(a, b, "maximize", c)
+        comps.append(SpecComparison(concurrency=c, spec=s, spec_tok_per_s=sv, plain=p, plain_tok_per_s=pv,
+                                    difference=diff))
     stops_at: int | None = None
     last_win: int | None = None
     prev_win: int | None = None
@@ -138,7 +171,10 @@ def _summary(
     comparable = [c for c in comps if c.comparable]
     if not comparable:
         return "No load level has both an eligible speculative and an eligible non-speculative config."
-    wins = [c.concurrency for c in comparable if c.spec_wins]
+    wins = [c.concurrency for c in comparable if c.spec_wins is True]
+    losses = [c.concurrency for c in comparable if c.spec_wins is False]
+    ties = [c.concurrency for c in comparable if c.tie]
+    tie_text = f" Tie (within the noise) at concurrency {', '.join(map(str, ties))}." if ties else ""
     if stops_at is not None:
         text = (
             f"Speculation wins up to concurrency {last_win}; from concurrency {stops_at} the best "
@@ -147,10 +183,17 @@ def _summary(
         later_wins = [c for c in wins if c > stops_at]
         if later_wins:
             text += f" (Speculation wins again at concurrency {', '.join(map(str, later_wins))}.)"
-        return text
+        return text + tie_text
     levels = ", ".join(str(c.concurrency) for c in comparable)
+    if len(ties) == len(comparable):
+        return f"Speculation and no speculation tie (within the noise) at every compared load level ({levels})."
     if len(wins) == len(comparable):
         return f"Speculation wins at every compared load level ({levels}): no crossover measured."
     if not wins:
-        return f"Speculation never beats no speculation at the compared load levels ({levels})."
-    return f"No speculation wins at low concurrency; speculation wins at concurrency {', '.join(map(str, wins))}."
+        lost = f" (no speculation wins at concurrency {', '.join(map(str, losses))})" if losses else ""
+        return f"Speculation never beats no speculation beyond the noise at the compared load levels ({levels}){lost}." \
+            + tie_text
+    if losses:
+        return (f"No speculation wins at concurrency {', '.join(map(str, losses))}; speculation wins at concurrency "
+                f"{', '.join(map(str, wins))}.") + tie_text
+    return f"Speculation wins at concurrency {', '.join(map(str, wins))}." + tie_text

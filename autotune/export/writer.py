@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from autotune.export.analysis import analyze
 from autotune.export.banner import engine_banner
@@ -50,6 +51,7 @@ class ExportResult:
     report: Path
     throughput_svg: Path
     pareto_svg: Path
+    verdict: Any = None  # the BaselineVerdict (autotune.export.verdict) the export opens with
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -71,6 +73,7 @@ def export_study(
     finalists: FinalistOutcome | None = None,
     note: str = "",
     stopped_early: str = "",
+    baseline: Mapping[str, Any] | None = None,
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
@@ -83,7 +86,7 @@ def export_study(
     """
     records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
-                finalists=finalists, stopped_early=stopped_early)
+                finalists=finalists, stopped_early=stopped_early, baseline=baseline)
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None
     texts: dict[str, str] = {
@@ -134,6 +137,7 @@ def export_study(
         report=out / REPORT_MD,
         throughput_svg=out / THROUGHPUT_SVG,
         pareto_svg=out / PARETO_SVG,
+        verdict=a.verdict,
     )
 
 

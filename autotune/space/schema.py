@@ -212,6 +212,8 @@ class StudyModel(_Model):
     constraints: list[ConstraintModel] | None = None
     ready_timeout_s: float = Field(900.0, gt=0)
     points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
+    # the user's current configuration, measured first and judged against (default: the first point_to_evaluate)
+    baseline: dict[str, ScalarT] | None = None
     finalists: FinalistsModel = Field(default_factory=FinalistsModel)
     stop_when: StopWhenModel | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
