@@ -397,7 +397,8 @@ class StudyDriver:
         outcome = self.finalist_outcome(records)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
                               load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note,
-                              stopped_early=self.stop_rule_reason, baseline=spec.baseline)
+                              stopped_early=self.stop_rule_reason, baseline=spec.baseline,
+                              http=spec.export_http)
         html = write_html(result, title=f"autotune study {spec.name}")
         say = self.console.result
         say("")

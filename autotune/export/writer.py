@@ -18,7 +18,7 @@ from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
-from autotune.export.serve_config import render_serve_config
+from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, render_serve_config
 from autotune.finalists import FinalistOutcome
 from autotune.records import TrialRecord
 from autotune.secrets import REDACTED, has_secrets, redact_env
@@ -74,6 +74,7 @@ def export_study(
     note: str = "",
     stopped_early: str = "",
     baseline: Mapping[str, Any] | None = None,
+    http: tuple[str, int] | None = None,
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
@@ -82,8 +83,11 @@ def export_study(
     and serve_config.yaml with the known ones (``autotune.export.study_only``).
     With no feasible trial, best.json says why and the scripts and Serve configs are not written (stale ones removed).
     ``note``: a banner for report.md and best.json (e.g. that the study was interrupted and these results are partial).
+    ``http``: the (host, port) Serve's HTTP proxy binds in the exported Serve configs (the study's ``export``
+    section; default 127.0.0.1:8000).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
+    host, port = http if http is not None else (DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT)
     records = [replace(r, env=redact_env(r.env)) for r in records]  # a record written before redaction existed
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
                 finalists=finalists, stopped_early=stopped_early, baseline=baseline)
@@ -102,14 +106,16 @@ def export_study(
     if best is not None and server is not None:
         levels = a.load_levels
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
-        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server)
+        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server, http_host=host,
+                                                  http_port=port)
         if ray_llm_available():
             header = [f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
                       f"# {engine_banner(best.engine, best.env)}"]
             texts[RAY_LLM] = render_ray_llm_config(server.production, study_name=study_name, header=header)
         if server.rehearsal is not None:
             texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
-            texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True)
+            texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True,
+                                                        http_host=host, http_port=port)
     out = Path(study_dir) / BEST_DIR
     out.mkdir(parents=True, exist_ok=True)
     # an export that names secret variables is kept from other users (the values themselves are never written)

@@ -198,6 +198,7 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         points_to_evaluate=tuple(dict(p) for p in _points(m)[0]),
         source=source.resolve(),
         baseline_point=dict(s.baseline) if s.baseline is not None else None,
+        export_http=(m.export.http_host, m.export.http_port),
         finalists=FinalistsSpec(count=s.finalists.count, rounds=s.finalists.rounds, alpha=s.finalists.alpha),
         stop_when=StopRule(s.stop_when.no_improvement_launches) if s.stop_when else None,
         cpu_isolation=s.cpu_isolation,

@@ -186,6 +186,7 @@ class StudySpec:
     source: Path = Path(".")
     # the user's current configuration: ``study.baseline``, else the first of ``points_to_evaluate`` (see ``baseline``)
     baseline_point: dict[str, Any] | None = None
+    export_http: tuple[str, int] = ("127.0.0.1", 8000)  # export.http_host / http_port: the exported Serve proxy
     finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"

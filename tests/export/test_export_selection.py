@@ -11,6 +11,7 @@ from autotune.export.errors import ExportError
 from autotune.export.pareto import ParetoPoint, dominates, pareto_front
 from autotune.export.regimes import constraint_level, crossover, eligible_at, regime_choices
 from autotune.records import FailureKind, TrialOutcome
+from tests.export.conftest import study_records
 
 
 def test_best_is_feasible_with_best_primary_objective(records, objectives):
