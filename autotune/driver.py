@@ -74,6 +74,7 @@ class StudyDriver:
         self.time_box_note = ""  # set when --stop-after-s ended the run before the study's budget
         self.stop_rule_reason = ""  # why study.stop_when ended the search, if it did
         self._searcher: OptunaStudySearcher | None = None
+        self._study: Any = None
         self._trial_walls: list[float] = []  # wall seconds of this study's trials (launch + benchmark)
         self._concurrency = 1
         self.no_stage_room = ""  # set when --stop-after-s cannot hold the finalist stage: what the user gives up
@@ -195,6 +196,7 @@ class StudyDriver:
         study = open_shared_study(spec, self.storage or self.store.db_url, records, default=self.storage is None)
         if self.storage:
             self.console.say(f"Optuna study '{spec.name}' in {redact_url(self.storage)}")
+        self._study = study  # the Optuna study, where the export is marked for optuna-dashboard
         done = reconcile(study, spec, records)
         remaining = spec.trials - done
         if self.finalists_only:
@@ -386,6 +388,19 @@ class StudyDriver:
                              direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count,
                              baseline=spec.baseline)
 
+    def _mark_dashboard(self, result: Any) -> None:
+        """Name the exported config in the Optuna study, for optuna-dashboard (autotune.dashboard_attrs.mark_export)."""
+        if self._study is None:
+            return
+        from autotune.dashboard_attrs import mark_export
+
+        verdict = result.verdict.headline if result.verdict is not None else result.reason
+        try:
+            mark_export(self._study, result.best.number if result.best is not None else None, verdict,
+                        result.decided_by)
+        except Exception as exc:  # noqa: BLE001 - the export is written; the dashboard note is a convenience
+            self.console.say(f"could not mark the export in the Optuna study ({type(exc).__name__}: {exc})")
+
     def _export(self, note: str = "") -> int:
         from autotune.export import export_study, format_summary_table
         from autotune.report.render import write_html
@@ -400,6 +415,7 @@ class StudyDriver:
                               stopped_early=self.stop_rule_reason, baseline=spec.baseline,
                               http=spec.export_http)
         html = write_html(result, title=f"autotune study {spec.name}")
+        self._mark_dashboard(result)
         say = self.console.result
         say("")
         say(format_summary_table(records, objectives, levels, finalists=outcome).rstrip("\n"))

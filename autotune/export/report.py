@@ -22,8 +22,8 @@ from autotune.export.accessors import (
 )
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
-from autotune.export.evidence import describe, tie_text
 from autotune.export.command import ExportedServer
+from autotune.export.evidence import describe, tie_text
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
 from autotune.export.verdict import fmt_gain
 from autotune.finalists import FinalistOutcome

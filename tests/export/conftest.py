@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from autotune.bench.stats import Interval
-
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
+from autotune.bench.stats import Interval
 from autotune.bench.types import BenchResult, Dist, LevelSummary
 from autotune.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 
