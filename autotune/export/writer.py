@@ -16,6 +16,7 @@ from autotune.export.charts import pareto_svg, throughput_svg
 from autotune.export.command import exported_server
 from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
+from autotune.export.machine_variation import coverage_lines, read_variation
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, render_serve_config
@@ -100,9 +101,17 @@ def export_study(
         THROUGHPUT_SVG: throughput_svg(a),
         PARETO_SVG: pareto_svg(a),
     }
+    variation = read_variation(Path(study_dir))
+    texts[REPORT_MD] = _insert_before(texts[REPORT_MD], "## Per-traffic-regime recommendation",
+                                      "\n".join(coverage_lines(variation)) + "\n")
+    if variation is not None:
+        doc = json.loads(texts[BEST_JSON])
+        doc["between_machine_variation"] = {"source": variation.source, "engine": variation.engine,
+                                            "rows": [list(r) for r in variation.rows]}
+        texts[BEST_JSON] = json.dumps(doc, indent=2) + "\n"
     if note:
         texts[REPORT_MD] = f"> **{note}**\n\n" + texts[REPORT_MD]
-        texts[BEST_JSON] = json.dumps({"note": note, **best_document(a, server)}, indent=2) + "\n"
+        texts[BEST_JSON] = json.dumps({"note": note, **json.loads(texts[BEST_JSON])}, indent=2) + "\n"
     if best is not None and server is not None:
         levels = a.load_levels
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
@@ -145,6 +154,11 @@ def export_study(
         pareto_svg=out / PARETO_SVG,
         verdict=a.verdict,
     )
+
+
+def _insert_before(text: str, heading: str, section: str) -> str:
+    at = text.find(heading)
+    return text[:at] + section + "\n" + text[at:] if at >= 0 else text + "\n" + section
 
 
 def _write_atomic(path: Path, text: str, *, mode: int) -> None:

@@ -98,3 +98,27 @@ def test_no_regime_recommends_an_infeasible_config() -> None:
                               load_levels=LEVELS)
     assert all(c.record is None for c in only_infeasible.regimes)
     assert "none meets the study's constraints" in render_report(only_infeasible)
+
+
+def test_the_report_says_what_its_intervals_cover_and_shows_a_verify_runs_variation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from autotune.export import export_study
+
+    records = [make_record(0, tputs={1: 50, 8: 1000}, flags=BASE, window_pct=2.0),
+               make_record(1, tputs={1: 60, 8: 1300}, flags={"mem-fraction-static": 0.8}, window_pct=2.0)]
+    kwargs = {"study_name": "demo", "objectives": OBJECTIVES, "records": records, "load_levels": LEVELS,
+              "baseline": BASE}
+    first = export_study(tmp_path, **kwargs).report.read_text()
+    assert "relaunches on the measured machine" in first and "no between-machine measurement yet" in first
+    doc = json.loads((tmp_path / "best" / "best.json").read_text())
+    assert doc["verdict"].startswith("Recommended: trial 1") and doc["baseline"]["baseline_trial"] == 0
+    assert "relaunches on the measured machine" in doc["intervals_cover"]
+    (tmp_path / "verify").mkdir()
+    (tmp_path / "verify" / "verify.json").write_text(json.dumps({
+        "complete": True, "trial": 1, "engine_banner": "Engine: SGLang on node b",
+        "figures": [{"concurrency": 8, "metric": "output_tok_per_s", "rel_diff": 0.11, "verdict": "outside interval",
+                     "judged": True}]}))
+    again = export_study(tmp_path, **kwargs).report.read_text()
+    assert "Between-machine variation measured by a verify run" in again and "| 8 | output_tok_per_s | +11.0% |" in again
+    assert json.loads((tmp_path / "best" / "best.json").read_text())["between_machine_variation"]["rows"]
