@@ -435,6 +435,10 @@ class StudyDriver:
                 if g.difference is not None:
                     say(f"  concurrency {g.concurrency:>4}: {g.metric} {g.baseline_mean:,.1f} -> "
                         f"{g.recommended_mean:,.1f} ({_gain_text(g.difference)})")
+            sp = result.spread
+            if sp is not None:
+                say(f"  vs the worst config (trial {sp.worst}) at concurrency {sp.concurrency}: {sp.worst_mean:,.1f} -> "
+                    f"{sp.best_mean:,.1f} ({_gain_text(sp.difference)})")
             say("  (intervals: relaunches on this machine; another machine or day adds its own variation)")
         say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
         say(f"  decided by: {result.decided_by}: {result.reason}")

@@ -12,7 +12,7 @@ from autotune.export.evidence import Evidence, level_of
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
 from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
-from autotune.export.verdict import BaselineVerdict, baseline_verdict
+from autotune.export.verdict import BaselineVerdict, Spread, baseline_verdict, spread
 from autotune.finalists import FinalistOutcome, baseline_number
 from autotune.records import TrialRecord
 from autotune.space import Objective
@@ -35,6 +35,7 @@ class StudyAnalysis:
     stopped_early: str = ""  # why the stopping rule (study.stop_when) ended the search, if it did
     verdict: BaselineVerdict | None = None  # the recommendation against the user's current configuration
     evidence: Evidence | None = None  # what every comparison of the report rests on
+    spread: Spread | None = None  # the recommendation against the worst complete config: what tuning is worth
 
     @property
     def peak_level(self) -> int:
@@ -80,4 +81,5 @@ def analyze(
         stopped_early=stopped_early,
         verdict=baseline_verdict(recs, best, base, ev, objs[0], levels),
         evidence=ev,
+        spread=spread(recs, best, ev, objs[0], levels),
     )

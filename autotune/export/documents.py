@@ -55,6 +55,7 @@ def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None)
     doc: dict[str, Any] = {
         "verdict": verdict.headline if verdict is not None else None,
         "baseline": verdict.to_json() if verdict is not None else None,
+        "best_vs_worst": analysis.spread.to_json() if analysis.spread is not None else None,
         "intervals_cover": INTERVALS_COVER,
         "schema_version": SCHEMA_VERSION,
         "study": analysis.study_name,

@@ -98,6 +98,12 @@ def _verdict(a: StudyAnalysis) -> list[str]:
                        f"recommended (trial {v.recommended}) {metric}", "gain [95% interval]", "beyond the noise",
                        "basis"], rows)
         out += ["", f"n = launches behind each mean. {INTERVALS_COVER_TEXT}", ""]
+    sp = a.spread
+    if sp is not None:
+        out += [f"What tuning is worth here: the recommendation against the worst complete config (trial {sp.worst}) "
+                f"at concurrency {sp.concurrency}: {fmt(sp.worst_mean, 1, thousands=True)} -> "
+                f"{fmt(sp.best_mean, 1, thousands=True)} {sp.metric}, {fmt_gain(sp.difference)}"
+                + ("" if sp.difference.separable else " (a tie)") + ".", ""]
     return out
 
 

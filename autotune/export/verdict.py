@@ -123,3 +123,38 @@ def _gain(ev: Evidence, rec: int, base: int, c: int, objective: Objective) -> Le
     diff = ev.compare(a, b, direction, c, metric) if a is not None and b is not None else None
     return LevelGain(c, metric, b.mean if b else None, a.mean if a else None, len(b.values) if b else 0,
                      len(a.values) if a else 0, diff)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The recommended config against the worst complete config at the objective's level: what tuning is worth."""
+
+    worst: int
+    concurrency: int
+    metric: str
+    worst_mean: float
+    best_mean: float
+    difference: Difference
+
+    def to_json(self) -> dict[str, Any]:
+        return {"worst_trial": self.worst, "concurrency": self.concurrency, "metric": self.metric,
+                "worst_mean": self.worst_mean, "best_mean": self.best_mean, **self.difference.to_json()}
+
+
+def spread(records: Sequence[TrialRecord], best: BestChoice, evidence: Evidence, objective: Objective,
+           load_levels: Sequence[int]) -> Spread | None:
+    """The best against the worst complete trial measured at the objective's level (None: fewer than two)."""
+    if best.record is None:
+        return None
+    at = level_of(objective.key, load_levels)
+    metric = objective.metric if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median",
+                                                     "itl_ms.median") else GAIN_METRIC
+    direction = objective.direction if metric == objective.metric else "maximize"
+    samples = [s for r in records if r.outcome is TrialOutcome.COMPLETE and r.number != best.record.number
+               and (s := evidence.samples(r.number, at, metric)) is not None]
+    top = evidence.samples(best.record.number, at, metric)
+    if not samples or top is None:
+        return None
+    sign = 1.0 if direction == "maximize" else -1.0
+    worst = min(samples, key=lambda s: (sign * s.mean, -s.number))
+    return Spread(worst.number, at, metric, worst.mean, top.mean, evidence.compare(top, worst, direction, at, metric))

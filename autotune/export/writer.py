@@ -53,6 +53,7 @@ class ExportResult:
     throughput_svg: Path
     pareto_svg: Path
     verdict: Any = None  # the BaselineVerdict (autotune.export.verdict) the export opens with
+    spread: Any = None  # the Spread: the recommendation against the worst complete config
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -153,6 +154,7 @@ def export_study(
         throughput_svg=out / THROUGHPUT_SVG,
         pareto_svg=out / PARETO_SVG,
         verdict=a.verdict,
+        spread=a.spread,
     )
 
 
