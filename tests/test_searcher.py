@@ -257,6 +257,9 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
         return "screened" if p.get("speculative_num_steps") == 3 or p.get("speculative_algorithm") is None else None
 
     s = _searcher(spec, study, screen)
+    base = s.suggest("base")  # the user's own launch, capped: the study's baseline, first, screened or not
+    assert base["params"] == spec.baseline == spec.points_to_evaluate[0]
+    _complete(s, spec, "base", base, 800.0)
     lifted = s.suggest("lifted")  # the user's launch with its cap lifted to the top load: a seed point, screened or not
     assert lifted["params"] == {**spec.points_to_evaluate[0], "max_running_requests": 128}
     _complete(s, spec, "lifted", lifted, 1200.0)

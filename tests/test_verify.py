@@ -264,7 +264,9 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
     bs = report["bench_serving"]["figures"]
     assert {(f["concurrency"], f["metric"]) for f in bs if f["judged"]} == {(1, "output_tok_per_s"),
                                                                          (4, "output_tok_per_s")}
-    assert all(f["verdict"] == "outside interval" for f in bs if f["judged"])
+    # five times the study's throughput: outside the interval by far more than the known machine-to-machine variation
+    assert all(f["verdict"] in ("outside interval", "beyond machine variation") for f in bs if f["judged"])
+    assert any(f["verdict"] == "beyond machine variation" for f in bs if f["judged"])
     assert code == 1 and not report["ok"]
     md = (tmp_path / "v" / "verify.md").read_text()
     assert "Against the study's figures" in md
