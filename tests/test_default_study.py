@@ -30,6 +30,9 @@ def test_the_default_study_beats_its_seed_and_its_worst_point_beyond_the_noise(t
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     doc = json.loads((results / "smoke" / "best" / "best.json").read_text())
+    records = [json.loads(line) for line in (results / "smoke" / "trials.jsonl").read_text().splitlines()]
+    distinct = {json.dumps(r["params"], sort_keys=True) for r in records}
+    assert len(distinct) >= len(records) - 2, "the default study re-measures measured points"
     base = doc["baseline"]
     assert base["kind"] == "beats", doc["verdict"]
     top = next(g for g in base["gains"] if g["concurrency"] == 128)
