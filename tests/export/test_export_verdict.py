@@ -125,12 +125,12 @@ def test_the_report_says_what_its_intervals_cover_and_shows_a_verify_runs_variat
 
 
 def test_a_simulated_launch_script_names_the_model_its_profile_stands_for() -> None:
-    from autotune.export.launch_script import render_launch_script
+    from autotune.export.launch_script import _simulated_model  # launch.sh's header line for a simulated study
 
     rec = make_record(0, tputs={1: 50, 8: 1000}, flags=BASE)
-    text = render_launch_script(rec, study_name="demo", load_levels=LEVELS)
-    assert "# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)" in text
+    (line,) = _simulated_model(rec)
+    assert line.startswith("# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)")
+    assert "--model-path /models/kimi-k2.5: point it at that model's weights" in line
     llama = replace(rec, engine=replace(rec.engine, profile="h200-llama-1b"),
                     argv=[a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv])
-    text = render_launch_script(llama, study_name="demo", load_levels=LEVELS)
-    assert "# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)." in text
+    assert _simulated_model(llama) == ["# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)."]
