@@ -128,9 +128,9 @@ def test_a_simulated_launch_script_names_the_model_its_profile_stands_for() -> N
     from autotune.export.launch_script import _simulated_model  # launch.sh's header line for a simulated study
 
     rec = make_record(0, tputs={1: 50, 8: 1000}, flags=BASE)
-    (line,) = _simulated_model(rec)
-    assert line.startswith("# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)")
-    assert "--model-path /models/kimi-k2.5: point it at that model's weights" in line
+    assert _simulated_model(rec) == ["# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)."]
+    dummy = replace(rec, argv=[a if a != "/models/kimi-k2.5" else "dummy-model" for a in rec.argv])
+    assert "the command names --model-path dummy-model: point it at that model's weights" in _simulated_model(dummy)[0]
     llama = replace(rec, engine=replace(rec.engine, profile="h200-llama-1b"),
                     argv=[a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv])
     assert _simulated_model(llama) == ["# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)."]
