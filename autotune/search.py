@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.validate_only:
-        from autotune.engines.flagcheck import check_engine_flags
+        from autotune.sim.flagcheck import check_engine_flags
 
         check = check_engine_flags(spec)
         if check.problems:

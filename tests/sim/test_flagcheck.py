@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from autotune.engines.flagcheck import check_engine_flags
+from autotune.sim.flagcheck import check_engine_flags
 from autotune.search import main
 from autotune.space import SimSpec, load_study
 
