@@ -35,7 +35,7 @@ def test_the_default_study_beats_its_seed_and_its_worst_point_beyond_the_noise(t
     assert len(distinct) >= len(records) - 2, "the default study re-measures measured points"
     base = doc["baseline"]
     assert base["kind"] == "beats", doc["verdict"]
-    top = next(g for g in base["gains"] if g["concurrency"] == 128)
+    top = next(g for g in base["gains"] if g["concurrency"] == 64)
     assert top["separable"] and top["gain_low_pct"] > 0, top  # the whole interval of the gain above zero
     worst = doc["best_vs_worst"]
     assert worst["separable"] and worst["gain_low_pct"] > 0, worst
