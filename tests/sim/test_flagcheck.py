@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from autotune.sim.flagcheck import check_engine_flags
 from autotune.search import main
+from autotune.sim.flagcheck import check_engine_flags
 from autotune.space import SimSpec, load_study
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
