@@ -108,7 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.validate_only:
-        print(f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine})")
+        from autotune.sim.flagcheck import check_engine_flags
+
+        check = check_engine_flags(spec)
+        if check.problems:
+            print(f"error: {spec.source}: study '{spec.name}' is not valid for its engine ({check.note}):",
+                  file=sys.stderr)
+            for line in check.problems:
+                print(f"  {line}", file=sys.stderr)
+            return 2
+        base = spec.baseline
+        print(f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine}; "
+              f"{check.note})")
+        print(f"baseline (your current configuration, measured first): {base}" if base is not None else
+              "no baseline: add study.baseline (or points_to_evaluate) to judge the result against your configuration")
         return 0
     from autotune.progress.console import Console, Verbosity
     from autotune.study.driver import StudyDriver

@@ -36,3 +36,41 @@ def mark_feasibility(study: optuna.Study, trial: optuna.Trial, constraints: Mapp
 def named_constraints(constraints: Mapping[str, float]) -> dict[str, float]:
     """A trial's constraints by name, without the positional copies (``"0"``, ``"1"``...) read from the list."""
     return {k: v for k, v in constraints.items() if not k.isdigit()}
+
+
+def mark_export(study: optuna.Study, best_number: int | None, verdict: str, decided_by: str) -> None:
+    """Say in the dashboard what the export decided, where optuna-dashboard shows it.
+
+    optuna-dashboard's "Best Trial" is the storage's best value among COMPLETE trials: one launch each, constraints
+    ignored, ties broken by storage order. autotune's recommendation can differ (feasibility, the finalist stage's
+    relaunch means, ties). So the study note (optuna-dashboard's Markdown note) and the study's user attributes
+    ``autotune_best_trial`` / ``autotune_verdict`` name the exported config, and the exported trial gets a note of its
+    own; FAIL trials with the user attribute ``skipped`` are proposals that were never launched (a repeat of a measured
+    point, or set aside before launch), not failures."""
+    skipped = sum(1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+                  if "skipped" in t.user_attrs)
+    study.set_user_attr("autotune_best_trial", best_number)
+    study.set_user_attr("autotune_verdict", verdict)
+    lines = [
+        f"## autotune's recommendation: trial {best_number}" if best_number is not None else
+        "## autotune found no feasible config",
+        "",
+        verdict,
+        "",
+        f"Decided by: {decided_by}. The dashboard's *Best Trial* is the highest single launch among COMPLETE trials "
+        "(constraints and the finalist stage's relaunches ignored); where it names another trial, autotune's "
+        "recommendation above is the one exported (results/<study>/best/).",
+        "",
+        f"{skipped} FAIL trial(s) carry the user attribute `skipped`: proposals answered without a launch (a repeat "
+        "of a measured point, or one set aside before launch). They are not failures of a config.",
+    ]
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:
+        return
+    save_note(study, "\n".join(lines))
+    if best_number is not None:
+        trial_id = next((t._trial_id for t in study.get_trials(deepcopy=False) if t.number == best_number), None)
+        if trial_id is not None:
+            save_note(optuna.trial.Trial(study, trial_id),
+                      f"**autotune's exported config** (decided by: {decided_by}).\n\n{verdict}")

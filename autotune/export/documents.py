@@ -43,10 +43,20 @@ def export_section(server: ExportedServer) -> dict[str, Any]:
     }
 
 
+INTERVALS_COVER = ("relaunches on the measured machine: every interval here is the variation between launches (or "
+                   "measurement windows) of one study on one machine; another machine, node or day adds its own "
+                   "variation (python -m autotune.verify measures it)")
+
+
 def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None) -> dict[str, Any]:
     choice = analysis.best
     feasible = sum(1 for r in analysis.records if r.feasible)
+    verdict = analysis.verdict
     doc: dict[str, Any] = {
+        "verdict": verdict.headline if verdict is not None else None,
+        "baseline": verdict.to_json() if verdict is not None else None,
+        "best_vs_worst": analysis.spread.to_json() if analysis.spread is not None else None,
+        "intervals_cover": INTERVALS_COVER,
         "schema_version": SCHEMA_VERSION,
         "study": analysis.study_name,
         "engine_banner": analysis.banner,

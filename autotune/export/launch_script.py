@@ -46,9 +46,27 @@ def render_launch_script(
             "# TUNED ON THE SIMULATOR: the figures above are simulated, not measured. This is the SGLang command the",
             "# tuned configuration stands for (model path and fixed flags from the study). Measure it on your GPUs",
             "# before relying on it: python -m autotune.verify <results/study> (rehearse_sim.sh runs the simulator).",
+            *_simulated_model(record),
         ]
     lines += _removed_lines(server.removed)
     return _script(record, lines, server.production, what="SGLang server")
+
+
+def _simulated_model(record: TrialRecord) -> list[str]:
+    """The model the simulator profile stands for, beside the model path the command names."""
+    profile = record.engine.profile if record.engine is not None else None
+    if not profile:
+        return []
+    try:
+        from autotune.sim.profile import load_profile
+
+        model = load_profile(profile).model.name
+    except Exception:  # noqa: BLE001 - a profile since removed: the header only names what it can
+        return []
+    path = next((a for i, a in enumerate(record.argv) if i and record.argv[i - 1] == "--model-path"), None)
+    same = path is not None and path.rstrip("/").rsplit("/", 1)[-1].lower() in model.lower()
+    tail = "" if same else f"; the command names --model-path {path}: point it at that model's weights"
+    return [f"# Simulated model: {model} (profile {profile}){tail}."]
 
 
 def render_rehearsal_script(record: TrialRecord, *, study_name: str, load_levels: Sequence[int],

@@ -1,11 +1,12 @@
 """Per-traffic-regime recommendations: the best config at each load level, and where speculation flips. Pure.
 
 Rate and trace levels (open loop) are regimes too: there every config is offered the same traffic, so the best is the
-one with the highest goodput (requests/s meeting every SLO; output tok/s when the study has no SLO), output tok/s
-breaking ties. A trial is *eligible* at a concurrency when it completed, that level was measured with no failed request, and every
-constraint that names that level (``...@<c>``, ``@max`` = the highest level, ``@min`` = the lowest) is satisfied;
-constraints that name no level apply everywhere. So a speculative config that misses the study's SLO at the highest
-level can still be the right answer for low-concurrency traffic.
+one with the highest goodput (requests/s meeting every SLO; output tok/s when the study has no SLO). A trial is
+*eligible* at a level when it completed, that level was measured with no failed request, and it meets every constraint
+of the study: a regime never recommends a config the study's constraints rule out (the regime says none is eligible
+instead). Configs are ranked and compared by ``autotune.export.evidence`` (relaunch means where there are relaunches,
+one test for every statement); a difference the noise cannot separate is a tie. At the primary objective's level the
+export's own winner leads, so the regime table and the recommendation never disagree.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from dataclasses import dataclass
 
 from autotune.bench.load import sort_key
 from autotune.export.accessors import goodput, is_speculative, level, throughput
+from autotune.export.evidence import Difference, Evidence, ranked
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 @dataclass(frozen=True)
 class RegimeChoice:
     concurrency: int | str  # the level's key: a concurrency, or an open-loop key ("rate8")
-    record: TrialRecord | None  # best eligible by output tok/s (open loop: by goodput) at this level
+    record: TrialRecord | None  # best eligible at this level (its mean over its launches; open loop: by goodput)
     tok_per_s: float | None
-    globally_feasible: bool  # also satisfies every study constraint
+    globally_feasible: bool  # also satisfies every study constraint (always, for an eligible record)
+    tied: tuple[int, ...] = ()  # eligible configs the noise cannot separate from it
+    launches: int = 0  # the launches behind tok_per_s
     goodput: float | None = None
 
 
@@ -35,16 +39,30 @@ class SpecComparison:
     spec_tok_per_s: float | None
     plain: TrialRecord | None  # best eligible non-speculative config
     plain_tok_per_s: float | None
+    difference: Difference | None = None  # speculative against non-speculative (evidence.compare)
 
     @property
     def comparable(self) -> bool:
         return self.spec_tok_per_s is not None and self.plain_tok_per_s is not None
 
     @property
+    def tie(self) -> bool:
+        return self.comparable and self.difference is not None and not self.difference.separable
+
+    @property
     def spec_wins(self) -> bool | None:
-        if self.spec_tok_per_s is None or self.plain_tok_per_s is None:
+        """True / False where the noise separates the two; None where they tie or one is missing."""
+        if not self.comparable or self.difference is None or not self.difference.separable:
             return None
-        return self.spec_tok_per_s > self.plain_tok_per_s
+        return self.difference.gain_pct > 0
+
+    @property
+    def verdict(self) -> str:
+        if not self.comparable:
+            return "-"
+        if self.tie:
+            return "tie"
+        return "speculation" if self.spec_wins else "no speculation"
 
     @property
     def ratio(self) -> float | None:
@@ -79,56 +97,53 @@ def constraint_level(key: str, load_levels: Sequence[int]) -> int | str | None:
 
 
 def eligible_at(record: TrialRecord, concurrency: int | str, load_levels: Sequence[int]) -> bool:
-    if record.outcome is not TrialOutcome.COMPLETE:
+    """Completed, the level measured with no failed request, and every study constraint met."""
+    if record.outcome is not TrialOutcome.COMPLETE or not record.feasible:
         return False
     lv = level(record, concurrency)
     if lv is None or lv.requests <= 0 or lv.failed > 0:
         return False
-    for key, value in record.constraints.items():
-        at = constraint_level(key, load_levels)
-        if at is not None and at != concurrency:
-            continue
+    for value in record.constraints.values():
         if not isinstance(value, (int, float)) or math.isnan(value) or value > 0:
             return False
     return True
 
 
-def _best_at(
-    records: Sequence[TrialRecord], c: int | str, levels: Sequence[int]
-) -> tuple[TrialRecord | None, float | None]:
-    """The best eligible record at level ``c`` and its output tok/s: by tok/s at a concurrency; by (goodput, tok/s)
-    at an open-loop level."""
-    best: TrialRecord | None = None
-    best_rank: tuple[float, float] | None = None
-    best_v: float | None = None
-    for rec in sorted(records, key=lambda r: r.number):
-        v = throughput(rec, c)
-        if v is None or not eligible_at(rec, c, levels):
-            continue
-        g = goodput(rec, c) if isinstance(c, str) else None
-        rank = (g if g is not None else v, v)
-        if best_rank is None or rank > best_rank:
-            best, best_rank, best_v = rec, rank, v
-    return best, best_v
+def _evidence(records: Sequence[TrialRecord], evidence: Evidence | None) -> Evidence:
+    return evidence if evidence is not None else Evidence(records, None)
 
 
-def regime_choices(
-    records: Sequence[TrialRecord], load_levels: Sequence[int], open_levels: Sequence[str] = ()
-) -> tuple[RegimeChoice, ...]:
-    """The best config at each concurrency of ``load_levels`` and each open-loop level of ``open_levels``."""
+def _rank_metric(records: Sequence[TrialRecord], c: int | str) -> str:
+    """Output tok/s at a concurrency; goodput at an open-loop level where the records measured it."""
+    if isinstance(c, str) and any(goodput(r, c) is not None for r in records):
+        return "goodput"
+    return "output_tok_per_s"
+
+
+def _best_at(records: Sequence[TrialRecord], c: int | str, levels: Sequence[int], ev: Evidence,
+             first: int | None = None) -> tuple[TrialRecord | None, float | None, tuple[int, ...], int]:
+    """The best eligible record at level ``c``, its mean output tok/s, the configs tied with it and its launches."""
+    eligible = [r.number for r in records if eligible_at(r, c, levels)]
+    lead, tied = ranked(ev, eligible, c, "maximize", metric=_rank_metric(records, c), first=first)
+    if lead is None:
+        return None, None, (), 0
+    rec = {r.number: r for r in records}[lead.number]
+    tok = ev.samples(lead.number, c)
+    return rec, (tok.mean if tok is not None else throughput(rec, c)), tied, len(lead.values)
+
+
+def regime_choices(records: Sequence[TrialRecord], load_levels: Sequence[int], evidence: Evidence | None = None,
+                   winner: tuple[int, int] | None = None, open_levels: Sequence[str] = ()) -> tuple[RegimeChoice, ...]:
+    """The best eligible config per concurrency of ``load_levels`` and per open-loop level of ``open_levels``;
+    ``winner`` = (trial, concurrency): the export's winner leads at its objective's level where it is eligible there."""
+    ev = _evidence(records, evidence)
     out = []
     keys: list[int | str] = [*load_levels, *open_levels]
     for c in sorted(keys, key=sort_key):
-        rec, v = _best_at(records, c, load_levels)
-        out.append(
-            RegimeChoice(
-                concurrency=c,
-                record=rec,
-                tok_per_s=v,
-                globally_feasible=bool(rec and rec.feasible),
-                goodput=goodput(rec, c) if rec is not None else None,
-            )
-        )
+        first = winner[0] if winner is not None and winner[1] == c else None
+        rec, v, tied, n = _best_at(records, c, load_levels, ev, first)
+        out.append(RegimeChoice(concurrency=c, record=rec, tok_per_s=v, globally_feasible=bool(rec and rec.feasible),
+                                tied=tied, launches=n, goodput=goodput(rec, c) if rec is not None else None))
     return tuple(out)
 
 
@@ -138,14 +153,23 @@ def open_level_keys(records: Sequence[TrialRecord]) -> tuple[str, ...]:
     return tuple(sorted(keys, key=sort_key))
 
 
-def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int]) -> Crossover:
+def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int], evidence: Evidence | None = None,
+              winner: tuple[int, int] | None = None) -> Crossover:
+    ev = _evidence(records, evidence)
     spec = [r for r in records if is_speculative(r)]
     plain = [r for r in records if not is_speculative(r)]
     comps = []
     for c in sorted(load_levels):
-        s, sv = _best_at(spec, c, load_levels)
-        p, pv = _best_at(plain, c, load_levels)
-        comps.append(SpecComparison(concurrency=c, spec=s, spec_tok_per_s=sv, plain=p, plain_tok_per_s=pv))
+        first = winner[0] if winner is not None and winner[1] == c else None
+        s, sv, _, _ = _best_at(spec, c, load_levels, ev, first if any(r.number == first for r in spec) else None)
+        p, pv, _, _ = _best_at(plain, c, load_levels, ev, first if any(r.number == first for r in plain) else None)
+        diff = None
+        if s is not None and p is not None:
+            a, b = ev.samples(s.number, c), ev.samples(p.number, c)
+            if a is not None and b is not None:
+                diff = ev.compare(a, b, "maximize", c)
+        comps.append(SpecComparison(concurrency=c, spec=s, spec_tok_per_s=sv, plain=p, plain_tok_per_s=pv,
+                                    difference=diff))
     stops_at: int | None = None
     last_win: int | None = None
     prev_win: int | None = None
@@ -168,7 +192,10 @@ def _summary(
     comparable = [c for c in comps if c.comparable]
     if not comparable:
         return "No load level has both an eligible speculative and an eligible non-speculative config."
-    wins = [c.concurrency for c in comparable if c.spec_wins]
+    wins = [c.concurrency for c in comparable if c.spec_wins is True]
+    losses = [c.concurrency for c in comparable if c.spec_wins is False]
+    ties = [c.concurrency for c in comparable if c.tie]
+    tie_text = f" Tie (within the noise) at concurrency {', '.join(map(str, ties))}." if ties else ""
     if stops_at is not None:
         text = (
             f"Speculation wins up to concurrency {last_win}; from concurrency {stops_at} the best "
@@ -177,10 +204,17 @@ def _summary(
         later_wins = [c for c in wins if c > stops_at]
         if later_wins:
             text += f" (Speculation wins again at concurrency {', '.join(map(str, later_wins))}.)"
-        return text
+        return text + tie_text
     levels = ", ".join(str(c.concurrency) for c in comparable)
+    if len(ties) == len(comparable):
+        return f"Speculation and no speculation tie (within the noise) at every compared load level ({levels})."
     if len(wins) == len(comparable):
         return f"Speculation wins at every compared load level ({levels}): no crossover measured."
     if not wins:
-        return f"Speculation never beats no speculation at the compared load levels ({levels})."
-    return f"No speculation wins at low concurrency; speculation wins at concurrency {', '.join(map(str, wins))}."
+        lost = f" (no speculation wins at concurrency {', '.join(map(str, losses))})" if losses else ""
+        return f"Speculation never beats no speculation beyond the noise at the compared load levels ({levels}){lost}." \
+            + tie_text
+    if losses:
+        return (f"No speculation wins at concurrency {', '.join(map(str, losses))}; speculation wins at concurrency "
+                f"{', '.join(map(str, wins))}.") + tie_text
+    return f"Speculation wins at concurrency {', '.join(map(str, wins))}." + tie_text

@@ -23,12 +23,19 @@ from autotune.export.accessors import (
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
+from autotune.export.evidence import describe, tie_text
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
 from autotune.export.traffic import traffic_section
+from autotune.export.verdict import fmt_gain
 from autotune.finalists.choice import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import level_value
 
+INTERVALS_COVER_TEXT = (
+    "Every interval in this report is for relaunches on the measured machine (launches of one study, on one machine, "
+    "in one period; single launches: their measurement windows). Another machine, node or day adds its own variation, "
+    "which these intervals do not include: `python -m autotune.verify` measures the export again and reports it."
+)
 THROUGHPUT_SVG = "throughput_vs_concurrency.svg"
 PARETO_SVG = "pareto.svg"
 
@@ -71,6 +78,34 @@ def _header(a: StudyAnalysis) -> list[str]:
         "",
         *([f"**Stopped early.** {a.stopped_early}.", ""] if a.stopped_early else []),
     ]
+
+
+def _verdict(a: StudyAnalysis) -> list[str]:
+    """The answer first: the recommended config against the user's current one (the study's baseline)."""
+    v = a.verdict
+    if v is None:
+        return []
+    out = ["## Your configuration vs the recommendation", "", f"**{v.headline}**", ""]
+    if v.gains:
+        rows = []
+        for g in v.gains:
+            d = g.difference
+            rows.append([g.concurrency, fmt(g.baseline_mean, 1, thousands=True) + f" (n={g.baseline_launches})",
+                         fmt(g.recommended_mean, 1, thousands=True) + f" (n={g.recommended_launches})",
+                         fmt_gain(d), ("yes" if d.separable else "tie") if d is not None else "-",
+                         describe(d.basis) if d is not None else "-"])
+        metric = v.gains[0].metric
+        out += _table(["concurrency", f"baseline (trial {v.baseline}) {metric}",
+                       f"recommended (trial {v.recommended}) {metric}", "gain [95% interval]", "beyond the noise",
+                       "basis"], rows)
+        out += ["", f"n = launches behind each mean. {INTERVALS_COVER_TEXT}", ""]
+    sp = a.spread
+    if sp is not None:
+        out += [f"What tuning is worth here: the recommendation against the worst complete config (trial {sp.worst}) "
+                f"at concurrency {sp.concurrency}: {fmt(sp.worst_mean, 1, thousands=True)} -> "
+                f"{fmt(sp.best_mean, 1, thousands=True)} {sp.metric}, {fmt_gain(sp.difference)}"
+                + ("" if sp.difference.separable else " (a tie)") + ".", ""]
+    return out
 
 
 def _recommendation(a: StudyAnalysis) -> list[str]:
@@ -158,7 +193,8 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
         f"launches (n = {n} launches, t with {max(n - 1, 0)} degrees of freedom; the trial's own launch is left out: "
         "it was selected for being high), then `new launch`: the 95% interval for ONE new launch of this config "
         "(mean ± t·sd·√(1 + 1/n)), which is what `launch.sh` measured again (`python -m autotune.verify`) is judged "
-        "against." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval of the mean."),
+        "against." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval of the mean.")
+        + " " + INTERVALS_COVER_TEXT,
         *([""] + [f"- `new launch` sd: {basis}, t with {df} degrees of freedom" for df, basis in sorted(dfs)]
           if dfs else []),
         "",
@@ -200,8 +236,10 @@ def _regimes(a: StudyAnalysis) -> list[str]:
     out = [
         "## Per-traffic-regime recommendation",
         "",
-        "The best config at each load level by output throughput, among trials that completed that level with no "
-        "failed request and meet the constraints that name that level (`@max` is the highest level).",
+        "The best config at each load level by output throughput (the mean over its launches: finalist relaunches "
+        "where it has them, else its single launch), among trials that completed that level with no failed request "
+        "and meet every study constraint. Configs the noise cannot separate from it are named as a tie (the same test "
+        "as every other statement here). At the primary objective's level the recommendation leads.",
         "",
     ]
     open_loop = any(isinstance(ch.concurrency, str) for ch in a.regimes)
@@ -216,29 +254,31 @@ def _regimes(a: StudyAnalysis) -> list[str]:
         rec = ch.record
         label = _level_label(ch.concurrency)
         if rec is None:
-            rows.append([label, "none eligible", "-", "-", "-", "-", "-", *(["-"] if open_loop else [])])
+            rows.append([label, "none meets the study's constraints", "-", "-", "-", *(["-"] if open_loop else []),
+                         "-", "-", "-"])
             continue
         c = ch.concurrency
         rows.append(
             [
                 label,
-                f"#{rec.number}: {compact_params(rec.params)}",
+                f"{tie_text(rec.number, ch.tied)}: {compact_params(rec.params)}",
                 fmt(ch.tok_per_s, thousands=True),
                 *([fmt(ch.goodput, 2)] if open_loop else []),
+                ch.launches,
                 fmt(ttft_p99(rec, c)),
                 fmt(tpot_median(rec, c), 2),
                 _spec_label(rec),
-                "yes" if ch.globally_feasible else "no",
             ]
         )
-    header = ["load level" if open_loop else "concurrency", "best config", "output tok/s"]
+    header = ["load level" if open_loop else "concurrency", "best config", "output tok/s (mean)"]
     header += ["goodput (req/s)"] if open_loop else []
-    header += ["TTFT p99 (ms)", "TPOT median (ms)", "speculation"]
-    out += _table([*header, "meets all constraints"], rows)
+    header += ["launches", "TTFT p99 (ms)", "TPOT median (ms)", "speculation"]
+    out += _table(header, rows)
     out += ["", "### Speculation on vs off", ""]
     rows = []
     for comp in a.crossover.comparisons:
-        winner = "-" if comp.spec_wins is None else ("speculation" if comp.spec_wins else "no speculation")
+        winner = comp.verdict
+        gain = fmt_gain(comp.difference) if comp.difference is not None else "-"
         rows.append(
             [
                 comp.concurrency,
@@ -248,10 +288,11 @@ def _regimes(a: StudyAnalysis) -> list[str]:
                 fmt(comp.plain_tok_per_s, thousands=True),
                 winner,
                 fmt(comp.ratio, 2),
+                gain,
             ]
         )
     header = ["concurrency", "best speculative", "tok/s", "best without speculation", "tok/s", "winner"]
-    out += _table([*header, "spec / no spec"], rows)
+    out += _table([*header, "spec / no spec", "spec gain [95% interval]"], rows)
     return out + ["", f"**{a.crossover.summary}**", ""]
 
 
@@ -381,6 +422,7 @@ def _tuned_on_simulator(server: ExportedServer | None) -> list[str]:
 def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str:
     parts = [
         *_header(a),
+        *_verdict(a),
         *_tuned_on_simulator(server),
         *_recommendation(a),
         *_study_only(server),

@@ -78,10 +78,15 @@ def serve_app_args(
     )
 
 
-def serve_config(args: ServeAppArgs, *, http_port: int = 8000) -> dict[str, Any]:
+DEFAULT_HTTP_HOST = "127.0.0.1"  # Serve's HTTP proxy: loopback unless the study's export.http_host says otherwise
+DEFAULT_HTTP_PORT = 8000
+
+
+def serve_config(args: ServeAppArgs, *, http_port: int = DEFAULT_HTTP_PORT,
+                 http_host: str = DEFAULT_HTTP_HOST) -> dict[str, Any]:
     """The Serve deploy document (plain data, as YAML will hold it)."""
     return {
-        "http_options": {"host": "127.0.0.1", "port": http_port},
+        "http_options": {"host": http_host, "port": http_port},
         "applications": [
             {
                 "name": args.name,
@@ -143,7 +148,8 @@ def render_serve_config(
     study_name: str,
     server: ExportedServer | None = None,
     rehearsal: bool = False,
-    http_port: int = 8000,
+    http_port: int = DEFAULT_HTTP_PORT,
+    http_host: str = DEFAULT_HTTP_HOST,
 ) -> str:
     """YAML text with a comment header (engine, trial, how to deploy); validated before it is returned.
 
@@ -153,7 +159,7 @@ def render_serve_config(
     if cmd is None:
         raise ExportError(f"trial {record.number} did not run on the simulator: there is nothing to rehearse")
     args = serve_app_args(record, cmd, study_name=study_name, rehearsal=rehearsal)
-    doc = serve_config(args, http_port=http_port)
+    doc = serve_config(args, http_port=http_port, http_host=http_host)
     validate_serve_config(doc)
     header = [
         f"# autotune best configuration: study {' '.join(study_name.split())}, trial {record.number} "
@@ -175,7 +181,8 @@ def render_serve_config(
                       "(the node's shell or a runtime_env); the engine server inherits them.")
     header += DEPLOY_HELP
     header.append(
-        f"# The engine listens on {args.host}:<a free port> on the replica's node; Serve's HTTP proxy binds 127.0.0.1."
+        f"# The engine listens on {args.host}:<a free port> on the replica's node; Serve's HTTP proxy binds "
+        f"{http_host}:{http_port} (the study's export.http_host / export.http_port)."
     )
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000)
     return "\n".join(header) + "\n" + body

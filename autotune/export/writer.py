@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from autotune.core.secrets import REDACTED, has_secrets, redact_argv, redact_env, redact_flags
 from autotune.export.analysis import analyze
@@ -19,9 +20,10 @@ from autotune.export.charts import pareto_svg, throughput_svg
 from autotune.export.command import exported_server
 from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
+from autotune.export.machine_variation import coverage_lines, read_variation
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
-from autotune.export.serve_config import render_serve_config
+from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, render_serve_config
 from autotune.finalists.choice import FinalistOutcome
 from autotune.trial.records import TrialRecord
 
@@ -66,6 +68,8 @@ class ExportResult:
     report: Path
     throughput_svg: Path
     pareto_svg: Path
+    verdict: Any = None  # the BaselineVerdict (autotune.export.verdict) the export opens with
+    spread: Any = None  # the Spread: the recommendation against the worst complete config
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -87,6 +91,8 @@ def export_study(
     finalists: FinalistOutcome | None = None,
     note: str = "",
     stopped_early: str = "",
+    baseline: Mapping[str, Any] | None = None,
+    http: tuple[str, int] | None = None,
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
@@ -95,12 +101,15 @@ def export_study(
     and serve_config.yaml with the known ones (``autotune.export.study_only``).
     With no feasible trial, best.json says why and the scripts and Serve configs are not written (stale ones removed).
     ``note``: a banner for report.md and best.json (e.g. that the study was interrupted and these results are partial).
+    ``http``: the (host, port) Serve's HTTP proxy binds in the exported Serve configs (the study's ``export``
+    section; default 127.0.0.1:8000).
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
+    host, port = http if http is not None else (DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT)
     # a record written before redaction existed (or before it knew a credential's shape)
     records = [replace(r, env=redact_env(r.env), flags=redact_flags(r.flags), argv=redact_argv(r.argv)) for r in records]
     a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
-                finalists=finalists, stopped_early=stopped_early)
+                finalists=finalists, stopped_early=stopped_early, baseline=baseline)
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None
     texts: dict[str, str] = {
@@ -110,20 +119,30 @@ def export_study(
         THROUGHPUT_SVG: throughput_svg(a),
         PARETO_SVG: pareto_svg(a),
     }
+    variation = read_variation(Path(study_dir))
+    texts[REPORT_MD] = _insert_before(texts[REPORT_MD], "## Per-traffic-regime recommendation",
+                                      "\n".join(coverage_lines(variation)) + "\n")
+    if variation is not None:
+        doc = json.loads(texts[BEST_JSON])
+        doc["between_machine_variation"] = {"source": variation.source, "engine": variation.engine,
+                                            "rows": [list(r) for r in variation.rows]}
+        texts[BEST_JSON] = json.dumps(doc, indent=2) + "\n"
     if note:
         texts[REPORT_MD] = f"> **{note}**\n\n" + texts[REPORT_MD]
-        texts[BEST_JSON] = json.dumps({"note": note, **best_document(a, server)}, indent=2) + "\n"
+        texts[BEST_JSON] = json.dumps({"note": note, **json.loads(texts[BEST_JSON])}, indent=2) + "\n"
     if best is not None and server is not None:
         levels = a.load_levels
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
-        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server)
+        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server, http_host=host,
+                                                  http_port=port)
         if ray_llm_available():
             header = [f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
                       f"# {engine_banner(best.engine, best.env)}"]
             texts[RAY_LLM] = render_ray_llm_config(server.production, study_name=study_name, header=header)
         if server.rehearsal is not None:
             texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
-            texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True)
+            texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True,
+                                                        http_host=host, http_port=port)
     out = Path(study_dir) / BEST_DIR
     # an export that names secret variables is kept from other users (the values themselves are never written)
     private = any(has_secrets(r.env) or has_secrets(r.flags) or REDACTED in r.argv for r in records)
@@ -143,6 +162,8 @@ def export_study(
         report=out / REPORT_MD,
         throughput_svg=out / THROUGHPUT_SVG,
         pareto_svg=out / PARETO_SVG,
+        verdict=a.verdict,
+        spread=a.spread,
     )
 
 
@@ -169,6 +190,11 @@ def _swap_in(study_dir: Path, texts: Mapping[str, str], *, private: bool) -> Non
         out.rename(retired)
     staging.rename(out)
     shutil.rmtree(retired, ignore_errors=True)
+
+
+def _insert_before(text: str, heading: str, section: str) -> str:
+    at = text.find(heading)
+    return text[:at] + section + "\n" + text[at:] if at >= 0 else text + "\n" + section
 
 
 def _write_atomic(path: Path, text: str, *, mode: int) -> None:

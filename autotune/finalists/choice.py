@@ -19,6 +19,7 @@ the lowest trial number break only exactly equal means (``method="tie"``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -101,6 +102,33 @@ def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direct
     sign = -1.0 if direction == "maximize" else 1.0
     scored.sort(key=lambda rv: (sign * rv[1], rv[0].number))
     return tuple(r.number for r, _ in scored[:count])
+
+
+def baseline_number(records: Sequence[TrialRecord], point: Mapping[str, Any] | None) -> int | None:
+    """The trial that measured the study's baseline (``StudySpec.baseline``): the first with exactly its params."""
+    if point is None:
+        return None
+    want = json.dumps(dict(point), sort_keys=True, default=str)
+    for rec in sorted(records, key=lambda r: r.number):
+        if json.dumps(rec.params, sort_keys=True, default=str) == want:
+            return rec.number
+    return None
+
+
+def stage_finalists(records: Sequence[TrialRecord], key: str, direction: Direction, count: int,
+                    baseline: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+    """The configs a finalist stage relaunches: the top ``count`` feasible ones (``select_finalists``), then the
+    study's baseline when it completed and is not among them, so the verdict against the user's configuration rests on
+    relaunches as the winner's does. A baseline that missed a constraint is relaunched too (its figures are what the
+    gain is measured from) but cannot win: the decision counts only clean relaunches."""
+    leaders = select_finalists(records, key, direction, count)
+    base = baseline_number(records, baseline)
+    if not leaders or base is None or base in leaders:
+        return leaders
+    rec = next(r for r in records if r.number == base)
+    if rec.outcome is not TrialOutcome.COMPLETE or _value(rec, key) is None:
+        return leaders
+    return (*leaders, base)
 
 
 def next_stage(plans: Sequence[StagePlan], runs: Sequence[FinalistRun], finalists: tuple[int, ...], rounds: int, *,
@@ -324,6 +352,8 @@ class FinalistOutcome:
     per_stage: tuple[Decision, ...] = ()
     note: str = ""
     launches: int = 0  # relaunches stored for these finalists (the stage's cost)
+    baseline: int | None = None  # the trial that measured the study's baseline, where one did
+    runs: tuple[FinalistRun, ...] = ()  # the relaunches the decision counted (every stage for these finalists)
     # The winner at every load level over its clean relaunches: per level, each metric's mean across launches and its
     # 95% interval across launches (``verify_compare.across_launches``; n = launches). Empty without a winner.
     winner_levels: tuple[dict[str, Any], ...] = ()
@@ -337,25 +367,29 @@ class FinalistOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return {"finalists": list(self.finalists), "note": self.note, "launches": self.launches,
+                "baseline": self.baseline,
                 "decision": self.decision.to_json() if self.decision else None,
                 "per_stage": [d.to_json() for d in self.per_stage],
                 "winner_launches": self.winner_launches, "winner_levels": list(self.winner_levels)}
 
 
 def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], runs: Sequence[FinalistRun], *,
-                  key: str, direction: Direction, alpha: float, count: int) -> FinalistOutcome:
-    """The finalist stage's result for the study's current top ``count`` configs."""
-    finalists = select_finalists(records, key, direction, count)
+                  key: str, direction: Direction, alpha: float, count: int,
+                  baseline: Mapping[str, Any] | None = None) -> FinalistOutcome:
+    """The finalist stage's result for the study's current top ``count`` configs (and its baseline:
+    ``stage_finalists``)."""
+    finalists = stage_finalists(records, key, direction, count, baseline)
+    base = baseline_number(records, baseline)
     if count <= 0:
         return FinalistOutcome((), None, note="no finalist stage (finalists count 0): the winner is the best trial's "
-                                              "single launch")
+                                              "single launch", baseline=base)
     if not finalists:
-        return FinalistOutcome((), None, note="no feasible trial, so no finalist stage")
+        return FinalistOutcome((), None, note="no feasible trial, so no finalist stage", baseline=base)
     stages = [p.stage for p in plans if p.finalists == finalists]
     mine = [r for r in runs if r.stage in stages and r.repeats in finalists]
     if not mine:
         return FinalistOutcome(finalists, None, note=f"no finalist stage ran for trials {', '.join(map(str, finalists))}"
-                                                     " yet: the winner is the best trial's single launch")
+                                                     " yet: the winner is the best trial's single launch", baseline=base)
     by_number = {r.number: r for r in records}
     trials = {n: by_number[n] for n in finalists}
     pooled = decide(trials, mine, key, direction, alpha)
@@ -365,7 +399,7 @@ def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], ru
         pooled = incomplete(pooled, latest, len(missing))
     per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
     return FinalistOutcome(finalists, pooled, per_stage, launches=len(mine),
-                           winner_levels=winner_levels(mine, pooled.winner, key))
+                           winner_levels=winner_levels(mine, pooled.winner, key), baseline=base, runs=tuple(mine))
 
 
 def incomplete(decision: Decision, plan: StagePlan, missing: int) -> Decision:

@@ -89,4 +89,12 @@ def outcome_from_study(root: Path, study: Mapping[str, Any], records: Sequence[T
     key = f"{first.get('metric', 'output_tok_per_s')}@{first.get('level', 'max')}"
     return study_outcome(records, store.plans(), store.load(), key=key,
                          direction=first.get("direction", "maximize"), alpha=float(fin.get("alpha", 0.05)),
-                         count=int(fin.get("count", 0)))
+                         count=int(fin.get("count", 0)), baseline=study_baseline(study))
+
+
+def study_baseline(study: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The baseline point of a study as ``study.json`` holds it (``StudySpec.baseline``)."""
+    if study.get("baseline_point") is not None:
+        return dict(study["baseline_point"])
+    points = study.get("points_to_evaluate") or []
+    return dict(points[0]) if points else None

@@ -167,21 +167,28 @@ def predicted_oom_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[s
 def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
     """The seed points launched last, when only as many launches of the budget remain (or when the stopping rule ends
     the search), so the search does not wait behind them: capped seeds whose lifted twin is launched (the baseline,
-    first), then seeds predicted not to fit in GPU memory."""
+    first), then seeds predicted not to fit in GPU memory. The study's baseline (``StudySpec.baseline``, the user's
+    current configuration) is never among them: it is measured first, whatever these rules say of it."""
     out = capped_seeds(spec)
-    return out + [p for p in predicted_oom_seeds(spec, sizes) if p not in out]
+    out += [p for p in predicted_oom_seeds(spec, sizes) if p not in out]
+    return [p for p in out if p != spec.baseline]
 
 
 def seeds_now(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
     """The seed points enqueued when the study opens, in order: the study's ``points_to_evaluate`` and the lifted caps
     ``uncapped_seeds`` adds, a deferred capped seed replaced in its place by its lifted twin; ``deferred_seeds`` are
-    left out (the searcher launches them last)."""
+    left out (the searcher launches them last). The study's baseline comes first, always (the user's configuration is
+    what every other result is judged against, so a time box or the budget never leaves it out)."""
     later = deferred_seeds(spec, sizes)
+    base = spec.baseline
+    first = [base] if base is not None else []
     lifted = uncapped_seeds(spec)
     top, param = top_level(spec), _cap_param(spec)
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = list(first)  # a capped baseline's lifted twin follows it
     for point in map(dict, spec.points_to_evaluate):
-        if point not in later:
+        if point == base and top is not None and param is not None:
+            place = [point, *(t for t in lifted if _lifts_already(spec, point, t, param.name, top))]
+        elif point not in later:
             place = [point]
         elif top is not None and param is not None:
             place = [t for t in lifted if _lifts_already(spec, point, t, param.name, top)]

@@ -28,6 +28,12 @@ class Rendered:
     load_levels: tuple[int, ...]
 
 
+def _export_http(study: dict) -> tuple[str, int] | None:
+    """The Serve HTTP host and port a study's export binds (``export.http_host`` / ``http_port``), from study.json."""
+    http = study.get("export_http")
+    return (str(http[0]), int(http[1])) if isinstance(http, (list, tuple)) and len(http) == 2 else None
+
+
 def write_html(export: ExportResult, *, title: str) -> Path:
     """``report.html`` from the ``report.md`` and charts ``export`` just wrote."""
     best_dir = export.best_dir
@@ -67,6 +73,6 @@ def rerender(root: Path) -> Rendered:
     export = export_study(root, study_name=str(study.get("name", root.name)), objectives=objectives, records=records,
                           load_levels=levels, study_only=study_only,
                           finalists=outcome_from_study(root, study, records),
-                          stopped_early=str(study.get("stopped_early") or ""))
+                          stopped_early=str(study.get("stopped_early") or ""), http=_export_http(study))
     html = write_html(export, title=f"autotune study {study.get('name', root.name)}")
     return Rendered(export=export, html=html, records=records, objectives=objectives, load_levels=levels)

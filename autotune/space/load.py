@@ -64,6 +64,9 @@ def load_study(path: str | Path, *, overrides: StudyOverrides | None = None) -> 
         )
     elif not param_problems:
         problems += check_points(points, params, key=points_key)
+    if model.study.baseline is not None and not param_problems:
+        problems += [Problem(pr.key.replace("study.baseline[0]", "study.baseline"), pr.message, pr.fix)
+                     for pr in check_points([model.study.baseline], params, key="study.baseline")]
     if problems:
         try:
             raise_problems(source, problems)
@@ -214,6 +217,8 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         params=params,
         points_to_evaluate=tuple(dict(p) for p in _points(m)[0]),
         source=source.resolve(),
+        baseline_point=dict(s.baseline) if s.baseline is not None else None,
+        export_http=(m.export.http_host, m.export.http_port),
         finalists=FinalistsSpec(count=s.finalists.count, rounds=s.finalists.rounds, alpha=s.finalists.alpha),
         stop_when=StopRule(s.stop_when.no_improvement_launches) if s.stop_when else None,
         cpu_isolation=s.cpu_isolation,

@@ -337,6 +337,8 @@ class StudyModel(_Model):
     slo: SloModel | None = None  # default: the latency constraints' limits
     ready_timeout_s: float = Field(900.0, gt=0)
     points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
+    # the user's current configuration, measured first and judged against (default: the first point_to_evaluate)
+    baseline: dict[str, ScalarT] | None = None
     finalists: FinalistsModel = Field(default_factory=FinalistsModel)
     stop_when: StopWhenModel | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
@@ -417,6 +419,11 @@ class ParamModel(_Model):
     when: dict[str, Any] | None = None  # judged in checks.py (a list of values or an operator mapping per entry)
 
 
+class ExportModel(_Model):
+    http_host: str = "127.0.0.1"  # where Serve's HTTP proxy binds in the exported serve_config.yaml
+    http_port: int = Field(8000, gt=0, lt=65536)
+
+
 class StudyFileModel(_Model):
     study: StudyModel = Field(default_factory=StudyModel)
     server: ServerModel = Field(default_factory=ServerModel)
@@ -425,6 +432,7 @@ class StudyFileModel(_Model):
     load_levels: list[LoadLevelT] = Field(default_factory=lambda: [1, 8, 32])
     bench: BenchModel = Field(default_factory=BenchModel)
     params: dict[str, ParamModel] = Field(default_factory=dict)
+    export: ExportModel = Field(default_factory=ExportModel)
     points_to_evaluate: list[dict[str, ScalarT]] | None = None  # also accepted here; study.points_to_evaluate preferred
 
 

@@ -192,6 +192,9 @@ class StudySpec:
     params: tuple[ParamSpec, ...]
     points_to_evaluate: tuple[dict[str, Any], ...] = ()
     source: Path = Path(".")
+    # the user's current configuration: ``study.baseline``, else the first of ``points_to_evaluate`` (see ``baseline``)
+    baseline_point: dict[str, Any] | None = None
+    export_http: tuple[str, int] = ("127.0.0.1", 8000)  # export.http_host / http_port: the exported Serve proxy
     finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
@@ -219,6 +222,14 @@ class StudySpec:
         if level == "min":
             return min(self.plan.concurrencies)
         return int(level)  # an open-loop key is not a concurrency: callers that need one name a concurrency level
+
+    @property
+    def baseline(self) -> dict[str, Any] | None:
+        """The user's current configuration, the point every result is judged against: ``study.baseline`` where the
+        file gives one, else its first ``points_to_evaluate`` point; None when it gives neither."""
+        if self.baseline_point is not None:
+            return dict(self.baseline_point)
+        return dict(self.points_to_evaluate[0]) if self.points_to_evaluate else None
 
     def param(self, name: str) -> ParamSpec:
         for p in self.params:

@@ -18,7 +18,7 @@ from autotune.finalists.choice import (
     StagePlan,
     missing_slots,
     next_stage,
-    select_finalists,
+    stage_finalists,
     study_outcome,
 )
 from autotune.finalists.store import FinalistStore
@@ -54,6 +54,12 @@ def _spec_json(spec: StudySpec) -> dict[str, Any]:
     return json.loads(json.dumps(spec.to_json(), default=str))
 
 
+def _gain_text(d: Any) -> str:
+    from autotune.export.verdict import fmt_gain
+
+    return fmt_gain(d) + ("" if d.separable else ", a tie")
+
+
 class StudyDriver:
     def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
                  max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
@@ -83,6 +89,10 @@ class StudyDriver:
         self.time_box_note = ""  # set when --stop-after-s ended the run before the study's budget
         self.stop_rule_reason = ""  # why study.stop_when ended the search, if it did
         self._searcher: OptunaStudySearcher | None = None
+        self._study: Any = None
+        self._trial_walls: list[float] = []  # wall seconds of this study's trials (launch + benchmark)
+        self._concurrency = 1
+        self.no_stage_room = ""  # set when --stop-after-s cannot hold the finalist stage: what the user gives up
 
     @property
     def owner(self) -> str:
@@ -143,7 +153,42 @@ class StudyDriver:
             if self._searcher is not None:
                 self._searcher.finish(verdict.reason)
 
+    def stage_launches(self) -> int:
+        """Relaunches a finalist stage makes: the finalists and the baseline, each ``rounds`` times."""
+        spec = self.spec
+        if spec.finalists.count <= 0:
+            return 0
+        return (spec.finalists.count + (1 if spec.baseline is not None else 0)) * spec.finalists.rounds
+
+    def stage_reserve_s(self) -> float:
+        """The time the finalist stage needs, from this study's own trial times (median launch + benchmark wall time),
+        its relaunches run ``concurrency`` at a time; 0 until a trial has finished."""
+        if not self._trial_walls or self.no_stage_room:
+            return 0.0
+        walls = sorted(self._trial_walls)
+        per = walls[len(walls) // 2]
+        return per * math.ceil(self.stage_launches() / max(1, self._concurrency))
+
+    def _check_time_box(self) -> None:
+        """Once the first trial's time is known: say whether --stop-after-s can hold the finalist stage."""
+        if self.stop_after_s is None or not self._trial_walls or self.no_stage_room or not self.stage_launches():
+            return
+        need = self._trial_walls[0] + self.stage_reserve_s()
+        if need > self.stop_after_s:
+            self.no_stage_room = (
+                f"--stop-after-s {self.stop_after_s:g} cannot hold the finalist stage: one trial took "
+                f"{self._trial_walls[0]:.0f} s here, so the stage's {self.stage_launches()} relaunches need about "
+                f"{self.stage_reserve_s():.0f} s more. The search runs the whole time box and the finalist stage is "
+                f"skipped: the export rests on single launches (no relaunch means, no tie test). Give at least "
+                f"{math.ceil(need * 1.5)} s to keep it.")
+            self.console.say(self.no_stage_room)
+
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
+        if record.phases.trial_wall_s:
+            first = not self._trial_walls
+            self._trial_walls.append(float(record.phases.trial_wall_s))
+            if first:
+                self._check_time_box()
         self.store.append(record, log_text)
         self._check_stop_rule()
         if self._pump is not None:
@@ -201,6 +246,7 @@ class StudyDriver:
         study = open_shared_study(spec, self.storage or self.store.db_url, records, default=self.storage is None)
         if self.storage:
             self.console.say(f"Optuna study '{spec.name}' in {redact_url(self.storage)}")
+        self._study = study  # the Optuna study, where the export is marked for optuna-dashboard
         done = reconcile(study, spec, records)
         remaining = spec.trials - done
         if self.finalists_only:
@@ -268,8 +314,16 @@ class StudyDriver:
             for cap in (spec.max_concurrent, self.max_concurrent):
                 if cap:
                     conc = min(conc, cap)
+            self._concurrency = conc
+            self._trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
             self.console.say(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
                              f"trial, {conc} at a time; results in {self.store.root}")
+            if self.stop_after_s is not None and self.stage_launches():
+                self.console.say(
+                    f"--stop-after-s {self.stop_after_s:g}: the search stops in time to leave the finalist stage "
+                    f"({self.stage_launches()} relaunches) its time, estimated from this study's own trial times"
+                    + (f" (now {self.stage_reserve_s():.0f} s)" if self._trial_walls else " once the first finishes"))
+                self._check_time_box()
             if port_busy(self.serve_port):
                 raise AutotuneError(
                     f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
@@ -284,7 +338,7 @@ class StudyDriver:
                                                              if r.phases.trial_wall_s])
                 searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
                                                make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
-                                               on_raw_result=self.store.save_raw)
+                                               on_raw_result=self.store.save_raw, reserve_s=self.stage_reserve_s)
                 self._searcher = searcher
                 tuner = tune.Tuner(
                     tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
@@ -311,10 +365,12 @@ class StudyDriver:
                     self.console.say(f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured "
                                      f"points")
                 if searcher.timed_out and not self.stopped.stopping:
+                    kept = "" if self.no_stage_room else (
+                        f" (the last {self.stage_reserve_s():.0f} s of it kept for the finalist stage)")
                     self.time_box_note = (
-                        f"STOPPED by --stop-after-s {self.stop_after_s:g}: no new trial started after "
-                        f"{self.stop_after_s:g} s; {len(self.store.load())} of {spec.trials} trial(s) done. Rerun the "
-                        f"same command to continue.")
+                        f"STOPPED by --stop-after-s {self.stop_after_s:g}{kept}: no new trial started after that; "
+                        f"{len(self.store.load())} of {spec.trials} trial(s) done. Rerun the same command to "
+                        f"continue.")
                     self.console.say(f"\n{self.time_box_note}")
             if not self.stop_reason and not self.stopped.stopping:
                 try:  # Ctrl-C: no new relaunch (the running one is stored); again, or SIGTERM: cancel it
@@ -345,14 +401,15 @@ class StudyDriver:
     def _stage_due(self, records: list[TrialRecord]) -> StagePlan | None:
         spec = self.spec
         first = spec.objectives[0]
-        finalists = select_finalists(records, first.key, first.direction, spec.finalists.count)
+        finalists = stage_finalists(records, first.key, first.direction, spec.finalists.count, spec.baseline)
         return next_stage(self.finalist_store.plans(), self.finalist_store.load(), finalists, spec.finalists.rounds,
                           new_round=self.finalists_only)
 
     def _run_finalists(self, concurrency: int) -> None:
         """Relaunch the top configs (see autotune.finalists.choice), unless the study's time box has run out."""
-        if self.stop_after_s is not None and time.monotonic() - self._started > self.stop_after_s:
-            self.console.say("finalist stage skipped: --stop-after-s has passed (rerun the command to run it)")
+        if self.no_stage_room:
+            self.console.say("finalist stage skipped: --stop-after-s is too short to hold it (rerun the command, or "
+                             "--finalists-only, to run it)")
             return
         records = self.store.load()
         plan = self._stage_due(records)
@@ -378,7 +435,21 @@ class StudyDriver:
         spec = self.spec
         first = spec.objectives[0]
         return study_outcome(records, self.finalist_store.plans(), self.finalist_store.load(), key=first.key,
-                             direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count)
+                             direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count,
+                             baseline=spec.baseline)
+
+    def _mark_dashboard(self, result: Any) -> None:
+        """Name the exported config in the Optuna study, for optuna-dashboard (autotune.core.dashboard_attrs.mark_export)."""
+        if self._study is None:
+            return
+        from autotune.core.dashboard_attrs import mark_export
+
+        verdict = result.verdict.headline if result.verdict is not None else result.reason
+        try:
+            mark_export(self._study, result.best.number if result.best is not None else None, verdict,
+                        result.decided_by)
+        except Exception as exc:  # noqa: BLE001 - the export is written; the dashboard note is a convenience
+            self.console.say(f"could not mark the export in the Optuna study ({type(exc).__name__}: {exc})")
 
     def _export(self, note: str = "") -> int:
         from autotune.export import export_study, format_summary_table
@@ -391,8 +462,10 @@ class StudyDriver:
         outcome = self.finalist_outcome(records)
         result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
                               load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note,
-                              stopped_early=self.stop_rule_reason)
+                              stopped_early=self.stop_rule_reason, baseline=spec.baseline,
+                              http=spec.export_http)
         html = write_html(result, title=f"autotune study {spec.name}")
+        self._mark_dashboard(result)
         say = self.console.result
         say("")
         say(format_summary_table(records, objectives, levels, finalists=outcome).rstrip("\n"))
@@ -406,6 +479,17 @@ class StudyDriver:
         engine = best.engine
         label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
             f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
+        if result.verdict is not None:
+            say(f"\nverdict: {result.verdict.headline}")
+            for g in result.verdict.gains:
+                if g.difference is not None:
+                    say(f"  concurrency {g.concurrency:>4}: {g.metric} {g.baseline_mean:,.1f} -> "
+                        f"{g.recommended_mean:,.1f} ({_gain_text(g.difference)})")
+            sp = result.spread
+            if sp is not None:
+                say(f"  vs the worst config (trial {sp.worst}) at concurrency {sp.concurrency}: {sp.worst_mean:,.1f} -> "
+                    f"{sp.best_mean:,.1f} ({_gain_text(sp.difference)})")
+            say("  (intervals: relaunches on this machine; another machine or day adds its own variation)")
         say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
         say(f"  decided by: {result.decided_by}: {result.reason}")
         for k, v in best.objectives.items():

@@ -83,6 +83,7 @@ class OptunaStudySearcher(Searcher):
         on_raw_result: Callable[[int, str, str], str] | None = None,
         screen: Callable[[dict[str, Any]], str | None] | None = None,
         repair: Callable[[dict[str, Any]], Repaired | None] | None = None,
+        reserve_s: Callable[[], float] | None = None,
     ) -> None:
         first = spec.objectives[0]
         super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
@@ -96,6 +97,9 @@ class OptunaStudySearcher(Searcher):
         self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
         # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
+        # seconds kept back from that time box for what follows the search (the finalist stage), re-estimated as
+        # trials finish; the baseline is enqueued first, so it is launched before any time box can end the search
+        self.reserve_s = reserve_s or (lambda: 0.0)
         # Every launch costs minutes: a point already measured is answered from its result, not launched again.
         self._finished: dict[str, _Result] = {
             params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints))
@@ -179,7 +183,7 @@ class OptunaStudySearcher(Searcher):
             return Searcher.FINISHED  # type: ignore[return-value]
         if self.suggested >= self.budget:
             return Searcher.FINISHED  # type: ignore[return-value]
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and time.monotonic() + self.reserve_s() > self.deadline:
             self.timed_out = True
             return Searcher.FINISHED  # type: ignore[return-value]
         trial, params = self._propose({params_key(p) for _, p in self._live.values()})

@@ -29,8 +29,14 @@ METRICS: Mapping[str, tuple[str, str | None]] = {
 JUDGED_DEFAULT = ("output_tok_per_s", "tpot_ms.median")
 
 Verdict = Literal[
-    "within interval", "intervals overlap", "outside interval", "within tolerance", "outside tolerance", "not measured"
+    "within interval", "intervals overlap", "outside interval", "beyond machine variation", "within tolerance",
+    "outside tolerance", "not measured"
 ]
+# The machine-to-machine variation known so far (relative to the study's figure): an H200 study's exported winner,
+# relaunched on another node two days later, measured 9-12% above its study's figures at concurrency 16 and 64. A study's
+# intervals cover relaunches on the measured machine only; a figure outside them by less than this may be the machine,
+# by more than this is a change the known variation does not explain.
+MACHINE_VARIATION = 0.12
 AGREES: tuple[Verdict, ...] = ("within interval", "within tolerance")
 
 
@@ -157,11 +163,14 @@ def compare(
     judged: Sequence[str] = JUDGED_DEFAULT,
     tolerance: float = 0.10,
     new_launch: bool = False,
+    machine_variation: float | None = MACHINE_VARIATION,
 ) -> tuple[Figure, ...]:
     """Every metric of ``METRICS`` at every level of the study (summaries as in best.json / BenchResult.to_json).
 
     ``new_launch``: the study's levels pool several launches and the measurement is one new launch, so it is judged
-    against the interval for a new launch (prediction interval), not the interval of the launches' mean."""
+    against the interval for a new launch (prediction interval), not the interval of the launches' mean.
+    ``machine_variation``: a figure outside the interval by more than this share of the study's figure is "beyond
+    machine variation" (None: not told apart)."""
     unknown = [m for m in judged if m not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}: use {', '.join(METRICS)}")
@@ -174,7 +183,7 @@ def compare(
             low, high, n = level_interval(lv, metric, new_launch)
             again = level_value(measured[c], metric) if c in measured else None
             m_low, m_high, _ = level_interval(measured[c], metric) if c in measured else (None, None, None)
-            verdict = _verdict(study, (low, high), again, (m_low, m_high), tolerance)
+            verdict = _verdict(study, (low, high), again, (m_low, m_high), tolerance, machine_variation)
             out.append(Figure(c, metric, study, low, high, n, again, m_low, m_high, metric in judged, verdict))
     return tuple(out)
 
@@ -182,9 +191,12 @@ def compare(
 Bounds = tuple[float | None, float | None]
 
 
-def _verdict(study: float | None, interval: Bounds, measured: float | None, again: Bounds, tolerance: float) -> Verdict:
+def _verdict(study: float | None, interval: Bounds, measured: float | None, again: Bounds, tolerance: float,
+             machine_variation: float | None = None) -> Verdict:
     """Within the study's interval; else, when verify has an interval of its own (its windows) that overlaps the
-    study's, "intervals overlap" (reported, not a pass); else outside. Without a study interval: within ``tolerance`` of the study's figure."""
+    study's, "intervals overlap" (reported, not a pass); else outside, and "beyond machine variation" when it is
+    outside by more than ``machine_variation`` of the study's figure. Without a study interval: within ``tolerance``
+    of the study's figure."""
     if measured is None or study is None:
         return "not measured"
     low, high = interval
@@ -194,6 +206,9 @@ def _verdict(study: float | None, interval: Bounds, measured: float | None, agai
         m_low, m_high = again
         if m_low is not None and m_high is not None and m_low <= high and low <= m_high:
             return "intervals overlap"
+        gap = low - measured if measured < low else measured - high
+        if machine_variation is not None and gap > machine_variation * abs(study):
+            return "beyond machine variation"
         return "outside interval"
     return "within tolerance" if abs(measured - study) <= tolerance * abs(study) else "outside tolerance"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from autotune.verify.compare import Figure, bench_serving_levels, client_offsets
+from autotune.verify.compare import MACHINE_VARIATION, Figure, bench_serving_levels, client_offsets
 
 
 def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
@@ -74,7 +74,11 @@ def _figure_table(figures: Sequence[Figure]) -> list[str]:
         verdict = f.verdict if f.judged else f"({f.verdict}; not judged)"
         lines.append(f"| {f.concurrency} | {f.metric} | {_n(f.study)} | {interval} | {_n(f.measured)} | {mine} | "
                      f"{diff} | {verdict} |")
-    return lines
+    return lines + ["", f"The study's intervals cover relaunches on the machine it measured on. `outside interval`: "
+                        f"outside them by less than the machine-to-machine variation known so far "
+                        f"(±{MACHINE_VARIATION:.0%} of the study's figure: another node, another day), so it may be the "
+                        f"machine; `beyond machine variation`: outside by more than that, a change the known "
+                        f"variation does not explain."]
 
 
 def _n(value: float | None) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from autotune.bench.stats import Interval
 from autotune.bench.types import BenchResult, Dist, LevelSummary
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 
@@ -31,8 +32,10 @@ def dist(median: float, p99: float | None = None) -> Dist:
 
 
 def level(
-    c: int, tput: float, *, tpot: float = 10.0, ttft_p99: float = 100.0, accept: float | None = None, failed: int = 0
+    c: int, tput: float, *, tpot: float = 10.0, ttft_p99: float = 100.0, accept: float | None = None, failed: int = 0,
+    window_pct: float | None = None,
 ) -> LevelSummary:
+    w = (window_pct or 0.0) / 100.0
     return LevelSummary(
         concurrency=c,
         requests=16,
@@ -46,6 +49,8 @@ def level(
         tpot_ms=dist(tpot),
         e2e_ms=dist(tpot * 256),
         accept_length=accept,
+        # its measurement windows' 95% interval, +-window_pct (None: one window, no interval)
+        intervals={"output_tok_per_s": Interval(tput, tput * w, 3, tput * (1 - w), tput * (1 + w))} if window_pct else {},
     )
 
 
@@ -77,12 +82,14 @@ def make_record(
     engine: EngineInfo | None = SIM,
     message: str = "",
     log_tail: str = "",
+    window_pct: float | None = None,
 ) -> TrialRecord:
     flags = dict(flags or {})
     bench = None
     if tputs is not None:
         tpots = tpots or {}
-        levels = tuple(level(c, t, tpot=tpots.get(c, 10.0 + c / 8), accept=accept) for c, t in sorted(tputs.items()))
+        levels = tuple(level(c, t, tpot=tpots.get(c, 10.0 + c / 8), accept=accept, window_pct=window_pct)
+                       for c, t in sorted(tputs.items()))
         bench = BenchResult(levels=levels, server_accept_length=server_accept)
     constraints = dict(constraints if constraints is not None else {"ttft_ms.p99@max": -100.0})
     complete = outcome is TrialOutcome.COMPLETE
@@ -114,16 +121,17 @@ def _eagle(drafter: str, **extra: Any) -> dict[str, Any]:
     return {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": drafter, **extra}
 
 
-def study_records() -> list[TrialRecord]:
-    """0: plain best at peak. 1: spec public drafter, capped at 48, misses the SLO at 128.
+def study_records(window_pct: float | None = None) -> list[TrialRecord]:
+    """``window_pct``: each level's measurement-window interval (None: none, one window).
+    0: plain best at peak. 1: spec public drafter, capped at 48, misses the SLO at 128.
     2: spec custom drafter, accept length 1.0. 3: plain, dominated. 4: spec with the cap lifted, low latency.
     5-7: failures."""
     return [
         make_record(
-            0, tputs={1: 60, 8: 400, 32: 1200, 128: 2370}, tpots={1: 15.0}, flags={"mem-fraction-static": 0.85}
+            0, window_pct=window_pct, tputs={1: 60, 8: 400, 32: 1200, 128: 2370}, tpots={1: 15.0}, flags={"mem-fraction-static": 0.85}
         ),
         make_record(
-            1,
+            1, window_pct=window_pct,
             tputs={1: 90, 8: 600, 32: 1100, 128: 849},
             tpots={1: 10.0},
             flags=_eagle(PUBLIC_DRAFTER),
@@ -132,23 +140,23 @@ def study_records() -> list[TrialRecord]:
             constraints={"ttft_ms.p99@max": 500.0},
         ),
         make_record(
-            2,
+            2, window_pct=window_pct,
             tputs={1: 40.8, 8: 250, 32: 500, 128: 597},
             tpots={1: 24.5},
             flags=_eagle(CUSTOM_DRAFTER),
             accept=1.0,
             server_accept=1.0,
         ),
-        make_record(3, tputs={1: 58, 8: 380, 32: 1100, 128: 2000}, tpots={1: 16.0}, flags={"mem-fraction-static": 0.8}),
+        make_record(3, window_pct=window_pct, tputs={1: 58, 8: 380, 32: 1100, 128: 2000}, tpots={1: 16.0}, flags={"mem-fraction-static": 0.8}),
         make_record(
-            4,
+            4, window_pct=window_pct,
             tputs={1: 95, 8: 620, 32: 1150, 128: 2100},
             tpots={1: 9.0},
             flags=_eagle(PUBLIC_DRAFTER, **{"max-running-requests": 128}),
             accept=2.3,
         ),
         make_record(
-            5,
+            5, window_pct=window_pct,
             outcome=TrialOutcome.FAILED,
             failure=FailureKind.OOM_AT_LAUNCH,
             flags={"mem-fraction-static": 0.5},
@@ -156,7 +164,7 @@ def study_records() -> list[TrialRecord]:
             log_tail="loading...\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static\n\n",
         ),
         make_record(
-            6,
+            6, window_pct=window_pct,
             outcome=TrialOutcome.INVALID,
             failure=FailureKind.INVALID_CONFIG,
             flags=_eagle(PUBLIC_DRAFTER, **{"speculative-num-steps": 3}),
@@ -164,7 +172,7 @@ def study_records() -> list[TrialRecord]:
             engine=None,
         ),
         make_record(
-            7,
+            7, window_pct=window_pct,
             outcome=TrialOutcome.FAILED,
             failure=FailureKind.OOM_AT_LAUNCH,
             flags={"mem-fraction-static": 0.55},

@@ -11,6 +11,7 @@ from autotune.export.errors import ExportError
 from autotune.export.pareto import ParetoPoint, dominates, pareto_front
 from autotune.export.regimes import constraint_level, crossover, eligible_at, regime_choices
 from autotune.trial.records import FailureKind, TrialOutcome
+from tests.export.conftest import study_records
 
 
 def test_best_is_feasible_with_best_primary_objective(records, objectives):
@@ -85,11 +86,13 @@ def test_constraint_level_parsing():
     assert constraint_level("ttft_ms.p99", (1, 8, 64)) is None
 
 
-def test_eligibility_checks_only_constraints_of_that_level(records, levels):
+def test_no_regime_recommends_a_config_that_misses_a_study_constraint(records, levels):
     spec_over_slo = records[1]
     assert not spec_over_slo.feasible
-    assert eligible_at(spec_over_slo, 1, levels)
+    assert not eligible_at(spec_over_slo, 1, levels)  # fastest at low load, but it misses the SLO at 128
     assert not eligible_at(spec_over_slo, 128, levels)
+    for choice in regime_choices(records, levels):
+        assert choice.record is None or choice.record.feasible
     assert not eligible_at(records[5], 1, levels)  # failed
 
 
@@ -102,7 +105,8 @@ def test_level_with_failed_requests_is_not_eligible(record_factory):
     assert eligible_at(rec2, 1, (1, 8)) and not eligible_at(rec2, 8, (1, 8))
 
 
-def test_regime_choice_per_level(records, levels):
+def test_regime_choice_per_level(levels):
+    records = study_records(window_pct=2.0)
     chosen = {c.concurrency: c for c in regime_choices(records, levels)}
     assert chosen[1].record is not None and chosen[1].record.number == 4
     assert chosen[8].record is not None and chosen[8].record.number == 4
@@ -110,7 +114,8 @@ def test_regime_choice_per_level(records, levels):
     assert chosen[128].record is not None and chosen[128].record.number == 0 and chosen[128].globally_feasible
 
 
-def test_crossover_where_speculation_stops_winning(records, levels):
+def test_crossover_where_speculation_stops_winning(levels):
+    records = study_records(window_pct=2.0)
     cx = crossover(records, levels)
     assert (cx.last_spec_win, cx.stops_winning_at) == (8, 32)
     wins = [c.spec_wins for c in cx.comparisons]
@@ -121,9 +126,9 @@ def test_crossover_where_speculation_stops_winning(records, levels):
 
 
 def test_crossover_when_speculation_never_or_always_wins(record_factory):
-    plain = record_factory(0, tputs={1: 50, 8: 300})
-    slow_spec = record_factory(1, tputs={1: 40, 8: 200}, flags={"speculative-algorithm": "NGRAM"})
-    fast_spec = record_factory(2, tputs={1: 90, 8: 400}, flags={"speculative-algorithm": "NGRAM"})
+    plain = record_factory(0, tputs={1: 50, 8: 300}, window_pct=2.0)
+    slow_spec = record_factory(1, tputs={1: 40, 8: 200}, flags={"speculative-algorithm": "NGRAM"}, window_pct=2.0)
+    fast_spec = record_factory(2, tputs={1: 90, 8: 400}, flags={"speculative-algorithm": "NGRAM"}, window_pct=2.0)
     never = crossover([plain, slow_spec], (1, 8))
     assert never.stops_winning_at is None and "never beats" in never.summary
     always = crossover([plain, fast_spec], (1, 8))

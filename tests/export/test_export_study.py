@@ -17,12 +17,15 @@ from ray.serve.schema import ServeDeploySchema
 from autotune.export import ExportError, export_study
 from autotune.export.ray_llm import ray_llm_available
 from autotune.trial.records import FailureKind, TrialOutcome
+from tests.export.conftest import study_records
 
 SIM_BANNER = "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement"
 
 
 @pytest.fixture
-def exported(tmp_path, records, objectives, levels):
+def exported(tmp_path, objectives, levels):
+    # each level measured in windows (+-2%): the report's comparisons can tell the single launches apart
+    records = study_records(window_pct=2.0)
     result = export_study(tmp_path, study_name="demo", objectives=objectives, records=records, load_levels=levels)
     return result, tmp_path / "best"
 

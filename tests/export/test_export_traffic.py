@@ -26,18 +26,20 @@ def test_the_rate_level_is_a_regime_ranked_by_goodput() -> None:
     b = with_rate(make_record(2, tputs={1: 120.0, 8: 400.0}), tput=1490.0, goodput=7.5)  # fewer tokens, more good
     records = [a, b]
     assert open_level_keys(records) == ("rate8",)
-    chosen = {c.concurrency: c for c in regime_choices(records, (1, 8), open_level_keys(records))}
+    chosen = {c.concurrency: c for c in regime_choices(records, (1, 8), open_levels=open_level_keys(records))}
     assert list(chosen) == [1, 8, "rate8"]
     assert chosen[1].record is b and chosen[8].record is a
     assert chosen["rate8"].record is b and chosen["rate8"].goodput == 7.5
 
 
-def test_a_constraint_at_a_rate_level_applies_there_only() -> None:
+def test_a_constraint_names_a_rate_level_and_a_config_missing_it_is_recommended_nowhere() -> None:
     assert constraint_level("goodput@rate8", (1, 8)) == "rate8"
     assert constraint_level("ttft_ms.p99@max", (1, 8)) == 8
     rec = with_rate(make_record(1, tputs={1: 100.0, 8: 500.0}, constraints={"goodput@rate8": 1.0}), 1000.0, 2.0)
     assert not eligible_at(rec, "rate8", (1, 8))
-    assert eligible_at(rec, 8, (1, 8))
+    assert not eligible_at(rec, 8, (1, 8))  # a regime never recommends a config the study's constraints rule out
+    ok = with_rate(make_record(2, tputs={1: 100.0, 8: 500.0}, constraints={"goodput@rate8": -1.0}), 1000.0, 2.0)
+    assert eligible_at(ok, "rate8", (1, 8)) and eligible_at(ok, 8, (1, 8))
 
 
 def test_traffic_section_for_dataset_workloads_only() -> None:

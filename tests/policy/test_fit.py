@@ -85,28 +85,36 @@ def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
                                    "mem_fraction_static": 0.01}) or "")
 
 
-def test_a_capped_seed_point_is_measured_uncapped_first_and_capped_last() -> None:
-    from autotune.policy.prescreen import capped_seeds, uncapped_seeds
+def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last() -> None:
+    from dataclasses import replace
+
+    from autotune.policy.prescreen import capped_seeds, deferred_seeds, uncapped_seeds
     from autotune.space import suggest
     from autotune.study.optuna_study import open_study
     from autotune.study.searcher import OptunaStudySearcher
 
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
     user = dict(spec.points_to_evaluate[0])
+    plain = dict(spec.points_to_evaluate[1])
     lifted = {**user, "max_running_requests": 128}
+    assert spec.baseline == user  # the first seed point is the user's current configuration
     assert uncapped_seeds(spec) == [lifted]
     assert capped_seeds(spec) == [user]
+    assert deferred_seeds(spec, None) == []  # the capped baseline is never kept for last
     study = open_study(spec, None)
-    asked = [suggest(spec, study.ask()) for _ in range(2)]
-    assert asked == [lifted, dict(spec.points_to_evaluate[1])]  # the twin in the user's place; no capped launch
+    asked = [suggest(spec, study.ask()) for _ in range(3)]
+    assert asked == [user, lifted, plain]  # the baseline first, its lifted twin next
     assert uncapped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
     assert capped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
 
-    # the capped seed is launched when one launch of the budget remains, or when the stopping rule ends the search
+    # with another baseline, the capped seed is launched when one launch of the budget remains, or when the stopping
+    # rule ends the search
+    other = replace(spec, baseline_point=plain)
+    assert deferred_seeds(other, None) == [user]
     for budget, stop_after in ((4, None), (40, 3)):
-        study = open_study(spec, None)
-        s = OptunaStudySearcher(spec, study, budget=budget, on_record=lambda r, log: None,
-                                make_missing_record=_failed_record(spec), screen=lambda p: None)
+        study = open_study(other, None)
+        s = OptunaStudySearcher(other, study, budget=budget, on_record=lambda r, log: None,
+                                make_missing_record=_failed_record(other), screen=lambda p: None)
         launched = []
         for i in range(budget):
             if stop_after is not None and i == stop_after:
@@ -116,6 +124,7 @@ def test_a_capped_seed_point_is_measured_uncapped_first_and_capped_last() -> Non
                 break
             launched.append(cfg["params"])
             s.on_trial_complete(f"t{i}", None)
+        assert launched[0] == plain, launched
         assert launched[-1] == user and user not in launched[:-1], (budget, launched)
         assert len(launched) == (budget if stop_after is None else stop_after + 1)
         assert s.suggest("after") == "FINISHED"  # Searcher.FINISHED

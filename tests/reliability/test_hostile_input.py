@@ -18,10 +18,10 @@ SMOKE = (ROOT / "search_spaces" / "smoke.yaml").read_text()
 
 
 def _with_flag_value(tmp_path: Path, value: str) -> Path:
-    """smoke.yaml with one more fixed server flag, ``hostile-flag: value``."""
+    """smoke.yaml with one more fixed server flag, ``stream-interval: value``."""
     fixed = "  flags: {attention-backend: triton"
     assert fixed in SMOKE
-    text = SMOKE.replace(fixed, f"{fixed}, hostile-flag: {value}", 1)
+    text = SMOKE.replace(fixed, f"{fixed}, stream-interval: {value}", 1)
     path = tmp_path / "study.yaml"
     path.write_text(text)
     return path
@@ -67,5 +67,5 @@ def test_a_huge_study_file_is_refused_before_it_is_parsed(tmp_path: Path, capsys
 
 
 def test_a_few_aliases_in_an_ordinary_study_still_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _with_flag_value(tmp_path, "&v 4, other-flag: *v")
+    path = _with_flag_value(tmp_path, "&v 4, decode-log-interval: *v")
     assert main(["--space", str(path), "--validate-only"]) == 0, capsys.readouterr().err

@@ -108,3 +108,36 @@ def test_an_unusable_registry_directory_is_a_one_line_error_before_ray(
     assert "Traceback" not in err and "AUTOTUNE_SERVER_REGISTRY" in err and str(bad) in err, err
     with pytest.raises(registry.RegistryError, match="AUTOTUNE_SERVER_REGISTRY"):
         registry.register(os.getpid(), "owner", ["x"], directory=bad)
+
+
+def test_the_time_box_keeps_the_finalist_stage_its_time(tmp_path: Path) -> None:
+    from autotune.progress.console import Console
+    from autotune.study.driver import StudyDriver
+
+    spec = load_study(SMOKE)
+    study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
+    reserve = [0.0]
+    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
+                            make_missing_record=lambda *a: pytest.fail("unexpected"), stop_after_s=60.0,
+                            reserve_s=lambda: reserve[0])
+    first = s.suggest("a")
+    assert isinstance(first, dict) and first["params"] == spec.baseline  # the baseline is the first launch
+    reserve[0] = 59.0  # the finalist stage needs all but a second of the box: no new trial
+    time.sleep(1.1)
+    assert s.suggest("b") == Searcher.FINISHED and s.timed_out
+
+    said: list[str] = []
+    console = Console()
+    console.say = said.append  # type: ignore[method-assign]
+    driver = StudyDriver(spec, results_dir=tmp_path / "r", stop_after_s=300.0, console=console)
+    assert driver.stage_launches() == (3 + 1) * 2  # the top 3 and the baseline, twice each
+    assert driver.stage_reserve_s() == 0.0  # not known before a trial has finished
+    driver._trial_walls = [10.0, 12.0, 8.0]
+    assert driver.stage_reserve_s() == 10.0 * 8  # the median trial, 8 relaunches one at a time
+    driver._check_time_box()
+    assert not driver.no_stage_room and not said
+    short = StudyDriver(spec, results_dir=tmp_path / "r2", stop_after_s=60.0, console=console)
+    short._trial_walls = [10.0]
+    short._check_time_box()
+    assert "cannot hold the finalist stage" in short.no_stage_room and "Give at least" in said[-1]
+    assert short.stage_reserve_s() == 0.0  # the search then runs the whole box

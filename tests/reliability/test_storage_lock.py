@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.study.test_storage_postgres import postgres_url  # noqa: F401 - the fixture: a real PostgreSQL from pgserver
 
 from autotune.search import main
 from autotune.study import driver as driver_mod
 from autotune.trial import registry
+from tests.study.test_storage_postgres import postgres_url  # noqa: F401 - the fixture: a real PostgreSQL from pgserver
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "search_spaces" / "smoke.yaml")

@@ -75,7 +75,7 @@ def test_shipped_studies_load(name: str) -> None:
 def test_smoke_is_small_and_fast() -> None:
     spec = load_study(SPACES / "smoke.yaml")
     assert spec.sim is not None and spec.sim.profile == "h200-llama-1b" and spec.sim.time_scale >= 5
-    assert spec.trials == 12 and spec.load_levels == (1, 8, 32)
+    assert spec.trials == 12 and spec.load_levels == (1, 16, 64)
     assert 2 <= len(spec.params) <= 4 and any(p.when for p in spec.params)
     assert spec.workload.output_len <= 128
 
@@ -170,6 +170,28 @@ def test_bad_override_is_named_as_coming_from_the_command_line(tmp_path: Path) -
 def test_top_level_points_to_evaluate_are_accepted(tmp_path: Path) -> None:
     data = study(points_to_evaluate=[{"mrr": 16}])
     assert load(tmp_path, data).points_to_evaluate == ({"mrr": 16},)
+
+
+def test_the_baseline_is_the_first_seed_point_or_the_explicit_one_and_is_enqueued_first(tmp_path: Path) -> None:
+    from autotune.study.optuna_study import open_study
+
+    assert load(tmp_path, study(study_points_to_evaluate=[{"mrr": 16}, {"mrr": 32}])).baseline == {"mrr": 16}
+    assert load(tmp_path, BASE).baseline is None
+    spec = load(tmp_path, study(study_points_to_evaluate=[{"mrr": 16}], study_baseline={"mrr": 48}))
+    assert spec.baseline == {"mrr": 48}
+    opened = open_study(spec, None)
+    # the baseline first; the capped seed 16 is kept for last, its lifted twin (32, the top load) in its place
+    assert [suggest(spec, opened.ask()) for _ in range(2)] == [{"mrr": 48}, {"mrr": 32}]
+    message = error(tmp_path, study(study_baseline={"mrrr": 48}))
+    assert "study.baseline.mrrr" in message and "unknown parameter" in message
+    assert "study.baseline.mrr" in error(tmp_path, study(study_baseline={"mrr": 500}))
+
+
+def test_the_export_http_host_and_port_are_settings(tmp_path: Path) -> None:
+    assert load(tmp_path, BASE).export_http == ("127.0.0.1", 8000)
+    spec = load(tmp_path, study(export={"http_host": "0.0.0.0", "http_port": 8123}))
+    assert spec.export_http == ("0.0.0.0", 8123)
+    assert "export.http_port" in error(tmp_path, study(export={"http_port": 0}))
 
 
 # --- conditional, define-by-run sampling -----------------------------------------------------------------------------

@@ -53,8 +53,8 @@ def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path
                                                                                message=why))
     cfgs = {tid: s.suggest(tid) for tid in ("a", "b", "c")}
     assert s.suggest("d") == Searcher.FINISHED
-    assert cfgs["a"]["params"] == {"mem_fraction_static": 0.85, "max_running_requests": 64,
-                                   "cuda_graph_max_bs_decode": 64}  # points_to_evaluate first
+    assert cfgs["a"]["params"] == spec.baseline == {"mem_fraction_static": 0.85, "max_running_requests": 32,
+                                                    "cuda_graph_max_bs_decode": 32}  # the baseline first
     ok = record_for(spec, cfgs["a"]["number"], "a", cfgs["a"]["params"], True)
     s.on_trial_complete("a", {"record_json": json.dumps(ok.to_json()), "log_text": "L"})
     bad = record_for(spec, cfgs["b"]["number"], "b", cfgs["b"]["params"], False)
@@ -233,6 +233,9 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
         return "screened" if p.get("speculative_num_steps") == 3 or p.get("speculative_algorithm") is None else None
 
     s = _searcher(spec, study, screen)
+    base = s.suggest("base")  # the user's own launch, capped: the study's baseline, first, screened or not
+    assert base["params"] == spec.baseline == spec.points_to_evaluate[0]
+    _complete(s, spec, "base", base, 800.0)
     lifted = s.suggest("lifted")  # the user's launch with its cap lifted to the top load: a seed point, screened or not
     assert lifted["params"] == {**spec.points_to_evaluate[0], "max_running_requests": 128}
     _complete(s, spec, "lifted", lifted, 1200.0)

@@ -1,0 +1,136 @@
+"""One verdict per question, on constructed records: the recommendation, the regimes, speculation on vs off and the
+verdict against the baseline rest on the same evidence and test, so a tie in one place is a tie in all; no regime
+recommends a config that misses a study constraint."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autotune.export.analysis import analyze
+from autotune.export.report import render_report
+from autotune.finalists.choice import FinalistRun, StagePlan, stage_finalists, study_outcome
+from tests.export.conftest import make_record
+
+LEVELS = (1, 8)
+OBJECTIVES = [("output_tok_per_s@max", "maximize")]
+KEY = "output_tok_per_s@max"
+SPEC = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/d"}
+BASE = {"mem-fraction-static": 0.85}
+
+
+def _study(spec_at_8: list[float], plain_at_8: list[float], base_at_8: list[float]):  # type: ignore[no-untyped-def]
+    """0: the baseline (plain). 1: speculative. 2: plain. Each relaunched len(values) times."""
+    records = [
+        make_record(0, tputs={1: 50, 8: base_at_8[0]}, flags=BASE, window_pct=2.0),
+        make_record(1, tputs={1: 90, 8: spec_at_8[0]}, flags=SPEC, window_pct=2.0),
+        make_record(2, tputs={1: 60, 8: plain_at_8[0]}, flags={"mem-fraction-static": 0.8}, window_pct=2.0),
+    ]
+    finalists = stage_finalists(records, KEY, "maximize", 2, BASE)
+    assert finalists[-1] == 0 and len(finalists) == len(set(finalists))  # the leaders, then the baseline (once)
+    runs = []
+    per_trial = {0: (50, base_at_8), 1: (90, spec_at_8), 2: (60, plain_at_8)}
+    for n, (low, values) in per_trial.items():
+        for r, v in enumerate(values, start=1):
+            rec = replace(make_record(n, tputs={1: low * (1 + r / 100), 8: v}, flags=records[n].flags),
+                          trial_id=f"t{n:04d}-f1r{r}")
+            runs.append(FinalistRun(stage=1, round=r, repeats=n, repeats_trial_id=f"t{n:04d}", record=rec))
+    rounds = len(spec_at_8)
+    outcome = study_outcome(records, [StagePlan(1, finalists, rounds)], runs, key=KEY, direction="maximize",
+                            alpha=0.05, count=2, baseline=BASE)
+    return analyze(study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS, finalists=outcome,
+                   baseline=BASE)
+
+
+def test_a_tie_in_the_finalist_stage_is_a_tie_in_the_regimes_and_in_speculation_on_vs_off() -> None:
+    a = _study(spec_at_8=[1100, 1050, 1150], plain_at_8=[1090, 1120, 1040], base_at_8=[900, 905, 895])
+    d = a.finalists.decision
+    assert d is not None and d.method == "tie" and set(d.tied) == {1, 2}
+    best = a.best.record
+    assert best is not None and best.number == d.winner
+    top = next(c for c in a.regimes if c.concurrency == 8)
+    assert top.record is not None and top.record.number == best.number  # the recommendation leads at its level
+    assert set(top.tied) == {1, 2} - {best.number}  # and the tie is stated there too
+    comp = next(c for c in a.crossover.comparisons if c.concurrency == 8)
+    assert comp.tie and comp.spec_wins is None and comp.verdict == "tie"
+    assert "tie" in a.crossover.summary.lower()
+    report = render_report(a)
+    regime_row = next(line for line in report.splitlines() if line.startswith("| 8 |") and "within the noise" in line)
+    assert f"#{best.number}" in regime_row
+    # the baseline is beaten beyond the noise, with an interval that excludes zero
+    v = a.verdict
+    assert v is not None and v.kind == "beats" and v.baseline == 0 and v.recommended == best.number
+    gain8 = next(g for g in v.gains if g.concurrency == 8)
+    assert gain8.difference is not None and gain8.difference.separable and gain8.difference.low_pct > 0
+    assert gain8.baseline_launches == 3 and gain8.recommended_launches == 3
+    assert report.index("## Your configuration vs the recommendation") < report.index("## Recommendation")
+    assert "relaunches on the measured machine" in report
+
+
+def test_a_separable_winner_is_the_winner_everywhere() -> None:
+    a = _study(spec_at_8=[1300, 1310, 1290], plain_at_8=[1000, 1005, 995], base_at_8=[990, 1000, 1010])
+    d = a.finalists.decision
+    assert d is not None and d.method == "separable" and d.winner == 1
+    top = next(c for c in a.regimes if c.concurrency == 8)
+    assert top.record is not None and top.record.number == 1 and top.tied == ()
+    comp = next(c for c in a.crossover.comparisons if c.concurrency == 8)
+    assert comp.spec_wins is True and not comp.tie
+
+
+def test_no_config_beats_the_baseline_beyond_the_noise() -> None:
+    a = _study(spec_at_8=[1010, 990, 1030], plain_at_8=[900, 905, 910], base_at_8=[1000, 1040, 980])
+    v = a.verdict
+    assert v is not None and v.kind in ("no_better", "is_best")
+    assert "No config beats your current one" in v.headline and "beyond the noise" in v.headline
+
+
+def test_no_regime_recommends_an_infeasible_config() -> None:
+    fast_but_over_slo = make_record(0, tputs={1: 200, 8: 3000}, flags=SPEC, window_pct=2.0,
+                                    constraints={"ttft_ms.p99@max": 50.0})
+    slower = make_record(1, tputs={1: 100, 8: 1000}, flags=BASE, window_pct=2.0)
+    a = analyze(study_name="demo", objectives=OBJECTIVES, records=[fast_but_over_slo, slower], load_levels=LEVELS,
+                baseline=SPEC)
+    for choice in a.regimes:
+        assert choice.record is not None and choice.record.number == 1
+    # the baseline misses the constraints: the verdict says so and recommends the feasible config
+    assert a.verdict is not None and a.verdict.baseline == 0 and a.verdict.recommended == 1
+    assert "misses the study's constraints" in a.verdict.headline
+    only_infeasible = analyze(study_name="demo", objectives=OBJECTIVES, records=[fast_but_over_slo],
+                              load_levels=LEVELS)
+    assert all(c.record is None for c in only_infeasible.regimes)
+    assert "none meets the study's constraints" in render_report(only_infeasible)
+
+
+def test_the_report_says_what_its_intervals_cover_and_shows_a_verify_runs_variation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from autotune.export import export_study
+
+    records = [make_record(0, tputs={1: 50, 8: 1000}, flags=BASE, window_pct=2.0),
+               make_record(1, tputs={1: 60, 8: 1300}, flags={"mem-fraction-static": 0.8}, window_pct=2.0)]
+    kwargs = {"study_name": "demo", "objectives": OBJECTIVES, "records": records, "load_levels": LEVELS,
+              "baseline": BASE}
+    first = export_study(tmp_path, **kwargs).report.read_text()
+    assert "relaunches on the measured machine" in first and "no between-machine measurement yet" in first
+    doc = json.loads((tmp_path / "best" / "best.json").read_text())
+    assert doc["verdict"].startswith("Recommended: trial 1") and doc["baseline"]["baseline_trial"] == 0
+    assert "relaunches on the measured machine" in doc["intervals_cover"]
+    (tmp_path / "verify").mkdir()
+    (tmp_path / "verify" / "verify.json").write_text(json.dumps({
+        "complete": True, "trial": 1, "engine_banner": "Engine: SGLang on node b",
+        "figures": [{"concurrency": 8, "metric": "output_tok_per_s", "rel_diff": 0.11, "verdict": "outside interval",
+                     "judged": True}]}))
+    again = export_study(tmp_path, **kwargs).report.read_text()
+    assert "Between-machine variation measured by a verify run" in again and "| 8 | output_tok_per_s | +11.0% |" in again
+    assert json.loads((tmp_path / "best" / "best.json").read_text())["between_machine_variation"]["rows"]
+
+
+def test_a_simulated_launch_script_names_the_model_its_profile_stands_for() -> None:
+    from autotune.export.launch_script import _simulated_model  # launch.sh's header line for a simulated study
+
+    rec = make_record(0, tputs={1: 50, 8: 1000}, flags=BASE)
+    assert _simulated_model(rec) == ["# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)."]
+    dummy = replace(rec, argv=[a if a != "/models/kimi-k2.5" else "dummy-model" for a in rec.argv])
+    assert "the command names --model-path dummy-model: point it at that model's weights" in _simulated_model(dummy)[0]
+    llama = replace(rec, engine=replace(rec.engine, profile="h200-llama-1b"),
+                    argv=[a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv])
+    assert _simulated_model(llama) == ["# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)."]
