@@ -54,6 +54,8 @@ class BenchPlan:
     max_level_wall_s: float | None = None
     precision_metric: str = "output_tok_per_s"
     flush_cache: bool = True
+    greedy_prompts: int = 0  # > 0: first record greedy outputs of this many workload prompts (GreedySample)
+    greedy_max_new_tokens: int = 64
 
 
 @dataclass(frozen=True)
@@ -103,11 +105,30 @@ class LevelSummary:
     e2e_ms: Dist | None
     accept_length: float | None  # output tokens / verify count over the level, when reported
     errors: tuple[str, ...] = ()  # distinct error messages (first few)
+    # /server_info avg_spec_accept_length read after this level, its counters zeroed before it (/set_internal_state)
+    server_accept_length: float | None = None
     # A level measured in windows: each field above is the mean over ``windows`` (counts and duration: the sum), and
     # ``intervals`` holds mean, sd, n and the 95% interval per metric name (``output_tok_per_s``, ``ttft_ms.p99``, ...).
     windows: tuple[LevelSummary, ...] = ()
     intervals: dict[str, Interval] = field(default_factory=dict)
     stop_reason: str = ""  # why no further window ran: precision / max_windows / time_cap
+
+
+@dataclass(frozen=True)
+class GreedySample:
+    """Greedy (temperature 0) output token ids of the workload's first ``len(outputs)`` prompts, sent one at a time
+    before the load levels, each capped at ``max_new_tokens``. Two servers of one model that decode alike give equal
+    ids; the output-equality gate (``autotune.export.output_gate``) compares them."""
+
+    max_new_tokens: int
+    outputs: tuple[tuple[int, ...], ...]
+    errors: tuple[str, ...] = ()  # prompts whose request failed (their outputs are empty)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GreedySample:
+        return cls(max_new_tokens=int(data["max_new_tokens"]),
+                   outputs=tuple(tuple(int(t) for t in o) for o in data.get("outputs") or ()),
+                   errors=tuple(data.get("errors") or ()))
 
 
 @dataclass(frozen=True)
@@ -119,6 +140,8 @@ class BenchResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     level_order: tuple[int, ...] = ()  # the concurrencies in the order they were measured
     cache_flushes: int = 0  # /flush_cache calls the server accepted (0: flushing off or not supported)
+    # Greedy outputs of the plan's sample prompts (autotune.bench.greedy), for the output-equality gate
+    greedy: GreedySample | None = None
 
     def level(self, concurrency: int) -> LevelSummary:
         for lv in self.levels:
@@ -139,6 +162,7 @@ class BenchResult:
             notes=tuple(data.get("notes") or ()),
             level_order=tuple(data.get("level_order") or ()),
             cache_flushes=int(data.get("cache_flushes") or 0),
+            greedy=GreedySample.from_json(data["greedy"]) if data.get("greedy") else None,
         )
 
 

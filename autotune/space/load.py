@@ -175,6 +175,8 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         max_level_wall_s=b.max_level_s,
         precision_metric=_precision_metric(objectives[0].metric),
         flush_cache=b.flush_cache,
+        greedy_prompts=b.greedy_prompts,
+        greedy_max_new_tokens=b.greedy_max_new_tokens,
     )
     return StudySpec(
         name=s.name or source.stem,

@@ -261,6 +261,8 @@ class BenchModel(_Model):
     target_rel_ci: float = Field(0.05, gt=0, lt=1)
     max_level_s: float | None = Field(None, gt=0)
     flush_cache: bool = True
+    greedy_prompts: int = Field(0, ge=0)  # > 0: record greedy outputs of this many prompts (output-equality gate)
+    greedy_max_new_tokens: int = Field(64, gt=0)
 
 
 class ParamModel(_Model):
