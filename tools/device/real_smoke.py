@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=31000)
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--deadline", type=float, default=540, help="seconds from start; later scenarios are skipped")
+    ap.add_argument("--chat-template", action="store_true",
+                    help="send each prompt through the model directory's chat template (raw prompts in --prompts)")
     ap.add_argument("--help-out", help="save `python -m sglang.launch_server --help` here first")
     args = ap.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",")]
@@ -202,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = load_prompts(args.prompts)
+    if args.chat_template:
+        from transformers import AutoTokenizer  # noqa: PLC0415
+
+        tok = AutoTokenizer.from_pretrained(args.model_dir)
+        rows = [{**r, "prompt": tok.apply_chat_template([{"role": "user", "content": r["prompt"]}], tokenize=False,
+                                                        add_generation_prompt=True)} for r in rows]
     if args.help_out and args.engine == "sglang":
         h = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--help"], capture_output=True, text=True)
         Path(args.help_out).write_text(h.stdout + h.stderr)

@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         manifest["chunks"].append(entry)
     for name in files:
         files[name]["parts"] = part_no[name]
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    text = json.dumps(manifest, indent=2) + "\n"
+    (out / "manifest.json").write_text(text)
+    for e in manifest["chunks"]:  # each call reads the manifest from the chunk it carries
+        (Path(e["dir"]) / "manifest.json").write_text(text)
     print(f"real_stage: checkout {tree / MIB:.1f} MiB, budget {budget / MIB:.1f} MiB a call -> {len(chunks)} calls")
     for k, e in enumerate(manifest["chunks"], 1):
         print(f"  call {k}: carry ['{e['dir']}'] {e['mib']:.1f} MiB ({e['wheels']} wheels, parts {e['parts']})")
