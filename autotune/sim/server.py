@@ -155,7 +155,7 @@ async def set_internal_state(request: web.Request) -> web.Response:
     updated = not args
     if updated and st.engine is not None:
         st.engine.reset_accept_counters()
-    return web.json_response([{"updated": updated}])
+    return web.json_response([updated])  # SGLang 0.5.17: one bool per scheduler
 
 
 # ---- generation --------------------------------------------------------------------------------------------------

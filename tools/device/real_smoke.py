@@ -94,6 +94,13 @@ def generate(client: httpx.Client, url: str, row: dict) -> dict:
             "finish_reason": (meta.get("finish_reason") or {}).get("type")}
 
 
+def set_internal_state_updated(body: object) -> bool:
+    """Whether a ``/set_internal_state`` answer says every scheduler applied the update: SGLang 0.5.17 answers a list
+    with one bool per scheduler (``[true]``, seen on the H200); ``{"updated": true}`` items are taken as well."""
+    items = body if isinstance(body, list) else [body]
+    return bool(items) and all(b is True or (isinstance(b, dict) and b.get("updated") is True) for b in items)
+
+
 def reset_spec_counters(client: httpx.Client, url: str) -> bool:
     """``POST /set_internal_state {"server_args": {}}``: SGLang (0.5.17) zeroes the counters behind
     ``avg_spec_accept_length`` when an update succeeds, and an empty update succeeds. True when it said so."""
@@ -102,8 +109,7 @@ def reset_spec_counters(client: httpx.Client, url: str) -> bool:
         body = r.json() if r.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return False
-    items = body if isinstance(body, list) else [body]
-    return bool(items) and all(isinstance(b, dict) and b.get("updated") for b in items)
+    return set_internal_state_updated(body)
 
 
 def run_level(client: httpx.Client, url: str, rows: list[dict], concurrency: int) -> tuple[list[dict], dict]:
