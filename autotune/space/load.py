@@ -199,6 +199,7 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         finalists=FinalistsSpec(count=s.finalists.count, rounds=s.finalists.rounds, alpha=s.finalists.alpha),
         stop_when=StopRule(s.stop_when.no_improvement_launches) if s.stop_when else None,
         cpu_isolation=s.cpu_isolation,
+        speculative_caps=s.speculative_caps,
     )
 
 

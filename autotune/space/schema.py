@@ -215,6 +215,9 @@ class StudyModel(_Model):
     finalists: FinalistsModel = Field(default_factory=FinalistsModel)
     stop_when: StopWhenModel | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
+    # "tie": a speculative point gets --max-running-requests and the CUDA-graph ceiling set together (neither held at
+    # SGLang's speculative default of 48); "sglang-default": leave unset flags to SGLang (the 48 cap included)
+    speculative_caps: Literal["tie", "sglang-default"] = "tie"
 
 
 class ServerModel(_Model):

