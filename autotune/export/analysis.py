@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from autotune.export.banner import study_banner
 from autotune.export.best import BestChoice, apply_finalists, parse_load_levels, parse_objectives, select_best
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
+from autotune.export.output_gate import GateResult, output_gate
 from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, regime_choices
+from autotune.export.schedule import Schedule, speculation_schedule
 from autotune.finalists import FinalistOutcome
 from autotune.records import TrialRecord
 from autotune.space import Objective
@@ -30,6 +32,9 @@ class StudyAnalysis:
     cap_notes: tuple[CapNote, ...]
     finalists: FinalistOutcome | None = None
     stopped_early: str = ""  # why the stopping rule (study.stop_when) ended the search, if it did
+    gate: GateResult | None = None  # the output-equality gate of the recommended configuration (None: no best)
+    gated_out: tuple[GateResult, ...] = ()  # speculative configurations it failed, best first
+    schedule: Schedule | None = None  # the best speculative setting per load level
 
     @property
     def peak_level(self) -> int:
@@ -51,13 +56,15 @@ def analyze(
     objs = parse_objectives(objectives)
     levels = parse_load_levels(load_levels)
     recs = tuple(sorted(records, key=lambda r: r.number))
+    best, gate, gated_out = gated_best(apply_finalists(select_best(recs, objs), recs, finalists), recs, objs)
+    failed_gate = {r.number for r in recs if output_gate(r, recs).blocks}
     return StudyAnalysis(
         study_name=study_name,
         objectives=objs,
         load_levels=levels,
         records=recs,
         banner=study_banner(recs),
-        best=apply_finalists(select_best(recs, objs), recs, finalists),
+        best=best,
         pareto=pareto_front(recs, levels),
         regimes=regime_choices(recs, levels),
         crossover=crossover(recs, levels),
@@ -65,4 +72,33 @@ def analyze(
         cap_notes=cap_notes(recs, levels),
         finalists=finalists,
         stopped_early=stopped_early,
+        gate=gate,
+        gated_out=gated_out,
+        schedule=speculation_schedule(recs, levels, blocked=failed_gate),
     )
+
+
+def gated_best(choice: BestChoice, records: Sequence[TrialRecord],
+               objectives: Sequence[Objective]) -> tuple[BestChoice, GateResult | None, tuple[GateResult, ...]]:
+    """The best choice after the output-equality gate: a speculative winner whose greedy outputs differ from the
+    non-speculative server's is never the recommendation; the next best trial the gate does not block is, and the
+    reason says why. Returns the choice, its gate verdict and the verdicts of the winners it set aside."""
+    if choice.record is None:
+        return choice, None, ()
+    gate = output_gate(choice.record, records)
+    failed: list[GateResult] = []
+    left = list(records)
+    while gate.blocks:
+        failed.append(gate)
+        left = [r for r in left if r.number != gate.candidate]
+        nxt = select_best(left, objectives)
+        if nxt.record is None:
+            why = "; ".join(g.summary() for g in failed)
+            return BestChoice(None, choice.objective, None, f"no configuration passes the output-equality gate: {why}",
+                              choice.method), None, tuple(failed)
+        choice = BestChoice(nxt.record, nxt.objective, nxt.value,
+                            f"{nxt.reason}, after the output-equality gate set aside trial(s) "
+                            f"{', '.join(str(g.candidate) for g in failed)} (their greedy outputs differ from the "
+                            "non-speculative server's)", "output_gate")
+        gate = output_gate(choice.record, records)
+    return choice, gate, tuple(failed)

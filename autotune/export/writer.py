@@ -17,6 +17,7 @@ from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
+from autotune.export.schedule import schedule_document
 from autotune.export.serve_config import render_serve_config
 from autotune.finalists import FinalistOutcome
 from autotune.records import TrialRecord
@@ -32,6 +33,7 @@ SCRIPTS = (LAUNCH_SH, REHEARSE_SH)
 BEST_JSON = "best.json"
 PARETO_JSON = "pareto.json"
 REPORT_MD = "report.md"
+SCHEDULE_JSON = "speculation_schedule.json"
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ def export_study(
         THROUGHPUT_SVG: throughput_svg(a),
         PARETO_SVG: pareto_svg(a),
     }
+    if a.schedule is not None:
+        texts[SCHEDULE_JSON] = json.dumps(schedule_document(a.schedule), indent=2) + "\n"
     if note:
         texts[REPORT_MD] = f"> **{note}**\n\n" + texts[REPORT_MD]
         texts[BEST_JSON] = json.dumps({"note": note, **best_document(a, server)}, indent=2) + "\n"
