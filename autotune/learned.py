@@ -2,7 +2,9 @@
 
 - **A drafter that accepts nothing.** A trial measured with an accept length of at most ``BROKEN_ACCEPT`` at every load
   level (SGLang reports it per request) used a drafter whose draft tokens are all rejected: every other point with that
-  drafter pays the drafting cost for nothing (the user story's custom drafter: accept length 1.00).
+  drafter pays the drafting cost for nothing (the user story's custom drafter: accept length 1.00). NGRAM has no draft
+  model: its drafter is its n-gram settings (a store too small to keep n-grams accepts nothing either). Simulated
+  acceptance (``SGLANG_SIMULATE_ACC_LEN``) is never taken as evidence.
 - **Floats tuned enough in one discrete cell.** Points that share every categorical, boolean and integer value differ
   only in float settings (``mem_fraction_static``); after ``CELL_LAUNCHES`` launches in one such cell, further ones
   are set aside while other cells remain, so the launches explore the discrete structure first. Spaces without float
@@ -21,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.engines import sglang_rules
+from autotune.engines.sglang_facts import NGRAM_FLAGS
 from autotune.errors import SpaceError
 from autotune.failures import FailureKind
 from autotune.records import TrialOutcome, TrialRecord
@@ -111,10 +114,25 @@ class Learned:
         self.observe_accept(params, max(accepts))
         return max(accepts)
 
-    def observe_accept(self, params: Mapping[str, Any], accept: float) -> None:
+    def drafter(self, params: Mapping[str, Any]) -> str | None:
+        """What drafts for this point: the draft model's path, or for NGRAM (no draft model) its settings, the
+        n-gram store's knobs and draft tokens (``sglang_facts.NGRAM_FLAGS``); None without speculation."""
         drafter = params.get(self.drafter_param) if self.drafter_param else None
+        if drafter is not None:
+            return str(drafter)
+        try:
+            flags = to_trial_config(self.spec, dict(params)).flags
+        except SpaceError:
+            return None
+        if sglang_rules.algorithm(flags) != "NGRAM":
+            return None
+        knobs = {k: flags[k] for k in (*NGRAM_FLAGS, sglang_rules.DRAFT_TOKENS) if k in flags}
+        return "NGRAM " + " ".join(f"--{k} {v}" for k, v in sorted(knobs.items())) if knobs else "NGRAM (defaults)"
+
+    def observe_accept(self, params: Mapping[str, Any], accept: float) -> None:
+        drafter = self.drafter(params)
         if drafter is not None and accept <= BROKEN_ACCEPT:
-            self.broken[str(drafter)] = accept
+            self.broken[drafter] = accept
 
     def resume(self, params: Mapping[str, Any], accept: float | None, failure: FailureKind | None = None) -> None:
         """A trial of an earlier driver of the same study (its params, the accept length it recorded, its failure)."""
@@ -125,10 +143,10 @@ class Learned:
 
     def reason(self, params: Mapping[str, Any]) -> str | None:
         """Why the study's own results say this point is not worth a launch now (None: no such reason)."""
-        drafter = params.get(self.drafter_param) if self.drafter_param else None
-        if drafter is not None and str(drafter) in self.broken:
+        drafter = self.drafter(params)
+        if drafter is not None and drafter in self.broken:
             return (f"drafter {drafter} accepted no draft token when measured (accept length "
-                    f"{self.broken[str(drafter)]:.2f})")
+                    f"{self.broken[drafter]:.2f})")
         memory = self.memory_reason(params)
         if memory is not None:
             return memory
