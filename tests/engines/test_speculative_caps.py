@@ -29,7 +29,6 @@ def test_points_without_speculation_are_unchanged() -> None:
 def test_the_runner_ties_them_in_a_study_that_asks(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from autotune.runner import resolve_config
     from autotune.space import load_study
-
     from tests.test_searcher import ngram_space
 
     spec = ngram_space(tmp_path)

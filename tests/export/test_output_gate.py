@@ -9,7 +9,6 @@ from autotune.bench.types import GreedySample
 from autotune.export.analysis import analyze
 from autotune.export.output_gate import FAILED, NOT_APPLICABLE, PASSED, compare_outputs, output_gate
 from autotune.records import TrialRecord
-
 from tests.export.conftest import REAL, make_record
 
 NGRAM = {"speculative-algorithm": "NGRAM", "speculative-num-draft-tokens": 8}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from autotune.export.schedule import schedule_document, schedule_table, speculation_schedule
-
 from tests.export.conftest import REAL, make_record
 
 LEVELS = (1, 8, 32, 128)
