@@ -25,6 +25,7 @@ if [ ${#_sets[@]} -gt 0 ]; then
   source tools/device/bootstrap.sh "${_sets[@]}" || exit 1
 fi
 export REAL_FILES=/tmp/realfiles
+export REAL_SETS="${_sets[*]}"   # every wheel set of the round so far (for tools/device/run_call_b.sh --sets)
 mkdir -p /tmp/realblobs "$REAL_FILES"
 [ -d "$CH/blob" ] && cp "$CH"/blob/* /tmp/realblobs/
 python3 - "$CH" <<'PY' || exit 1
