@@ -191,3 +191,29 @@ def test_the_fault_mode_corrupts_outputs_only_under_speculation() -> None:
     assert plain == plain_fault == spec  # the fault leaves a plain server alone; correct speculation is lossless
     assert spec_fault != plain
     assert all(a[:4] == b[:4] and a[4] != b[4] for a, b in zip(plain, spec_fault, strict=True))
+
+
+def test_the_output_gate_catches_the_fault_mode_and_passes_correct_speculation() -> None:
+    """End to end on the simulator: greedy samples measured from real sim servers, judged by the export's gate."""
+    from dataclasses import replace
+
+    from autotune.export.output_gate import FAILED, PASSED, output_gate
+    from tests.export.conftest import make_record
+
+    ngram = ("--speculative-algorithm", "NGRAM")
+    runs = {}
+    for name, flags, env in (("plain", (), None), ("spec", ngram, None),
+                             ("faulty", ngram, {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"})):
+        proc, url = _start(*flags, env=env)
+        try:
+            runs[name] = run_plan(url, _greedy_plan())
+        finally:
+            _stop(proc)
+    fl = {"speculative-algorithm": "NGRAM"}
+    records = [replace(make_record(0, tputs={1: 10.0, 4: 30.0}), bench=runs["plain"]),
+               replace(make_record(1, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["spec"]),
+               replace(make_record(2, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["faulty"])]
+    assert output_gate(records[1], records).status == PASSED
+    bad = output_gate(records[2], records)
+    assert bad.status == FAILED and bad.identical == 0
+    assert {d.first_diff_at for d in bad.differences} == {4}
