@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.engines import sglang_rules
-from autotune.engines.sglang_facts import NGRAM_FLAGS
+from autotune.engines.sglang_facts import NGRAM_STORE_FLAGS
 from autotune.errors import SpaceError
 from autotune.failures import FailureKind
 from autotune.records import TrialOutcome, TrialRecord
@@ -115,8 +115,9 @@ class Learned:
         return max(accepts)
 
     def drafter(self, params: Mapping[str, Any]) -> str | None:
-        """What drafts for this point: the draft model's path, or for NGRAM (no draft model) its settings, the
-        n-gram store's knobs and draft tokens (``sglang_facts.NGRAM_FLAGS``); None without speculation."""
+        """What drafts for this point: the draft model's path, or for NGRAM (no draft model) its n-gram store (capacity,
+        match window = trie depth, match type: ``sglang_facts.NGRAM_STORE_FLAGS``; draft tokens and breadth only shape
+        the tree it proposes); None without speculation."""
         drafter = params.get(self.drafter_param) if self.drafter_param else None
         if drafter is not None:
             return str(drafter)
@@ -126,7 +127,7 @@ class Learned:
             return None
         if sglang_rules.algorithm(flags) != "NGRAM":
             return None
-        knobs = {k: flags[k] for k in (*NGRAM_FLAGS, sglang_rules.DRAFT_TOKENS) if k in flags}
+        knobs = {k: flags[k] for k in NGRAM_STORE_FLAGS if k in flags}
         return "NGRAM " + " ".join(f"--{k} {v}" for k, v in sorted(knobs.items())) if knobs else "NGRAM (defaults)"
 
     def observe_accept(self, params: Mapping[str, Any], accept: float) -> None:

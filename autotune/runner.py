@@ -31,7 +31,7 @@ from autotune.progress.events import Phase, TrialEvent
 from autotune.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 from autotune.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
 from autotune.score import failed_score, objective_key, score
-from autotune.secrets import REDACTED, is_secret, redact_env, redact_text, secret_values
+from autotune.secrets import REDACTED, is_secret_flag, redact_env, redact_text, secret_values
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial import TrialConfig
@@ -293,14 +293,14 @@ def redact_record(record: TrialRecord, log_text: str, env: Mapping[str, str],
     """The record and log with every secret redacted: values of variables (``env``, the server's real environment, and
     this process's) and of flags (``--api-key``) whose names match autotune.secrets' pattern or are listed in ``extra``
     (the study's server.secret_env)."""
-    flags = {k: str(v) for k, v in record.flags.items() if v is not None}
+    flags = {k: str(v) for k, v in record.flags.items() if v is not None and is_secret_flag(k, extra)}
     values = secret_values({**os.environ, **record.env, **env, **flags}, extra)
 
     def text(s: str) -> str:
         return redact_text(s, values)
 
     safe = replace(record, env=redact_env(record.env, extra), message=text(record.message),
-                   flags={k: (REDACTED if is_secret(k, extra) else v) for k, v in record.flags.items()},
+                   flags={k: (REDACTED if is_secret_flag(k, extra) else v) for k, v in record.flags.items()},
                    log_tail=text(record.log_tail), argv=[text(a) for a in record.argv])
     return safe, text(log_text)
 

@@ -27,6 +27,16 @@ def is_secret(name: str, extra: Iterable[str] = ()) -> bool:
     return bool(SECRET_NAME.search(name)) or name in set(extra)
 
 
+# A flag is secret when one of its dash-separated words is a credential word (``--api-key``, ``--hf-token``,
+# ``--admin-password``): matched by word, not by substring, so ``--speculative-num-draft-tokens`` and
+# ``--tokenizer-path`` stay readable (a substring match redacted the draft-token count in records and exports).
+SECRET_FLAG_WORDS = frozenset({"token", "key", "secret", "password", "passwd", "credential", "credentials", "auth"})
+
+
+def is_secret_flag(name: str, extra: Iterable[str] = ()) -> bool:
+    return bool(SECRET_FLAG_WORDS & set(name.lower().lstrip("-").split("-"))) or name in set(extra)
+
+
 def redact_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
     """``env`` with every secret value replaced by ``REDACTED``."""
     names = set(extra)

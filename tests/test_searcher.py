@@ -473,4 +473,6 @@ def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Pat
     assert "accepted no draft token" in (learned.reason(dict(poor)) or "")
     assert "--speculative-ngram-capacity 64" in (learned.reason(dict(poor)) or "")
     assert learned.reason({**poor, "speculative_ngram_capacity": 10000000}) is None
+    other_tree = {**poor, "speculative_num_draft_tokens": 4, "speculative_ngram_max_bfs_breadth": 1}
+    assert "accepted no draft token" in (learned.reason(other_tree) or "")  # the same store, another tree
     assert learned.reason({"speculative_algorithm": None}) is None

@@ -34,6 +34,7 @@ NGRAM_DEFAULT_TRIE_DEPTH = 18  # --speculative-ngram-max-trie-depth: the longest
 # NGRAM knobs as 0.5.17's --help lists them (flag names, no dashes)
 NGRAM_FLAGS = ("speculative-ngram-min-bfs-breadth", "speculative-ngram-max-bfs-breadth", "speculative-ngram-match-type",
                "speculative-ngram-max-trie-depth", "speculative-ngram-capacity")
+NGRAM_STORE_FLAGS = ("speculative-ngram-capacity", "speculative-ngram-max-trie-depth", "speculative-ngram-match-type")
 # --speculative-adaptive (0.5.17) adjusts the steps at run time for EAGLE/EAGLE3 with topk 1 only; SGLang switches it
 # off, with a warning, for any other algorithm (speculative/adaptive_spec_params.py, adaptive_unsupported_reason).
 ADAPTIVE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})

@@ -375,7 +375,7 @@ def _speculation_schedule(a: StudyAnalysis) -> list[str]:
     if s is None or not any(is_speculative(r) for r in a.records):
         return []
     ranges = "; ".join(
-        f"levels {r.low}-{r.high}: " + (f"trial {r.trial} ({' '.join(f'--{k} {v}' for k, v in r.flags.items())})"
+        f"levels {r.low}-{r.high}: " + (f"trial {r.trial} ({', '.join(f'{k}={v}' for k, v in r.flags.items())})"
                                         if r.speculative else ("off" if r.trial is not None else "no eligible trial"))
         for r in s.ranges)
     return ["## Speculation per load level", "", *schedule_table(s), "", f"Schedule: {ranges}. {s.note} "

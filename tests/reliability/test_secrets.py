@@ -101,3 +101,21 @@ def test_the_searcher_tune_pickles_into_its_folder_holds_no_secret(tmp_path: Pat
     blob = cloudpickle.dumps(s)
     assert [v for v in (TOKEN, OPENAI, CUSTOM) if v.encode() in blob] == []
     assert s.spec.server.env["HF_TOKEN"] == TOKEN  # the live searcher is untouched
+
+
+def test_flags_are_secret_by_word_not_by_substring() -> None:
+    """--api-key and --hf-token are secrets; --speculative-num-draft-tokens and --tokenizer-path are settings (a
+    substring match redacted the draft-token count from records and exported commands)."""
+    from autotune.records import TrialOutcome, TrialRecord
+    from autotune.runner import redact_record
+    from autotune.secrets import is_secret_flag
+
+    assert is_secret_flag("api-key") and is_secret_flag("hf-token") and is_secret_flag("admin-password")
+    assert not is_secret_flag("speculative-num-draft-tokens") and not is_secret_flag("tokenizer-path")
+    assert not is_secret_flag("max-prefill-tokens") and is_secret_flag("my-flag", ("my-flag",))
+    rec = TrialRecord(study="s", trial_id="t", number=0, params={}, argv=["--api-key", "sk-abcdef0123456789xyz"],
+                      flags={"api-key": "sk-abcdef0123456789xyz", "speculative-num-draft-tokens": 12}, env={},
+                      outcome=TrialOutcome.COMPLETE)
+    safe, _ = redact_record(rec, "", {})
+    assert safe.flags["speculative-num-draft-tokens"] == 12 and safe.flags["api-key"] != "sk-abcdef0123456789xyz"
+    assert "sk-abcdef0123456789xyz" not in " ".join(safe.argv)
