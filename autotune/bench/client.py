@@ -26,16 +26,23 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
 from autotune.bench import sim_clock
+from autotune.bench.greedy import greedy_sample
 from autotune.bench.load import Load
 from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
 from autotune.bench.open_loop import OpenRun, run_open_window
-from autotune.bench.server_api import FLUSH_RETRY_S, ServerInfo, fetch_server_info, flush_cache
+from autotune.bench.server_api import (
+    FLUSH_RETRY_S,
+    ServerInfo,
+    fetch_server_info,
+    flush_cache,
+    reset_accept_counters,
+)
 from autotune.bench.sim_clock import VirtualSlot
 from autotune.bench.source import PreparedUnit, RequestSource
 from autotune.bench.stream import Clock, failed_sample, send_request
@@ -269,6 +276,15 @@ async def arun_plan(
             notes.append(f"durations are engine seconds: wall x time_scale {scale:g} declared by the server")
         order: list[int | str] = []
         flushes = 0
+        greedy = None
+        if plan.greedy_prompts > 0:
+            if plan.flush_cache:
+                flushes += int(bool(await flush_cache(client, base_url)))
+            greedy = await greedy_sample(client, plan.workload, plan.greedy_prompts, plan.greedy_max_new_tokens)
+            if greedy.errors:
+                notes.append(f"greedy sample: {len(greedy.errors)} of {plan.greedy_prompts} prompts failed: "
+                             f"{greedy.errors[0]}")
+        per_level_accept = True
         for k, load in enumerate(levels_planned, start=1):
             c = load.key
             if on_level is not None:
@@ -287,9 +303,17 @@ async def arun_plan(
                 )
                 if run.server_gone or not any(s.ok for s in run.samples):
                     raise _level_failure(f"warmup before level {c}", run, base_url)
-            levels.append(
-                await _measure_level(client, source, plan, load, scale, clock, base_url, notes, info.virtual_clock)
-            )
+            reset = await reset_accept_counters(client)
+            level = await _measure_level(client, source, plan, load, scale, clock, base_url, notes, info.virtual_clock)
+            if reset:
+                try:
+                    level = replace(level, server_accept_length=(await fetch_server_info(client, base_url)).accept_length)
+                except BenchError as exc:
+                    notes.append(f"server_info after level {c}: {exc}")
+            elif per_level_accept:
+                per_level_accept = False
+                notes.append("server did not confirm /set_internal_state: no per-level /server_info accept length")
+            levels.append(level)
             order.append(c)
         try:
             after = await fetch_server_info(client, base_url)
@@ -305,6 +329,7 @@ async def arun_plan(
         level_order=tuple(order),
         cache_flushes=flushes,
         workload=_workload_info(plan),
+        greedy=greedy,
     )
 
 

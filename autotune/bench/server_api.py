@@ -70,6 +70,26 @@ def parse_server_info(data: dict[str, Any], path: str) -> ServerInfo:
 FLUSH_RETRY_S = 30.0
 
 
+def set_internal_state_updated(body: object) -> bool:
+    """Whether a ``/set_internal_state`` answer says every scheduler applied the update: SGLang 0.5.17 answers a list
+    with one bool per scheduler (``[true]``, seen on the H200); ``{"updated": true}`` items are taken as well."""
+    items = body if isinstance(body, list) else [body]
+    return bool(items) and all(b is True or (isinstance(b, dict) and b.get("updated") is True) for b in items)
+
+
+async def reset_accept_counters(client: httpx.AsyncClient) -> bool:
+    """Zero the counters behind ``/server_info``'s ``avg_spec_accept_length``: SGLang (0.5.17,
+    ``Scheduler.set_internal_state``) zeroes them whenever an update succeeds, and an empty update
+    (``{"server_args": {}}``) succeeds. True when the server confirmed (``updated``), else False (an older release,
+    or a server without the endpoint): the next reading then averages since launch."""
+    try:
+        resp = await client.post("/set_internal_state", json={"server_args": {}})
+        body = resp.json() if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return False
+    return set_internal_state_updated(body)
+
+
 async def flush_cache(client: httpx.AsyncClient, base_url: str, timeout_s: float = FLUSH_RETRY_S) -> bool | None:
     """Flush the server's radix (prefix) cache: True when flushed, False when the server kept refusing (busy) for
     ``timeout_s``, None when it has no ``/flush_cache`` (404/405). SGLang refuses (HTTP 400) while requests run."""

@@ -117,6 +117,8 @@ class BenchPlan:
     def levels(self) -> tuple[Load, ...]:
         """Every level in measuring order."""
         return self.loads or tuple(Load.closed(c) for c in self.concurrencies)
+    greedy_prompts: int = 0  # > 0: first record greedy outputs of this many workload prompts (GreedySample)
+    greedy_max_new_tokens: int = 64
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ class LevelSummary:
     e2e_ms: Dist | None
     accept_length: float | None  # output tokens / verify count over the level, when reported
     errors: tuple[str, ...] = ()  # distinct error messages (first few)
+    # /server_info avg_spec_accept_length read after this level, its counters zeroed before it (/set_internal_state)
+    server_accept_length: float | None = None
     # A level measured in windows: each field above is the mean over ``windows`` (counts and duration: the sum), and
     # ``intervals`` holds mean, sd, n and the 95% interval per metric name (``output_tok_per_s``, ``ttft_ms.p99``, ...).
     windows: tuple[LevelSummary, ...] = ()
@@ -186,6 +190,23 @@ class LevelSummary:
 
 
 @dataclass(frozen=True)
+class GreedySample:
+    """Greedy (temperature 0) output token ids of the workload's first ``len(outputs)`` prompts, sent one at a time
+    before the load levels, each capped at ``max_new_tokens``. Two servers of one model that decode alike give equal
+    ids; the output-equality gate (``autotune.export.output_gate``) compares them."""
+
+    max_new_tokens: int
+    outputs: tuple[tuple[int, ...], ...]
+    errors: tuple[str, ...] = ()  # prompts whose request failed (their outputs are empty)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GreedySample:
+        return cls(max_new_tokens=int(data["max_new_tokens"]),
+                   outputs=tuple(tuple(int(t) for t in o) for o in data.get("outputs") or ()),
+                   errors=tuple(data.get("errors") or ()))
+
+
+@dataclass(frozen=True)
 class BenchResult:
     levels: tuple[LevelSummary, ...]
     time_scale: float = 1.0  # engine seconds per wall second (the sim declares it; real = 1)
@@ -195,6 +216,8 @@ class BenchResult:
     level_order: tuple[LevelKey, ...] = ()  # the level keys in the order they were measured
     cache_flushes: int = 0  # /flush_cache calls the server accepted (0: flushing off or not supported)
     workload: dict[str, Any] | None = None  # kind, token rule, filter counts (what the dataset kinds dropped)
+    # Greedy outputs of the plan's sample prompts (autotune.bench.greedy), for the output-equality gate
+    greedy: GreedySample | None = None
 
     def level(self, key: LevelKey) -> LevelSummary:
         for lv in self.levels:
@@ -216,6 +239,7 @@ class BenchResult:
             level_order=tuple(data.get("level_order") or ()),
             cache_flushes=int(data.get("cache_flushes") or 0),
             workload=data.get("workload"),
+            greedy=GreedySample.from_json(data["greedy"]) if data.get("greedy") else None,
         )
 
 

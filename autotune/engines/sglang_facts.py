@@ -27,6 +27,17 @@ SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 NGRAM_DEFAULT_BFS_BREADTH = 10  # NGRAM's topk is its BFS breadth
 NGRAM_DEFAULT_DRAFT_TOKENS = 12
+NGRAM_DEFAULT_CAPACITY = 10_000_000  # --speculative-ngram-capacity: trie nodes of the n-gram store
+NGRAM_DEFAULT_TRIE_DEPTH = 18  # --speculative-ngram-max-trie-depth: the longest n-gram kept / the match window
+# The n-gram store inserts whole windows of up to max-trie-depth tokens; with fewer nodes than that it cannot make room
+# (sglang/kernels/jit/csrc/ngram_corpus/trie.cpp, Trie::squeeze), so capacity must be at least the trie depth.
+# NGRAM knobs as 0.5.17's --help lists them (flag names, no dashes)
+NGRAM_FLAGS = ("speculative-ngram-min-bfs-breadth", "speculative-ngram-max-bfs-breadth", "speculative-ngram-match-type",
+               "speculative-ngram-max-trie-depth", "speculative-ngram-capacity")
+NGRAM_STORE_FLAGS = ("speculative-ngram-capacity", "speculative-ngram-max-trie-depth", "speculative-ngram-match-type")
+# --speculative-adaptive (0.5.17) adjusts the steps at run time for EAGLE/EAGLE3 with topk 1 only; SGLang switches it
+# off, with a warning, for any other algorithm (speculative/adaptive_spec_params.py, adaptive_unsupported_reason).
+ADAPTIVE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 
 
 def is_given(value: Any) -> bool:
@@ -56,6 +67,18 @@ def simulated_accept_length(env: Mapping[str, str]) -> float | None:
         return None
     value = float(raw)
     return value if value > 0 else None
+
+
+def accept_source(flags: Mapping[str, Any], env: Mapping[str, str], engine_simulated: bool) -> str | None:
+    """Where a trial's accept length comes from: None without speculation; ``"simulated"`` on the simulated engine or
+    with ``SGLANG_SIMULATE_ACC_LEN`` (verification acts as if that many tokens were accepted: a number chosen, not
+    measured); else ``"measured"`` (real weights and drafter on a real server, read from ``meta_info`` and
+    ``/server_info``)."""
+    if speculative_algorithm(flags) is None:
+        return None
+    if engine_simulated or simulated_accept_length(env) is not None:
+        return "simulated"
+    return "measured"
 
 
 def simulated_accept_overflows(steps: int, draft_tokens: int) -> bool:

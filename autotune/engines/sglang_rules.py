@@ -24,6 +24,7 @@ from autotune.engines.sglang_facts import (
     EAGLE_FAMILY,
     NEEDS_DRAFT_MODEL,
     NGRAM_DEFAULT_BFS_BREADTH,
+    NGRAM_DEFAULT_TRIE_DEPTH,
     PAGED_TREE_BACKENDS,
     SIMULATE_ACC_LEN,
     SPEC_ALGORITHMS,
@@ -99,6 +100,32 @@ def normalize(flags: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+GRAPH_CEILINGS = ("cuda-graph-max-bs-decode", "cuda-graph-max-bs")  # the decode CUDA-graph batch ceiling, by release
+
+
+def tie_speculative_caps(flags: Mapping[str, Any], highest_load: int) -> dict[str, Any]:
+    """A speculative point's running cap and decode CUDA-graph ceiling, set together (a study's ``speculative_caps:
+    tie``): SGLang caps a speculative server at 48 running requests unless told otherwise, and decodes batches above
+    the graph ceiling without CUDA graphs, so a point that sets one of them and not the other is held by the other.
+
+    The running cap is the explicit ``--max-running-requests``, else the explicit graph ceiling, else the study's
+    highest load level; the graph ceiling is the explicit one (either spelling), else the running cap. Both are
+    written into the flags, so the record and the exported command show them. Points without speculation are
+    returned unchanged."""
+    out = dict(flags)
+    if algorithm(out) is None:
+        return out
+    graph_flag = next((g for g in GRAPH_CEILINGS if not _omitted(out.get(g))), None)
+    running = _as_int(out.get(MAX_RUNNING))
+    graph = _as_int(out.get(graph_flag)) if graph_flag else None
+    if running is None:
+        running = graph if graph is not None else int(highest_load)
+        out[MAX_RUNNING] = running
+    if graph_flag is None:
+        out[GRAPH_CEILINGS[0]] = running
+    return out
+
+
 def dp_attention(flags: Mapping[str, Any]) -> bool:
     """Whether DP attention is on (``--enable-dp-attention``, or ``--attn-dp-size`` > 1 in newer releases)."""
     if not _omitted(flags.get("enable-dp-attention")):
@@ -147,6 +174,7 @@ def _speculative(f: Mapping[str, Any]) -> list[str]:
         out += _eagle_shape(f)
     if algo == "NGRAM":
         out += _ngram_pages(f)
+        out += _ngram_store(f)
     return out
 
 
@@ -219,6 +247,18 @@ def _simulated_accept(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]
         f"the simulated accept length up to steps + 1 = {steps + 1} regardless of the tree's size and crashes at its "
         f"first verify. Fix: use at least {steps + 1} draft tokens, or fewer steps"
     ]
+
+
+def _ngram_store(f: Mapping[str, Any]) -> list[str]:
+    """``sglang_facts.NGRAM_DEFAULT_CAPACITY``: the n-gram store must hold one whole window of max-trie-depth tokens."""
+    capacity = _as_int(f.get("speculative-ngram-capacity"))
+    depth = _as_int(f.get("speculative-ngram-max-trie-depth"))
+    depth = NGRAM_DEFAULT_TRIE_DEPTH if depth is None else depth
+    if capacity is None or capacity >= depth:
+        return []
+    return [f"NGRAM with --speculative-ngram-capacity {capacity} below --speculative-ngram-max-trie-depth {depth}: the "
+            "n-gram store cannot make room for one window of that many tokens (SGLang's Trie::squeeze throws at the "
+            "first insert). Fix: a capacity of at least the trie depth"]
 
 
 def _ngram_pages(f: Mapping[str, Any]) -> list[str]:

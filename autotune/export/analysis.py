@@ -10,8 +10,10 @@ from autotune.export.banner import study_banner
 from autotune.export.best import BestChoice, apply_finalists, parse_load_levels, parse_objectives, select_best
 from autotune.export.evidence import Evidence, level_of
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
+from autotune.export.output_gate import GateResult, output_gate
 from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, open_level_keys, regime_choices
+from autotune.export.schedule import Schedule, speculation_schedule
 from autotune.export.verdict import BaselineVerdict, Spread, baseline_verdict, spread
 from autotune.finalists.choice import FinalistOutcome, baseline_number
 from autotune.space import Objective
@@ -36,6 +38,9 @@ class StudyAnalysis:
     verdict: BaselineVerdict | None = None  # the recommendation against the user's current configuration
     evidence: Evidence | None = None  # what every comparison of the report rests on
     spread: Spread | None = None  # the recommendation against the worst complete config: what tuning is worth
+    gate: GateResult | None = None  # the output-equality gate of the recommended configuration (None: no best)
+    gated_out: tuple[GateResult, ...] = ()  # speculative configurations it failed, best first
+    schedule: Schedule | None = None  # the best speculative setting per load level
 
     @property
     def peak_level(self) -> int:
@@ -61,7 +66,8 @@ def analyze(
     levels = parse_load_levels(load_levels)
     recs = tuple(sorted(records, key=lambda r: r.number))
     ev = Evidence(recs, finalists)
-    best = apply_finalists(select_best(recs, objs), recs, finalists)
+    best, gate, gated_out = gated_best(apply_finalists(select_best(recs, objs), recs, finalists), recs, objs)
+    failed_gate = {r.number for r in recs if output_gate(r, recs).blocks}
     base = baseline_number(recs, baseline) if baseline is not None else (finalists.baseline if finalists else None)
     at = level_of(objs[0].key, levels)
     winner = (best.record.number, at) if best.record is not None and objs[0].metric == "output_tok_per_s" else None
@@ -82,4 +88,33 @@ def analyze(
         verdict=baseline_verdict(recs, best, base, ev, objs[0], levels),
         evidence=ev,
         spread=spread(recs, best, ev, objs[0], levels),
+        gate=gate,
+        gated_out=gated_out,
+        schedule=speculation_schedule(recs, levels, blocked=failed_gate),
     )
+
+
+def gated_best(choice: BestChoice, records: Sequence[TrialRecord],
+               objectives: Sequence[Objective]) -> tuple[BestChoice, GateResult | None, tuple[GateResult, ...]]:
+    """The best choice after the output-equality gate: a speculative winner whose greedy outputs differ from the
+    non-speculative server's is never the recommendation; the next best trial the gate does not block is, and the
+    reason says why. Returns the choice, its gate verdict and the verdicts of the winners it set aside."""
+    if choice.record is None:
+        return choice, None, ()
+    gate = output_gate(choice.record, records)
+    failed: list[GateResult] = []
+    left = list(records)
+    while gate.blocks:
+        failed.append(gate)
+        left = [r for r in left if r.number != gate.candidate]
+        nxt = select_best(left, objectives)
+        if nxt.record is None:
+            why = "; ".join(g.summary() for g in failed)
+            return BestChoice(None, choice.objective, None, f"no configuration passes the output-equality gate: {why}",
+                              choice.method), None, tuple(failed)
+        choice = BestChoice(nxt.record, nxt.objective, nxt.value,
+                            f"{nxt.reason}, after the output-equality gate set aside trial(s) "
+                            f"{', '.join(str(g.candidate) for g in failed)} (their greedy outputs differ from the "
+                            "non-speculative server's)", "output_gate")
+        gate = output_gate(choice.record, records)
+    return choice, gate, tuple(failed)

@@ -68,6 +68,8 @@ def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None)
         "decided_by": choice.method,
         "stopped_early": analysis.stopped_early,
         "finalists": analysis.finalists.to_json() if analysis.finalists is not None else None,
+        "output_gate": analysis.gate.to_json() if analysis.gate is not None else None,
+        "output_gate_set_aside": [g.to_json() for g in analysis.gated_out],
         "best": None,
     }
     rec = choice.record

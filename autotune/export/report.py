@@ -25,6 +25,7 @@ from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
 from autotune.export.evidence import describe, tie_text
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
+from autotune.export.schedule import schedule_table
 from autotune.export.traffic import traffic_section
 from autotune.export.verdict import fmt_gain
 from autotune.finalists.choice import FinalistOutcome
@@ -419,6 +420,31 @@ def _tuned_on_simulator(server: ExportedServer | None) -> list[str]:
     ]
 
 
+def _output_gate(a: StudyAnalysis) -> list[str]:
+    """What the output-equality gate compared and found (autotune.export.output_gate)."""
+    if a.gate is None and not a.gated_out:
+        return []
+    out = ["## Output-equality gate", ""]
+    for g in a.gated_out:
+        out.append(f"- Set aside: {g.summary()}.")
+    if a.gate is not None:
+        out.append(f"- Recommended configuration: {a.gate.summary()}.")
+    return [*out, ""]
+
+
+def _speculation_schedule(a: StudyAnalysis) -> list[str]:
+    """The best speculative setting per load level (autotune.export.schedule); also best/speculation_schedule.json."""
+    s = a.schedule
+    if s is None or not any(is_speculative(r) for r in a.records):
+        return []
+    ranges = "; ".join(
+        f"levels {r.low}-{r.high}: " + (f"trial {r.trial} ({', '.join(f'{k}={v}' for k, v in r.flags.items())})"
+                                        if r.speculative else ("off" if r.trial is not None else "no eligible trial"))
+        for r in s.ranges)
+    return ["## Speculation per load level", "", *schedule_table(s), "", f"Schedule: {ranges}. {s.note} "
+            "Machine-readable: `speculation_schedule.json`.", ""]
+
+
 def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str:
     parts = [
         *_header(a),
@@ -427,8 +453,10 @@ def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str
         *_recommendation(a),
         *_study_only(server),
         *_finalists(a),
+        *_output_gate(a),
         *_regimes(a),
         *traffic_section(a.records),
+        *_speculation_schedule(a),
         *_drafters(a),
         *_pareto(a),
         *_trials(a),

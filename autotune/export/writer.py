@@ -23,6 +23,7 @@ from autotune.export.launch_script import render_launch_script, render_rehearsal
 from autotune.export.machine_variation import coverage_lines, read_variation
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
+from autotune.export.schedule import schedule_document
 from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, render_serve_config
 from autotune.finalists.choice import FinalistOutcome
 from autotune.trial.records import TrialRecord
@@ -50,6 +51,8 @@ def half_export(study_dir: Path) -> str:
         return (f"an export of {root} was cut short ({STAGING} or {RETIRED} is left); {whole}. Run `python -m "
                 f"autotune.report {root}` (or resume the study) to export again.")
     return ""
+
+SCHEDULE_JSON = "speculation_schedule.json"
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,8 @@ def export_study(
         doc["between_machine_variation"] = {"source": variation.source, "engine": variation.engine,
                                             "rows": [list(r) for r in variation.rows]}
         texts[BEST_JSON] = json.dumps(doc, indent=2) + "\n"
+    if a.schedule is not None:
+        texts[SCHEDULE_JSON] = json.dumps(schedule_document(a.schedule), indent=2) + "\n"
     if note:
         texts[REPORT_MD] = f"> **{note}**\n\n" + texts[REPORT_MD]
         texts[BEST_JSON] = json.dumps({"note": note, **json.loads(texts[BEST_JSON])}, indent=2) + "\n"

@@ -1,5 +1,11 @@
 """What a study's own measurements say about points not launched yet: the searcher sets such points aside.
 
+**A drafter that accepts nothing.** A trial measured with an accept length of at most ``BROKEN_ACCEPT`` at every load
+level (SGLang reports it per request) used a drafter whose draft tokens are all rejected: every other point with that
+drafter pays the drafting cost for nothing (the user story's custom drafter: accept length 1.00). NGRAM has no draft
+model: its drafter is its n-gram store (a store too small to keep n-grams accepts nothing either). Simulated
+acceptance (``SGLANG_SIMULATE_ACC_LEN``) is never taken as evidence.
+
 **Memory that did not fit.** A launch that failed at CUDA-graph capture with ``--mem-fraction-static`` f left too
 little memory outside the static pool for its graphs: every point with a fraction of at least f and at least as many
 graph tokens (running cap x tokens a request in the graphs) fails the same way, so it is set aside, and the repair
@@ -15,9 +21,11 @@ from typing import Any
 from autotune.core.errors import SpaceError
 from autotune.core.failures import FailureKind
 from autotune.engines import sglang_rules
+from autotune.engines.sglang_facts import NGRAM_STORE_FLAGS
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial.records import TrialOutcome, TrialRecord
 
+BROKEN_ACCEPT = 1.05
 MEM_FLAG = "mem-fraction-static"
 UNCAPPED = 1 << 20  # graph batch of a point without a running cap: above any real one
 
@@ -27,6 +35,8 @@ class Learned:
         self.spec = spec
         self.graph_failures: list[tuple[float, int]] = []  # (memory fraction, graph tokens) of capture failures
         self.load_failures: list[tuple[float, float]] = []  # (memory fraction, drafter weight rank) of OOM at load
+        self.drafter_param = next((p.name for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL), None)
+        self.broken: dict[str, float] = {}  # drafter -> the accept length that showed it accepts nothing
 
     def _memory_shape(self, params: Mapping[str, Any]) -> tuple[float, int, float] | None:
         """(memory fraction, graph tokens, drafter rank) of a point, or None when it sets no fraction."""
@@ -80,11 +90,40 @@ class Learned:
                 return f"a launch with --mem-fraction-static {f:g} failed out of memory at load; this point has {frac:g}"
         return None
 
-    def observe(self, params: Mapping[str, Any], record: TrialRecord) -> None:
-        """Learn from a finished trial (a launch that failed for memory)."""
+    def observe(self, params: Mapping[str, Any], record: TrialRecord) -> float | None:
+        """Learn from a finished trial (a launch that failed for memory, a drafter that accepted nothing); returns the
+        highest accept length it measured (None: none reported, or simulated)."""
         if record.outcome is TrialOutcome.FAILED:
             self.observe_failure(params, record.failure)
+        if record.bench is None or "SGLANG_SIMULATE_ACC_LEN" in record.env:
+            return None
+        accepts = [lv.accept_length for lv in record.bench.levels if lv.accept_length is not None]
+        if not accepts:
+            return None
+        drafter = self.drafter(params)
+        if drafter is not None and max(accepts) <= BROKEN_ACCEPT:
+            self.broken[drafter] = max(accepts)
+        return max(accepts)
+
+    def drafter(self, params: Mapping[str, Any]) -> str | None:
+        """What drafts for this point: the draft model's path, or for NGRAM (no draft model) its n-gram store
+        (``sglang_facts.NGRAM_STORE_FLAGS``; draft tokens and breadth only shape the tree it proposes); None without
+        speculation."""
+        drafter = params.get(self.drafter_param) if self.drafter_param else None
+        if drafter is not None:
+            return str(drafter)
+        try:
+            flags = to_trial_config(self.spec, dict(params)).flags
+        except SpaceError:
+            return None
+        if sglang_rules.algorithm(flags) != "NGRAM":
+            return None
+        knobs = {k: flags[k] for k in NGRAM_STORE_FLAGS if k in flags}
+        return "NGRAM " + " ".join(f"--{k} {v}" for k, v in sorted(knobs.items())) if knobs else "NGRAM (defaults)"
 
     def reason(self, params: Mapping[str, Any]) -> str | None:
         """Why the study's own results say this point is not worth a launch now (None: no such reason)."""
+        drafter = self.drafter(params)
+        if drafter is not None and drafter in self.broken:
+            return f"drafter {drafter} accepted no draft token when measured (accept length {self.broken[drafter]:.2f})"
         return self.memory_reason(params)

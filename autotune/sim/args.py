@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from autotune.engines.sglang_facts import NGRAM_DEFAULT_BFS_BREADTH, SPEC_ALGORITHMS
+from autotune.engines.sglang_facts import NGRAM_DEFAULT_BFS_BREADTH, NGRAM_DEFAULT_CAPACITY, SPEC_ALGORITHMS
 
 ATTENTION_BACKENDS = (
     "triton",
@@ -79,6 +79,7 @@ class ServerArgs:
     speculative_eagle_topk: int | None
     speculative_num_draft_tokens: int | None
     speculative_ngram_max_bfs_breadth: int
+    speculative_ngram_capacity: int
     nccl_port: int | None
     enable_metrics: bool
     stream_interval: int
@@ -204,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--speculative-attention-mode", choices=("prefill", "decode"), default="prefill")
     g.add_argument("--speculative-draft-attention-backend", default=None)
     g.add_argument("--speculative-ngram-max-bfs-breadth", type=int, default=NGRAM_DEFAULT_BFS_BREADTH)
+    g.add_argument("--speculative-ngram-min-bfs-breadth", type=int, default=1)
+    g.add_argument("--speculative-ngram-match-type", choices=("BFS", "PROB"), default="BFS")
+    g.add_argument("--speculative-ngram-max-trie-depth", type=int, default=18)
+    g.add_argument("--speculative-ngram-capacity", type=int, default=NGRAM_DEFAULT_CAPACITY)
+    g.add_argument("--speculative-adaptive", action="store_true")  # 0.5.17: EAGLE/EAGLE3 with topk 1 only
+    g.add_argument("--speculative-adaptive-config", default=None)
     g.add_argument("--nccl-port", type=int, default=None)
     g.add_argument("--dist-init-addr", default=None)
     g.add_argument("--nnodes", type=int, default=1)

@@ -182,6 +182,12 @@ class EngineLoop:
         self._flush_accepted = self.counters.accepted_tokens
         return True
 
+    def reset_accept_counters(self) -> None:
+        """Zero the counters behind ``avg_accept_length`` (SGLang 0.5.17 does so on a successful
+        ``/set_internal_state``, requests in flight or not)."""
+        self._flush_verify = self.counters.verify_calls
+        self._flush_accepted = self.counters.accepted_tokens
+
     # ---- the event loop ----------------------------------------------------------------------------------------
     async def _run(self) -> None:
         while True:

@@ -142,6 +142,22 @@ async def flush_cache(request: web.Request) -> web.Response:
     return web.Response(text="Cache flushed.\nPlease check backend logs for more details.")
 
 
+async def set_internal_state(request: web.Request) -> web.Response:
+    """SGLang's ``/set_internal_state``: the simulator changes no setting, but a successful update (an empty one
+    included) zeroes the accept-length counters, as SGLang 0.5.17 does; a setting it cannot change is refused."""
+    st = _state(request)
+    body = await json_body(request, st, _error)
+    if isinstance(body, web.Response):
+        return body
+    args = body.get("server_args")
+    if not isinstance(args, dict):
+        return _error(400, 'the body must be {"server_args": {...}}')
+    updated = not args
+    if updated and st.engine is not None:
+        st.engine.reset_accept_counters()
+    return web.json_response([updated])  # SGLang 0.5.17: one bool per scheduler
+
+
 # ---- generation --------------------------------------------------------------------------------------------------
 async def generate(request: web.Request) -> web.StreamResponse:
     st = _state(request)
@@ -250,6 +266,7 @@ def build_app(st: State) -> web.Application:
     app.router.add_get("/get_model_info", model_info)
     app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/flush_cache", flush_cache)
+    app.router.add_route("*", "/set_internal_state", set_internal_state)
     app.router.add_post("/generate", generate)
     app.router.add_post(HOLD_PATH, clock_hold)
     app.router.add_post(RELEASE_PATH, clock_release)

@@ -29,6 +29,8 @@ from autotune.engines.sglang_facts import (
 from autotune.sim.args import ServerArgs
 from autotune.sim.profile import Drafter, Profile
 
+NGRAM_FULL_STORE_NODES = 4096  # the simulator's model: an n-gram store of this many nodes or more matches fully
+
 
 class SpecError(Exception):
     """A speculative configuration SGLang refuses at start. ``str()`` is the error line to print."""
@@ -142,7 +144,9 @@ def resolve_spec(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> 
                 f"by the flashinfer attention backend (got {backend})"
             )
         ng = profile.ngram
-        probs = tuple(chain_probs(ng.accept_probs, ng.accept_decay, max(0, draft - 1)))
+        # a store of few nodes keeps few n-grams and matches rarely: acceptance scales with its share of a full store
+        fill = min(1.0, args.speculative_ngram_capacity / NGRAM_FULL_STORE_NODES)
+        probs = tuple(p * fill for p in chain_probs(ng.accept_probs, ng.accept_decay, max(0, draft - 1)))
         return SpecConfig("NGRAM", steps, topk, draft, None, probs, None, ())
     if args.speculative_draft_model_path is None:
         raise SpecError(f"ValueError: --speculative-draft-model-path is required for --speculative-algorithm {algo}")

@@ -4,11 +4,16 @@ Streaming sends at most one chunk per request per ``--sim-stream-interval-ms`` o
 ``--stream-interval`` tokens), so 128+ streams stay cheap on a small host. Each chunk carries the virtual times of the
 iterations it covers (``meta_info.sim_times``), so how chunks were coalesced never changes a figure. The first token and
 the final chunk are sent at once.
+
+Fault mode: with ``AUTOTUNE_SIM_FAULT=spec-corrupt-output`` in the server's environment, a server running speculative
+decoding emits wrong tokens (every fifth output id is shifted by one), as a speculative setting that changes the
+model's output would; without speculation the output is untouched. Tests use it to check the output-equality gate.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -18,6 +23,19 @@ from autotune.sim.engine import EngineLoop
 from autotune.sim.handle import Handle
 
 VOCAB_TEXT_BASE = 1000
+FAULT_ENV = "AUTOTUNE_SIM_FAULT"
+SPEC_CORRUPT_OUTPUT = "spec-corrupt-output"
+
+
+def corrupts_outputs(speculative: bool) -> bool:
+    """Whether this server's outputs are corrupted: the fault mode is on and the server speculates."""
+    return speculative and os.environ.get(FAULT_ENV, "").strip() == SPEC_CORRUPT_OUTPUT
+
+
+def corrupted_ids_json(n: int, vocab: int) -> str:
+    """The first n output ids with every fifth one shifted by one (the fault mode's wrong tokens)."""
+    ids = [token_id(i, vocab) + (1 if i % 5 == 4 else 0) for i in range(n)]
+    return "[" + ",".join(map(str, ids)) + "]"
 
 
 def token_id(index: int, vocab: int) -> int:
@@ -144,7 +162,8 @@ def generate_chunk(engine: EngineLoop, h: Handle, final: bool, vocab: int) -> Ra
     n = h.output
     tt = token_text(vocab)
     meta = json.dumps(meta_info(engine, h, final=final), separators=(",", ":"))
-    return Raw(f'{{"text":"{tt.text(n)}","output_ids":{tt.ids_json(n)},"meta_info":{meta}}}')
+    ids = corrupted_ids_json(n, vocab) if corrupts_outputs(engine.cfg.spec is not None) else tt.ids_json(n)
+    return Raw(f'{{"text":"{tt.text(n)}","output_ids":{ids},"meta_info":{meta}}}')
 
 
 ChunkBuilder = Callable[[EngineLoop, Handle, bool, int], dict[str, Any]]

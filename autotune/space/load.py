@@ -198,6 +198,8 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         max_level_wall_s=b.max_level_s,
         precision_metric=_precision_metric(objectives[0].metric),
         flush_cache=b.flush_cache,
+        greedy_prompts=b.greedy_prompts,
+        greedy_max_new_tokens=b.greedy_max_new_tokens,
     )
     return StudySpec(
         name=s.name or source.stem,
@@ -222,6 +224,7 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         finalists=FinalistsSpec(count=s.finalists.count, rounds=s.finalists.rounds, alpha=s.finalists.alpha),
         stop_when=StopRule(s.stop_when.no_improvement_launches) if s.stop_when else None,
         cpu_isolation=s.cpu_isolation,
+        speculative_caps=s.speculative_caps,
     )
 
 

@@ -342,6 +342,9 @@ class StudyModel(_Model):
     finalists: FinalistsModel = Field(default_factory=FinalistsModel)
     stop_when: StopWhenModel | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
+    # "tie": a speculative point gets --max-running-requests and the CUDA-graph ceiling set together (neither held at
+    # SGLang's speculative default of 48); "sglang-default": leave unset flags to SGLang (the 48 cap included)
+    speculative_caps: Literal["tie", "sglang-default"] = "tie"
 
 
 class ServerModel(_Model):
@@ -404,6 +407,8 @@ class BenchModel(_Model):
     flush_cache: bool = True
     rate_window_s: float = Field(10.0, gt=0)  # a rate level's window: max(min_requests, rate x this) requests
     max_in_flight: int = Field(512, gt=0)  # an open-loop level with this many requests unanswered is stopped
+    greedy_prompts: int = Field(0, ge=0)  # > 0: record greedy outputs of this many prompts (output-equality gate)
+    greedy_max_new_tokens: int = Field(64, gt=0)
 
 
 class ParamModel(_Model):

@@ -198,6 +198,7 @@ class StudySpec:
     finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
+    speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see sglang_rules.tie_speculative_caps
 
     @property
     def gpus_per_trial(self) -> int:

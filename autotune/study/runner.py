@@ -23,11 +23,18 @@ from typing import Any
 from autotune import __version__
 from autotune.bench.types import BenchPlan
 from autotune.core.errors import AutotuneError, failure_kind, rejected_flags
-from autotune.core.secrets import redact_argv, redact_env, redact_flags, redact_text, secret_values
+from autotune.core.secrets import (
+    redact_argv,
+    redact_env,
+    redact_flags,
+    redact_text,
+    secret_values,
+)
 from autotune.core.trial import TrialConfig
 from autotune.engines import get_engine
 from autotune.engines.base import Engine, classify_failure, parse_log_phases
-from autotune.engines.sglang_rules import violations
+from autotune.engines.sglang_facts import accept_source
+from autotune.engines.sglang_rules import tie_speculative_caps, violations
 from autotune.progress.events import Phase, TrialEvent
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.space import StudySpec, to_trial_config
@@ -62,6 +69,16 @@ def versions() -> dict[str, str]:
     return out
 
 
+def resolve_config(spec: StudySpec, params: Mapping[str, Any]) -> TrialConfig:
+    """The trial's flags and environment as launched, before the engine's own normalization: with ``speculative_caps:
+    tie`` a speculative point's running cap and CUDA-graph ceiling are set together
+    (``sglang_rules.tie_speculative_caps``; the ceiling defaults to the study's highest load level)."""
+    cfg = to_trial_config(spec, params)
+    if spec.speculative_caps != "tie":
+        return cfg
+    return replace(cfg, flags=tie_speculative_caps(cfg.flags, max(spec.plan.concurrencies)))
+
+
 def base_record(spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, number: int, params: Mapping[str, Any],
                 started_at: str) -> TrialRecord:
     return TrialRecord(
@@ -76,6 +93,7 @@ def base_record(spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, numb
         failure=FailureKind.UNKNOWN,
         message="the trial did not finish",
         workload_properties=dict(spec.workload_properties),
+        accept_source=accept_source(cfg.flags, cfg.env, spec.engine == "sim") if cfg else None,
         versions=versions(),
         started_at=started_at,
     )
@@ -301,7 +319,7 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     event = partial(TrialEvent, number, trial_id)
     send(event(Phase.STARTED, params=dict(params)))
     engine = engine_for(spec)
-    cfg = engine.normalize(to_trial_config(spec, params))
+    cfg = engine.normalize(resolve_config(spec, params))
     record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso())
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
     if problems:

@@ -68,6 +68,8 @@ class TrialRecord:
     constraints: dict[str, float] = field(default_factory=dict)  # <= 0 means satisfied
     feasible: bool = False
     workload_properties: dict[str, Any] = field(default_factory=dict)  # e.g. SGLANG_SIMULATE_ACC_LEN
+    # the accept lengths' source: "measured", "simulated" (sim engine or SGLANG_SIMULATE_ACC_LEN), None: no speculation
+    accept_source: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
     finished_at: str = ""

@@ -152,3 +152,68 @@ def test_client_subprocess_reports_a_dead_server() -> None:
     plan = BenchPlan(workload=WorkloadSpec(input_len=8, output_len=8), concurrencies=(1,), warmup_requests=1)
     with pytest.raises(BenchError, match="server is not running / crashed"):
         asyncio.run(arun_plan_in_subprocess(f"http://127.0.0.1:{_free_port()}", plan))
+
+
+def _greedy_plan() -> BenchPlan:
+    spec = WorkloadSpec(input_len=32, output_len=24, seed=3, vocab_size=32000)
+    return BenchPlan(workload=spec, concurrencies=(1, 4), requests_per_level=8, warmup_requests=1,
+                     greedy_prompts=4, greedy_max_new_tokens=12)
+
+
+def test_greedy_sample_and_per_level_server_accept_length() -> None:
+    """Each level's /server_info accept length covers that level alone (counters zeroed by /set_internal_state)."""
+    proc, url = _start("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4",
+                       "--speculative-ngram-max-bfs-breadth", "1")
+    try:
+        result = run_plan(url, _greedy_plan())
+    finally:
+        _stop(proc)
+    assert result.greedy is not None and not result.greedy.errors
+    assert [len(o) for o in result.greedy.outputs] == [12, 12, 12, 12]
+    for lv in result.levels:
+        assert lv.server_accept_length is not None and lv.accept_length is not None
+        assert abs(lv.server_accept_length - lv.accept_length) < 0.5
+    assert not any("set_internal_state" in n for n in result.notes)
+
+
+def test_the_fault_mode_corrupts_outputs_only_under_speculation() -> None:
+    """AUTOTUNE_SIM_FAULT=spec-corrupt-output: a speculative server's greedy outputs differ from a plain one's."""
+    fault = {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"}
+    samples = []
+    for flags, env in (((), None), ((), fault), (("--speculative-algorithm", "NGRAM"), None),
+                       (("--speculative-algorithm", "NGRAM"), fault)):
+        proc, url = _start(*flags, env=env)
+        try:
+            samples.append(run_plan(url, _greedy_plan()).greedy)
+        finally:
+            _stop(proc)
+    plain, plain_fault, spec, spec_fault = (s.outputs for s in samples)
+    assert plain == plain_fault == spec  # the fault leaves a plain server alone; correct speculation is lossless
+    assert spec_fault != plain
+    assert all(a[:4] == b[:4] and a[4] != b[4] for a, b in zip(plain, spec_fault, strict=True))
+
+
+def test_the_output_gate_catches_the_fault_mode_and_passes_correct_speculation() -> None:
+    """End to end on the simulator: greedy samples measured from real sim servers, judged by the export's gate."""
+    from dataclasses import replace
+
+    from autotune.export.output_gate import FAILED, PASSED, output_gate
+    from tests.export.conftest import make_record
+
+    ngram = ("--speculative-algorithm", "NGRAM")
+    runs = {}
+    for name, flags, env in (("plain", (), None), ("spec", ngram, None),
+                             ("faulty", ngram, {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"})):
+        proc, url = _start(*flags, env=env)
+        try:
+            runs[name] = run_plan(url, _greedy_plan())
+        finally:
+            _stop(proc)
+    fl = {"speculative-algorithm": "NGRAM"}
+    records = [replace(make_record(0, tputs={1: 10.0, 4: 30.0}), bench=runs["plain"]),
+               replace(make_record(1, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["spec"]),
+               replace(make_record(2, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["faulty"])]
+    assert output_gate(records[1], records).status == PASSED
+    bad = output_gate(records[2], records)
+    assert bad.status == FAILED and bad.identical == 0
+    assert {d.first_diff_at for d in bad.differences} == {4}

@@ -225,3 +225,21 @@ def test_a_study_with_only_a_secret_flag_gets_a_private_directory(
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     assert stat.S_IMODE((root / "study.json").stat().st_mode) & 0o077 == 0
     assert _flag_leaks((root / "study.json").read_text()) == []
+
+
+def test_flags_are_secret_by_word_not_by_substring() -> None:
+    """--api-key and --hf-token are secrets; --speculative-num-draft-tokens and --tokenizer-path are settings (a
+    substring match redacted the draft-token count from records and exported commands)."""
+    from autotune.core.secrets import is_secret
+    from autotune.study.runner import redact_record
+    from autotune.trial.records import TrialOutcome, TrialRecord
+
+    assert is_secret("api-key") and is_secret("hf-token") and is_secret("admin-password")
+    assert not is_secret("speculative-num-draft-tokens") and not is_secret("tokenizer-path")
+    assert not is_secret("max-prefill-tokens") and is_secret("my-flag", ("my-flag",))
+    rec = TrialRecord(study="s", trial_id="t", number=0, params={}, argv=["--api-key", "sk-abcdef0123456789xyz"],
+                      flags={"api-key": "sk-abcdef0123456789xyz", "speculative-num-draft-tokens": 12}, env={},
+                      outcome=TrialOutcome.COMPLETE)
+    safe, _ = redact_record(rec, "", {})
+    assert safe.flags["speculative-num-draft-tokens"] == 12 and safe.flags["api-key"] != "sk-abcdef0123456789xyz"
+    assert "sk-abcdef0123456789xyz" not in " ".join(safe.argv)

@@ -351,3 +351,37 @@ def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Pa
     _complete(s, spec, "seed", seed, 100.0)
     cfg = s.suggest("next")  # everything screened: a screened proposal is launched anyway, as before listing
     assert cfg != Searcher.FINISHED and not s.exhausted
+
+
+def ngram_space(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """search_spaces/h200-tp1-ngram.yaml with its prompts file (made on the device) replaced by a local one."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "hello"}\n')
+    text = (ROOT / "search_spaces" / "h200-tp1-ngram.yaml").read_text()
+    space = tmp_path / "h200-tp1-ngram.yaml"
+    space.write_text(text.replace("/tmp/realfiles/sharegpt-256-chat.jsonl", str(prompts)))
+    return load_study(space)
+
+
+def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Path) -> None:
+    """The drafter gate on NGRAM (no draft model): its n-gram settings are the drafter; a poor store (capacity 64)
+    measured at accept length <= BROKEN_ACCEPT sets aside every point with the same settings, not other stores."""
+    from autotune.bench.types import BenchResult, LevelSummary
+    from autotune.policy.learned import Learned
+
+    spec = ngram_space(tmp_path)
+    learned = Learned(spec)
+    poor = {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 12,
+            "speculative_ngram_max_bfs_breadth": 10, "speculative_ngram_max_trie_depth": 18,
+            "speculative_ngram_capacity": 64}
+    levels = tuple(LevelSummary(concurrency=c, requests=8, failed=0, duration_s=1.0, output_tok_per_s=40.0,
+                                request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
+                                e2e_ms=None, accept_length=1.02) for c in (1, 8, 32))
+    rec = replace(record_for(spec, 0, "a", poor, True), bench=BenchResult(levels=levels))
+    assert learned.observe(poor, rec) == 1.02
+    assert "accepted no draft token" in (learned.reason(dict(poor)) or "")
+    assert "--speculative-ngram-capacity 64" in (learned.reason(dict(poor)) or "")
+    assert learned.reason({**poor, "speculative_ngram_capacity": 10000000}) is None
+    other_tree = {**poor, "speculative_num_draft_tokens": 4, "speculative_ngram_max_bfs_breadth": 1}
+    assert "accepted no draft token" in (learned.reason(other_tree) or "")  # the same store, another tree
+    assert learned.reason({"speculative_algorithm": None}) is None
