@@ -194,5 +194,9 @@ DEPLOY_HELP = [
 ]
 
 
-def _secret(name: str, value: str) -> bool:
+def is_secret_var(name: str, value: str) -> bool:
+    """A variable whose value is not exported (redacted in the record, or a secret by declaration or shape)."""
     return value == REDACTED or is_secret(name, value=value)
+
+
+_secret = is_secret_var

@@ -22,9 +22,10 @@ from autotune.export.documents import best_document, pareto_document
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
 from autotune.export.machine_variation import coverage_lines, read_variation
 from autotune.export.ray_llm import ray_llm_available, render_ray_llm_config
+from autotune.export.rayservice import RAYSERVICE_YAML, render_rayservice
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.schedule import schedule_document
-from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, render_serve_config
+from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, is_secret_var, render_serve_config
 from autotune.finalists.choice import FinalistOutcome
 from autotune.trial.records import TrialRecord
 
@@ -34,6 +35,7 @@ SERVE_CONFIG = "serve_config.yaml"
 REHEARSE_SH = "rehearse_sim.sh"
 REHEARSE_SERVE = "rehearse_sim_serve.yaml"
 RAY_LLM = "ray_serve_llm.yaml"
+RAYSERVICE = RAYSERVICE_YAML
 SCRIPTS = (LAUNCH_SH, REHEARSE_SH)
 BEST_JSON = "best.json"
 PARETO_JSON = "pareto.json"
@@ -66,6 +68,7 @@ class ExportResult:
     rehearsal_script: Path | None  # simulated studies: the simulator as measured
     rehearsal_serve_config: Path | None
     ray_llm_config: Path | None  # Ray Serve LLM's SGLang server, where the installed Ray ships it
+    rayservice: Path | None  # KubeRay's RayService running serve_config.yaml's app on Kubernetes
     best_json: Path
     pareto_json: Path
     report: Path
@@ -78,7 +81,7 @@ class ExportResult:
     def paths(self) -> tuple[Path, ...]:
         """Every file written, in a stable order."""
         maybe = (self.launch_script, self.serve_config, self.rehearsal_script, self.rehearsal_serve_config,
-                 self.ray_llm_config)
+                 self.ray_llm_config, self.rayservice)
         fixed = (self.best_json, self.pareto_json, self.report, self.throughput_svg, self.pareto_svg)
         return tuple(p for p in maybe if p is not None) + fixed
 
@@ -97,7 +100,8 @@ def export_study(
     baseline: Mapping[str, Any] | None = None,
     http: tuple[str, int] | None = None,
 ) -> ExportResult:
-    """Write ``study_dir/best/``: launch.sh, serve_config.yaml, best.json, pareto.json, report.md and two SVGs; for a
+    """Write ``study_dir/best/``: launch.sh, serve_config.yaml, rayservice.yaml (KubeRay), best.json, pareto.json,
+    report.md and two SVGs; for a
     simulated study also rehearse_sim.sh and rehearse_sim_serve.yaml (the simulator as measured).
 
     ``study_only``: the study's benchmark-only settings (``server.study_only``: name -> reason), left out of launch.sh
@@ -140,9 +144,12 @@ def export_study(
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
         texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server, http_host=host,
                                                   http_port=port)
+        header = [f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
+                  f"# {engine_banner(best.engine, best.env)}"]
+        secret = tuple(k for k, v in server.production.env if is_secret_var(k, v))
+        texts[RAYSERVICE] = render_rayservice(best, server.production, study_name=study_name, header=header,
+                                              secret_env=secret)
         if ray_llm_available():
-            header = [f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
-                      f"# {engine_banner(best.engine, best.env)}"]
             texts[RAY_LLM] = render_ray_llm_config(server.production, study_name=study_name, header=header)
         if server.rehearsal is not None:
             texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
@@ -162,6 +169,7 @@ def export_study(
         rehearsal_script=out / REHEARSE_SH if REHEARSE_SH in texts else None,
         rehearsal_serve_config=out / REHEARSE_SERVE if REHEARSE_SERVE in texts else None,
         ray_llm_config=out / RAY_LLM if RAY_LLM in texts else None,
+        rayservice=out / RAYSERVICE if RAYSERVICE in texts else None,
         best_json=out / BEST_JSON,
         pareto_json=out / PARETO_JSON,
         report=out / REPORT_MD,
@@ -181,7 +189,7 @@ def _swap_in(study_dir: Path, texts: Mapping[str, str], *, private: bool) -> Non
         retired.rename(out)  # cut short between the two renames: the previous export is the whole one
     shutil.rmtree(retired, ignore_errors=True)
     staging.mkdir(mode=0o700 if private else 0o755, parents=True)
-    managed = {LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE, RAY_LLM, *texts}
+    managed = {LAUNCH_SH, SERVE_CONFIG, REHEARSE_SH, REHEARSE_SERVE, RAY_LLM, RAYSERVICE, *texts}
     if out.is_dir():
         for old in out.iterdir():
             if old.is_file() and not old.name.startswith(".") and old.name not in managed:

@@ -79,3 +79,13 @@ def test_verify_measures_the_export_again(study: Path, tmp_path: Path) -> None:
     assert proc.returncode == (0 if report["ok"] else 1), proc.stderr[-2000:]
     assert report["kind"] == "rehearsal" and not report["server_alive_after_teardown"]
     assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 8, 32, 128]
+
+
+def test_rayservice_of_the_simulated_study_validates_against_kuberay(study: Path) -> None:
+    from tests.deploy.kuberay_schema import errors
+
+    doc = yaml.safe_load((study / "best" / "rayservice.yaml").read_text())
+    assert errors(doc) == []
+    apps = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"]
+    served = yaml.safe_load((study / "best" / "serve_config.yaml").read_text())["applications"]
+    assert apps == served and apps[0]["args"]["engine"] == "sglang"  # the SGLang server the study stands for

@@ -33,7 +33,8 @@ def exported(tmp_path, objectives, levels):
 def test_writes_every_artifact(exported):
     result, best_dir = exported
     names = sorted(p.name for p in result.paths)
-    expected = ["best.json", "launch.sh", "pareto.json", "pareto.svg", "report.md", "serve_config.yaml"]
+    expected = ["best.json", "launch.sh", "pareto.json", "pareto.svg", "rayservice.yaml", "report.md",
+                "serve_config.yaml"]
     expected += ["ray_serve_llm.yaml"] if ray_llm_available() else []
     assert names == sorted([*expected, "throughput_vs_concurrency.svg"])
     assert all(p.parent == best_dir and p.is_file() for p in result.paths)

@@ -1,0 +1,59 @@
+"""rayservice.yaml: KubeRay's RayService for the best trial, validated against KubeRay's published CRD schema, with the
+same Serve application as serve_config.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import yaml
+
+from autotune.export import export_study
+from autotune.export.command import exported_server
+from autotune.export.rayservice import k8s_name, rayservice_manifest
+from tests.deploy.kuberay_schema import errors
+
+
+def _doc(text: str) -> dict:
+    return yaml.safe_load(text)
+
+
+def test_export_writes_a_valid_rayservice_beside_serve_config(tmp_path, records, objectives, levels):
+    result = export_study(tmp_path, study_name="demo study", objectives=objectives, records=records,
+                          load_levels=levels)
+    assert result.rayservice is not None and result.rayservice.parent == result.serve_config.parent
+    doc = _doc(result.rayservice.read_text())
+    assert errors(doc) == []
+    serve_v2 = yaml.safe_load(doc["spec"]["serveConfigV2"])
+    served = yaml.safe_load(result.serve_config.read_text())
+    # the same app as serve_config.yaml; KubeRay, not the file, sets the proxy's host and port
+    assert "http_options" not in serve_v2
+    assert serve_v2["applications"] == served["applications"]
+    cluster = doc["spec"]["rayClusterConfig"]
+    assert cluster["authOptions"] == {"mode": "token"}
+    (group,) = cluster["workerGroupSpecs"]
+    gpus = int(group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+    assert gpus == served["applications"][0]["deployments"][0]["ray_actor_options"]["num_gpus"]
+
+
+def test_secret_variables_come_from_a_secret_not_the_file(record_factory, real_engine):
+    rec = replace(record_factory(0, tputs={1: 60}, env={"HF_TOKEN": "hf_abc", "NCCL_ALGO": "Ring"}), engine=real_engine)
+    server = exported_server(rec)
+    doc = rayservice_manifest(rec, server.production, study_name="s", secret_env=("HF_TOKEN",))
+    assert errors(doc) == []
+    assert "hf_abc" not in yaml.safe_dump(doc)
+    (worker,) = doc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    assert worker["env"] == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s-best-env",
+                                                                                  "key": "HF_TOKEN"}}}]
+
+
+def test_name_is_a_dns_label():
+    name = k8s_name("My Study_2026 / speculative " * 4)
+    assert len(name) <= 63 and name == name.lower() and name[0].isalnum() and name[-1].isalnum()
+    assert all(c.isalnum() or c == "-" for c in name)
+
+
+def test_schema_check_catches_a_wrong_type(record_factory, real_engine):
+    rec = replace(record_factory(0, tputs={1: 60}), engine=real_engine)
+    doc = rayservice_manifest(rec, exported_server(rec).production, study_name="s")
+    doc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] = "one"
+    assert any("replicas" in e for e in errors(doc))
