@@ -324,15 +324,16 @@ class OptunaStudySearcher(Searcher):
             self.screened_skipped += 1
 
     def __getstate__(self) -> dict[str, Any]:
-        """What Tune pickles into its folder (tuner.pkl): the spec with its secret variables redacted, and without the
-        driver's callbacks, the screen and the learned set-asides (they would carry the spec along). autotune never restores it from there."""
-
-
+        """What Tune pickles into its folder (tuner.pkl): the spec with its secret values redacted, and without the
+        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the screen and the
+        learned set-asides (they would carry the spec along). autotune never restores it from there."""
         state = self.__dict__.copy()
         state["spec"] = self.spec.redacted()
-        for callback in ("on_record", "make_missing_record", "on_raw_result", "screen", "learned", "repair",
-                         "_repairer", "kv"):
-            state[callback] = None
+        for name in ("screen", "learned", "repair", "_repairer", "kv"):
+            state[name] = None
+        for name, value in state.items():
+            if callable(value) and not isinstance(value, type):
+                state[name] = None
         return state
 
     # The study's state lives in its Optuna storage; Tune's searcher checkpoints have nothing to add.

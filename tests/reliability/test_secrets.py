@@ -243,3 +243,31 @@ def test_flags_are_secret_by_word_not_by_substring() -> None:
     safe, _ = redact_record(rec, "", {})
     assert safe.flags["speculative-num-draft-tokens"] == 12 and safe.flags["api-key"] != "sk-abcdef0123456789xyz"
     assert "sk-abcdef0123456789xyz" not in " ".join(safe.argv)
+
+
+def test_the_searcher_tune_pickles_holds_no_secret_even_through_a_driver_callback(tmp_path: Path) -> None:
+    """A bound method of the driver handed to the searcher (the time box's reserve) carried the driver, and with it the
+    unredacted spec, into tuner.pkl: the interrupted study's HF_TOKEN was found there."""
+    from ray import cloudpickle
+
+    from autotune.study.optuna_study import open_study
+    from autotune.study.searcher import OptunaStudySearcher
+
+    doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
+    doc["server"]["env"] = {"HF_TOKEN": "hf_pickledSecretValue0123456789"}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = load_study(path)
+
+    class Driver:
+        def __init__(self) -> None:
+            self.spec = spec
+
+        def reserve(self) -> float:
+            return 0.0
+
+    s = OptunaStudySearcher(spec, open_study(spec, f"sqlite:///{tmp_path / 'study.db'}"), budget=2,
+                            on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected"),
+                            reserve_s=Driver().reserve, stop_after_s=60.0)
+    s.suggest("a")
+    assert b"hf_pickledSecretValue0123456789" not in cloudpickle.dumps(s)
