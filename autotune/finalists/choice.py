@@ -272,7 +272,7 @@ def decide(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: 
     """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` (see module doc)."""
     stats = finalist_stats(trials, runs, key)
     stages = tuple(sorted({r.stage for r in runs}))
-    common = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
+    common: dict[str, Any] = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
     # A finalist with a failed or infeasible relaunch cannot win while one relaunched cleanly every time.
     clean = [s for s in stats if s.values and s.unclean == 0]
     if not clean:
