@@ -93,7 +93,7 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
         kwargs: dict[str, Any] = {}
         num_gpus = req.num_gpus
         if num_gpus is None and spec.engine == "sim" and gpus.count() == 0:
-            num_gpus = max(sim_profile_gpus(spec.sim.profile) or 0, spec.gpus_per_trial)  # type: ignore[union-attr]
+            num_gpus = max(sim_profile_gpus(spec.sim.profile) or 0, spec.gpus_per_trial)  # type: ignore[union-attr]  # spec.engine == 'sim' here, and a sim study always has its sim section (space.checks)
             say(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the simulator")
         if num_gpus is not None:
             kwargs["num_gpus"] = num_gpus
