@@ -220,7 +220,7 @@ def run_case(suite: Suite, case: Case, seed: int, log_dir: Path) -> tuple[list[R
     from autotune.trial.launcher import launched
 
     flags = {"sim-stream-interval-ms": 40, **case.flags}
-    cfg = TrialConfig(model_path=suite.model_path, tp_size=suite.tp_size, flags=flags, env=case.env)  # type: ignore[arg-type]
+    cfg = TrialConfig(model_path=suite.model_path, tp_size=suite.tp_size, flags=flags, env=case.env)  # type: ignore[arg-type]  # the flags are the case's scalars; the dict literal widens them to object
     engine = get_engine("sim", profile=suite.profile, time_scale=TIME_SCALE, seed=seed)
     spec = engine.launch_spec(cfg, port=_free_port())
     w = suite.workload

@@ -288,7 +288,7 @@ async def arun_plan(
         for k, load in enumerate(levels_planned, start=1):
             c = load.key
             if on_level is not None:
-                on_level(k, len(levels_planned), c)  # type: ignore[arg-type]
+                on_level(k, len(levels_planned), c)
             if plan.flush_cache:
                 flushed = await flush_cache(client, base_url)
                 flushes += int(bool(flushed))

@@ -98,7 +98,7 @@ async def _pump(proc: asyncio.subprocess.Process, on_level: LevelCallback | None
         if on_level is not None and len(parts) == 4 and parts[0] == "level":
             try:
                 key = parts[3]  # a concurrency, or an open-loop level's key ("rate8")
-                on_level(int(parts[1]), int(parts[2]), int(key) if key.isdigit() else key)  # type: ignore[arg-type]
+                on_level(int(parts[1]), int(parts[2]), int(key) if key.isdigit() else key)  # type: ignore[arg-type]  # an open-loop level's key is a str ("rate8"), which LevelCallback's int does not say yet
             except ValueError:
                 pass
             except Exception:  # noqa: BLE001, S110 - progress is not worth a benchmark

@@ -30,7 +30,7 @@ class TrialConfig:
     def gpus(self) -> int:
         """GPUs one server needs (tensor parallel x data parallel)."""
         dp = self.flags.get("dp-size") or 1
-        return int(self.tp_size) * int(dp)  # type: ignore[arg-type]
+        return int(self.tp_size) * int(dp)
 
 
 @dataclass(frozen=True)

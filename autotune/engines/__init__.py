@@ -10,9 +10,9 @@ def get_engine(name: str, **options: object) -> Engine:
     if name == "sglang":
         from autotune.engines.sglang import SGLangEngine
 
-        return SGLangEngine(**options)  # type: ignore[arg-type]
+        return SGLangEngine(**options)  # type: ignore[arg-type]  # options are the engine's own keyword arguments, passed through untyped
     if name == "sim":
         from autotune.engines.sim import SimEngine
 
-        return SimEngine(**options)  # type: ignore[arg-type]
+        return SimEngine(**options)  # type: ignore[arg-type]  # options are the engine's own keyword arguments, passed through untyped
     raise ValueError(f"unknown engine {name!r}: use 'sglang' (real SGLang) or 'sim' (the simulated engine)")

@@ -116,5 +116,5 @@ def gated_best(choice: BestChoice, records: Sequence[TrialRecord],
                             f"{nxt.reason}, after the output-equality gate set aside trial(s) "
                             f"{', '.join(str(g.candidate) for g in failed)} (their greedy outputs differ from the "
                             "non-speculative server's)", "output_gate")
-        gate = output_gate(choice.record, records)
+        gate = output_gate(nxt.record, records)
     return choice, gate, tuple(failed)

@@ -61,10 +61,10 @@ class rcParams_context:  # noqa: N801 - used like a function
         rcParams["svg.hashsalt"] = "autotune"
 
     def __exit__(self, *exc: object) -> None:
-        rcParams.update(self.saved)
+        rcParams.update(self.saved)  # type: ignore[arg-type]  # matplotlib types the keys as a Literal of names; these came from rcParams
 
 
-def _log_concurrency_axis(ax, levels: Sequence[int]) -> None:  # type: ignore[no-untyped-def]
+def _log_concurrency_axis(ax, levels: Sequence[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator([float(c) for c in levels]))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -89,7 +89,7 @@ def throughput_svg(analysis: StudyAnalysis) -> str:
         if not pts:
             continue
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        rel = [100.0 * v / best_at[c] for c, v in pts if best_at[c]]
+        rel = [100.0 * v / best_at[c] for c, v in pts if best_at[c]]  # type: ignore[operator]  # the filter drops a None best_at[c]; mypy does not narrow an indexed value
         if rec.number in picks:
             style = {"color": PALETTE[picks[rec.number] % len(PALETTE)], "linewidth": 2.2, "marker": "o",
                      "markersize": 4, "zorder": 3,
@@ -136,7 +136,7 @@ _DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1.4), (0, -1.4), (1.4, 0)
 _RINGS = (6.0, 14.0, 24.0, 36.0)
 
 
-def place_labels(ax, points: Sequence[tuple[float, float, str]], marker_pt: float = 5.0) -> list[LabelBox]:  # type: ignore[no-untyped-def]
+def place_labels(ax, points: Sequence[tuple[float, float, str]], marker_pt: float = 5.0) -> list[LabelBox]:
     """Annotate each (x, y, text) where its box overlaps no earlier label, no marker and stays inside the axes.
 
     A label with no free place within the outer ring is left off (the table below the chart lists every point).
@@ -213,7 +213,7 @@ def _title(head: str, banner: str) -> str:
     return head + "\n" + "\n".join(textwrap.wrap(banner, 120))
 
 
-def _pad(ax, xs: Sequence[float], ys: Sequence[float]) -> None:  # type: ignore[no-untyped-def]
+def _pad(ax, xs: Sequence[float], ys: Sequence[float]) -> None:
     """Axis limits around the points with room for labels (a single point gets a +-10% window)."""
     for values, setter in ((xs, ax.set_xlim), (ys, ax.set_ylim)):
         lo, hi = min(values), max(values)

@@ -113,9 +113,9 @@ def output_gate(candidate: TrialRecord, records: Sequence[TrialRecord]) -> GateR
     if cand is None:
         return GateResult(NOT_APPLICABLE, n, None, reason="the trial recorded no complete greedy sample (set "
                           "bench.greedy_prompts in the study)")
-    plain = [(r, _sample(r)) for r in sorted(records, key=lambda r: r.number)
-             if r.outcome is TrialOutcome.COMPLETE and not is_speculative(r)]
-    plain = [(r, s) for r, s in plain if s is not None and _comparable(s, cand)]
+    sampled = [(r, _sample(r)) for r in sorted(records, key=lambda r: r.number)
+               if r.outcome is TrialOutcome.COMPLETE and not is_speculative(r)]
+    plain = [(r, s) for r, s in sampled if s is not None and _comparable(s, cand)]
     if not plain:
         return GateResult(NOT_APPLICABLE, n, None, reason="no complete non-speculative trial recorded a greedy sample "
                           "of the same prompts to compare with (keep speculation off among the choices)")

@@ -246,7 +246,7 @@ def finalist_stats(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun
     for number, trial in trials.items():
         mine = [r.record for r in runs if r.repeats == number]
         clean = [rec for rec in mine if _clean(rec, key)]
-        values = tuple(float(_value(rec, key)) for rec in clean)  # type: ignore[arg-type]
+        values = tuple(float(_value(rec, key)) for rec in clean)  # type: ignore[arg-type]  # _clean(rec, key) above keeps only records whose value is present
         ttfts = tuple(t for rec in clean if (t := _ttft_p99(rec, level)) is not None)
         out.append(FinalistStats(number=number, trial_id=trial.trial_id, params=dict(trial.params), values=values,
                                  launches=len(mine), unclean=len(mine) - len(clean),
@@ -272,7 +272,7 @@ def decide(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: 
     """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` (see module doc)."""
     stats = finalist_stats(trials, runs, key)
     stages = tuple(sorted({r.stage for r in runs}))
-    common = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
+    common: dict[str, Any] = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
     # A finalist with a failed or infeasible relaunch cannot win while one relaunched cleanly every time.
     clean = [s for s in stats if s.values and s.unclean == 0]
     if not clean:

@@ -50,8 +50,9 @@ class Learned:
         cap = sglang_rules.effective_max_running_requests(flags)
         graph = cap if cap is not None else UNCAPPED
         for name in ("cuda-graph-max-bs-decode", "cuda-graph-max-bs"):
-            if isinstance(flags.get(name), int) and not isinstance(flags.get(name), bool):
-                graph = min(graph, int(flags[name]))
+            bs = flags.get(name)
+            if isinstance(bs, int) and not isinstance(bs, bool):
+                graph = min(graph, bs)
         algo = sglang_rules.algorithm(flags)
         per_request = (int(flags.get(sglang_rules.DRAFT_TOKENS) or 0) + 1) if algo else 1
         drafter = 1.0 if algo else 0.0

@@ -19,7 +19,7 @@ Only parameters the study searches are changed, and only to values of their own 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +119,7 @@ class Repairer:
             out[self.mem.name] = mem
         return Repaired(out, tuple(changes)) if changes else None
 
-    def kv_need(self, flags: dict[str, Any]) -> float | None:
+    def kv_need(self, flags: Mapping[str, Any]) -> float | None:
         """Cache tokens the top load's requests hold at full length (running ones only: at most the cap)."""
         if self.top is None or self.tokens_per_request is None:
             return None

@@ -80,7 +80,7 @@ class Console:
 
     # --- plain output ------------------------------------------------------------------------------------------
     def _now(self) -> float:
-        return float(self.clock())  # type: ignore[operator]
+        return float(self.clock())  # type: ignore[operator]  # clock is a test seam typed object; it holds a time.time-like callable
 
     def _write(self, stream: IO[str], text: str) -> None:
         with self._lock:

@@ -126,7 +126,7 @@ class StudyMonitor:
 def create(owner: str, *, study: str, objective: str, direction: str, planned: int,
            finished: Mapping[str, int], best: float | None) -> Any:
     """The study's monitor (owned by the driver: it goes away with the driver)."""
-    return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE).remote(  # type: ignore[attr-defined]
+    return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE).remote(  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
         study, objective, direction, planned, dict(finished), best)
 
 

@@ -41,9 +41,9 @@ def ray_output_to_log(log_path: Path, console: Console, *, enabled: bool = True)
     saved = {1: os.dup(1), 2: os.dup(2)}
     old_out, old_err = console.out, console.err
     if _fd(console.out) in saved:
-        console.out = os.fdopen(os.dup(saved[_fd(console.out)]), "w", buffering=1)  # type: ignore[index]
+        console.out = os.fdopen(os.dup(saved[_fd(console.out)]), "w", buffering=1)  # type: ignore[index]  # guarded by the `in saved` check above: the descriptor is 1 or 2, not None
     if _fd(console.err) in saved:
-        console.err = os.fdopen(os.dup(saved[_fd(console.err)]), "w", buffering=1)  # type: ignore[index]
+        console.err = os.fdopen(os.dup(saved[_fd(console.err)]), "w", buffering=1)  # type: ignore[index]  # guarded by the `in saved` check above: the descriptor is 1 or 2, not None
     with log_path.open("ab") as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)

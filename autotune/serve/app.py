@@ -182,7 +182,7 @@ class EngineServer:
         t0 = time.monotonic()
         plan_cpus = self.cpu_plan.cpus if self.cpu_plan is not None and self.cpu_plan.how != "off" else None
         try:
-            result = await arun_plan_in_subprocess(self.spec.base_url, plan, cpus=plan_cpus,
+            result = await arun_plan_in_subprocess(self.spec.base_url, plan, cpus=plan_cpus,  # type: ignore[union-attr]  # the controller benchmarks only after the engine launched (spec set)
                                                    on_level=self._level_started)
         except AutotuneError as exc:
             alive = self.server is not None and self.server.alive()
@@ -316,7 +316,7 @@ class EngineServer:
 def build_app(args: dict[str, Any]) -> serve.Application:
     """Application builder for ``serve deploy`` / ``serve run autotune.serve.app:build_app``; ``serve_app.app:build_app`` is the same."""
     parsed = EngineArgs.model_validate(args)
-    return EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1}).bind(parsed.model_dump())
+    return EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1}).bind(parsed.model_dump())  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
 
 
 SLOT_VERSION = "autotune-gpu-slot"
@@ -331,7 +331,7 @@ def build_slot_app(args: dict[str, Any]) -> serve.Application:
     ``options(version=)`` was removed), so it is pinned here; where a Ray release lacks that attribute, every trial
     gets a new replica, which is slower but just as correct."""
     parsed = EngineArgs.model_validate(args)
-    dep = EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},
+    dep = EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
                                user_config=parsed.model_dump())
     if hasattr(dep, "_version"):
         dep._version = SLOT_VERSION

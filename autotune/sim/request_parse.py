@@ -22,8 +22,11 @@ ErrorResponse = Callable[[int, str], web.Response]
 class ServerState(Protocol):
     """What the parsing needs of the server's state (``autotune.sim.server.State``)."""
 
-    ready: bool
-    engine: object | None
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def engine(self) -> object | None: ...  # read-only here, so a State whose engine is an EngineLoop fits
 
 
 @dataclass(frozen=True)

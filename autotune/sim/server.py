@@ -53,7 +53,7 @@ class State:
 
 
 def _state(request: web.Request) -> State:
-    return request.app[ENGINE_KEY]  # type: ignore[no-any-return]
+    return request.app[ENGINE_KEY]
 
 
 def _error(status: int, message: str) -> web.Response:

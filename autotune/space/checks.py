@@ -223,7 +223,7 @@ def _server(m: StudyFileModel) -> list[Problem]:
     for name, value in srv.env.items():
         out += env_problems(f"server.env.{name}", name, [value])
     settable = {*srv.flags, *srv.env, *m.workload.properties}
-    settable |= {p.flag or p.env for p in m.params.values() if (p.flag or p.env)}
+    settable |= {knob for p in m.params.values() if (knob := p.flag or p.env)}
     for name in srv.study_only:
         if name.strip().lstrip("-") not in settable:
             out.append(

@@ -74,7 +74,7 @@ def distance(spec: StudySpec, a: dict[str, Any], b: dict[str, Any]) -> float:
         elif p.name not in a or x == y:
             continue
         elif p.type in ("int", "float") and p.low is not None and p.high is not None and p.high > p.low:
-            total += abs(float(x) - float(y)) / (float(p.high) - float(p.low))
+            total += abs(float(x) - float(y)) / (float(p.high) - float(p.low))  # type: ignore[arg-type]  # both points hold this numeric parameter, so x and y are numbers
         else:
             total += 1.0
     return total

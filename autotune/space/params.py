@@ -57,6 +57,7 @@ def _range(key: str, m: ParamModel, *, integer: bool) -> tuple[dict[str, Any], l
     if out:
         return {}, out
     low, high, step = m.low, m.high, m.step
+    assert low is not None and high is not None  # a missing one was a problem above, and returned
     if low >= high:
         out.append(
             Problem(

@@ -339,7 +339,7 @@ class StudyModel(_Model):
     points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
     # the user's current configuration, measured first and judged against (default: the first point_to_evaluate)
     baseline: dict[str, ScalarT] | None = None
-    finalists: FinalistsModel = Field(default_factory=FinalistsModel)
+    finalists: FinalistsModel = Field(default_factory=FinalistsModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     stop_when: StopWhenModel | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
     # "tie": a speculative point gets --max-running-requests and the CUDA-graph ceiling set together (neither held at
@@ -430,14 +430,14 @@ class ExportModel(_Model):
 
 
 class StudyFileModel(_Model):
-    study: StudyModel = Field(default_factory=StudyModel)
-    server: ServerModel = Field(default_factory=ServerModel)
+    study: StudyModel = Field(default_factory=StudyModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
+    server: ServerModel = Field(default_factory=ServerModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     sim: SimModel | None = None
-    workload: WorkloadModel = Field(default_factory=WorkloadModel)
+    workload: WorkloadModel = Field(default_factory=WorkloadModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     load_levels: list[LoadLevelT] = Field(default_factory=lambda: [1, 8, 32])
-    bench: BenchModel = Field(default_factory=BenchModel)
+    bench: BenchModel = Field(default_factory=BenchModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     params: dict[str, ParamModel] = Field(default_factory=dict)
-    export: ExportModel = Field(default_factory=ExportModel)
+    export: ExportModel = Field(default_factory=ExportModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     points_to_evaluate: list[dict[str, ScalarT]] | None = None  # also accepted here; study.points_to_evaluate preferred
 
 

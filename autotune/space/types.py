@@ -61,7 +61,7 @@ def parse_objective_key(key: str) -> tuple[str, Level]:
     metric, sep, level = key.rpartition("@")
     if not sep or not metric or not level:
         raise ValueError(f"{key!r} is not <metric>@<level> (e.g. output_tok_per_s@max)")
-    return metric, int(level) if level.isdigit() else level  # type: ignore[return-value]
+    return metric, int(level) if level.isdigit() else level
 
 
 @dataclass(frozen=True)

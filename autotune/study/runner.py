@@ -346,7 +346,7 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     return record, obs.report.log_text if obs.report is not None else "", dict(lspec.env)
 
 
-def tune_trainable(spec: StudySpec, owner: str | None = None):  # type: ignore[no-untyped-def]
+def tune_trainable(spec: StudySpec, owner: str | None = None):
     """The Ray Tune function trainable for a study. ``owner`` tags its servers for the orphan sweep."""
 
     def trainable(config: dict[str, Any]) -> None:

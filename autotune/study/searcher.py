@@ -180,12 +180,12 @@ class OptunaStudySearcher(Searcher):
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if self.stop_reason or self.halted or (self.finished_reason and not self._deferred):
-            return Searcher.FINISHED  # type: ignore[return-value]
+            return Searcher.FINISHED  # type: ignore[return-value]  # Ray Tune's Searcher.suggest returns the FINISHED string sentinel outside its annotation
         if self.suggested >= self.budget:
-            return Searcher.FINISHED  # type: ignore[return-value]
+            return Searcher.FINISHED  # type: ignore[return-value]  # Ray Tune's Searcher.suggest returns the FINISHED string sentinel outside its annotation
         if self.deadline is not None and time.monotonic() + self.reserve_s() > self.deadline:
             self.timed_out = True
-            return Searcher.FINISHED  # type: ignore[return-value]
+            return Searcher.FINISHED  # type: ignore[return-value]  # Ray Tune's Searcher.suggest returns the FINISHED string sentinel outside its annotation
         trial, params = self._propose({params_key(p) for _, p in self._live.values()})
         self._live[trial_id] = (trial, params)
         self.suggested += 1

@@ -225,9 +225,9 @@ def _distribution(spec: StudySpec, name: str) -> Any:
 
     p = spec.param(name)
     if p.type == "int":
-        return d.IntDistribution(int(p.low), int(p.high), step=int(p.step or 1), log=p.log)  # type: ignore[arg-type]
+        return d.IntDistribution(int(p.low), int(p.high), step=int(p.step or 1), log=p.log)  # type: ignore[arg-type]  # an int parameter of a validated spec has low and high
     if p.type == "float":
-        return d.FloatDistribution(float(p.low), float(p.high), step=p.step, log=p.log)  # type: ignore[arg-type]
+        return d.FloatDistribution(float(p.low), float(p.high), step=p.step, log=p.log)  # type: ignore[arg-type]  # a float parameter of a validated spec has low and high
     return d.CategoricalDistribution(list(p.choices))
 
 

@@ -45,7 +45,7 @@ class SlotPool:
 
 def create(owner: str, n: int) -> Any:
     """The study's pool of ``n`` slots (named, owned by the driver: it goes away with the driver)."""
-    return SlotPool.options(name=pool_name(owner)).remote(n)  # type: ignore[attr-defined]
+    return SlotPool.options(name=pool_name(owner)).remote(n)  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
 
 
 def find(owner: str | None) -> Any | None:

