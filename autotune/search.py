@@ -30,10 +30,18 @@ DEFAULT_SPACE = "smoke"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autotune.search", description=__doc__, epilog=EXAMPLES,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--space", default=DEFAULT_SPACE, help="study / search-space YAML: a path, or the name of a space "
-                   f"shipped with autotune ({', '.join(packaged_space_names())}); default: {DEFAULT_SPACE}")
+    p = argparse.ArgumentParser(
+        prog="python -m autotune.search",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--space",
+        default=DEFAULT_SPACE,
+        help="study / search-space YAML: a path, or the name of a space "
+        f"shipped with autotune ({', '.join(packaged_space_names())}); default: {DEFAULT_SPACE}",
+    )
     p.add_argument("--list-spaces", action="store_true", help="list the search spaces shipped with autotune and exit")
     p.add_argument("--study", help="study name (default: the file's study.name); results/<study>/")
     p.add_argument("--trials", type=int, help="number of trials (default: the file's study.trials)")
@@ -45,37 +53,76 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="sampler seed")
     p.add_argument("--results-dir", default="results", help="where study directories go (default: results)")
     p.add_argument("--address", help="join this Ray cluster (e.g. ray://head:10001 or auto); default: start one here")
-    p.add_argument("--num-gpus", type=int, help="GPUs of the local Ray node (default: detected; the simulator "
-                   "declares its profile's GPU count on a machine without GPUs)")
+    p.add_argument(
+        "--num-gpus",
+        type=int,
+        help="GPUs of the local Ray node (default: detected; the simulator "
+        "declares its profile's GPU count on a machine without GPUs)",
+    )
     p.add_argument("--max-concurrent", type=int, help="cap on trials at once (never above GPUs / GPUs per trial)")
     p.add_argument("--dashboard-port", type=int, default=8265)
-    p.add_argument("--metrics-port", type=int, help="the local Ray node's Prometheus metrics port, where the study's "
-                   "autotune_* metrics are scraped (default: Ray picks a free one)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="the local Ray node's Prometheus metrics port, where the study's "
+        "autotune_* metrics are scraped (default: Ray picks a free one)",
+    )
     p.add_argument("--serve-port", type=int, default=8000, help="Ray Serve HTTP port (bound to 127.0.0.1)")
-    p.add_argument("--stop-after-s", type=float, help="start no new trial after this many seconds (running trials "
-                   "finish; rerun the command to continue the study)")
-    p.add_argument("--finalists", type=int, metavar="K", help="relaunch the top K feasible configs before export "
-                   "(default: the file's study.finalists.count, 3; 0 skips the finalist stage)")
-    p.add_argument("--finalists-only", action="store_true", help="run no trials: relaunch the finalists of an existing "
-                   "study as a new finalist stage (earlier stages are kept), then export")
+    p.add_argument(
+        "--stop-after-s",
+        type=float,
+        help="start no new trial after this many seconds (running trials "
+        "finish; rerun the command to continue the study)",
+    )
+    p.add_argument(
+        "--finalists",
+        type=int,
+        metavar="K",
+        help="relaunch the top K feasible configs before export "
+        "(default: the file's study.finalists.count, 3; 0 skips the finalist stage)",
+    )
+    p.add_argument(
+        "--finalists-only",
+        action="store_true",
+        help="run no trials: relaunch the finalists of an existing "
+        "study as a new finalist stage (earlier stages are kept), then export",
+    )
     p.add_argument("--fresh", action="store_true", help="move an existing results/<study>/ aside and start over")
     p.add_argument("--validate-only", action="store_true", help="check the study file and exit")
-    p.add_argument("--storage", help="Optuna storage URL for the study (default: sqlite:///results/<study>/study.db); "
-                   "e.g. postgresql://user:password@host:5432/db for a team or an optuna-dashboard server")
+    p.add_argument(
+        "--storage",
+        help="Optuna storage URL for the study (default: sqlite:///results/<study>/study.db); "
+        "e.g. postgresql://user:password@host:5432/db for a team or an optuna-dashboard server",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("-q", "--quiet", action="store_true", help="print only errors and the end result")
-    out.add_argument("-v", "--verbose", action="store_true", help="also show Ray's and Tune's own output (by default "
-                     "it goes to results/<study>/logs/ray-console.log)")
-    p.add_argument("--json", action="store_true", help="print a machine-readable summary of the study on stdout at "
-                   "the end (progress then goes to stderr)")
+    out.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show Ray's and Tune's own output (by default it goes to results/<study>/logs/ray-console.log)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a machine-readable summary of the study on stdout at the end (progress then goes to stderr)",
+    )
     return p
 
 
 def _overrides(args: argparse.Namespace) -> Any:
     from autotune.space import StudyOverrides
 
-    return StudyOverrides(name=args.study, trials=args.trials, engine=args.engine, sim_profile=args.profile,
-                          time_scale=args.time_scale, model_path=args.model_path, tp_size=args.tp_size, seed=args.seed)
+    return StudyOverrides(
+        name=args.study,
+        trials=args.trials,
+        engine=args.engine,
+        sim_profile=args.profile,
+        time_scale=args.time_scale,
+        model_path=args.model_path,
+        tp_size=args.tp_size,
+        seed=args.seed,
+    )
 
 
 def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
@@ -112,27 +159,44 @@ def main(argv: list[str] | None = None) -> int:
 
         check = check_engine_flags(spec)
         if check.problems:
-            print(f"error: {spec.source}: study '{spec.name}' is not valid for its engine ({check.note}):",
-                  file=sys.stderr)
+            print(
+                f"error: {spec.source}: study '{spec.name}' is not valid for its engine ({check.note}):",
+                file=sys.stderr,
+            )
             for line in check.problems:
                 print(f"  {line}", file=sys.stderr)
             return 2
         base = spec.baseline
-        print(f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine}; "
-              f"{check.note})")
-        print(f"baseline (your current configuration, measured first): {base}" if base is not None else
-              "no baseline: add study.baseline (or points_to_evaluate) to judge the result against your configuration")
+        print(
+            f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine}; "
+            f"{check.note})"
+        )
+        print(
+            f"baseline (your current configuration, measured first): {base}"
+            if base is not None
+            else "no baseline: add study.baseline (or points_to_evaluate) to judge the result against your configuration"
+        )
         return 0
     from autotune.progress.console import Console, Verbosity
     from autotune.study.driver import StudyDriver
 
     verbosity = Verbosity.QUIET if args.quiet else Verbosity.VERBOSE if args.verbose else Verbosity.NORMAL
     console = Console(out=sys.stderr if args.json else sys.stdout, verbosity=verbosity)
-    driver = StudyDriver(spec, results_dir=Path(args.results_dir), address=args.address, num_gpus=args.num_gpus,
-                         max_concurrent=args.max_concurrent, dashboard_port=args.dashboard_port,
-                         serve_port=args.serve_port, fresh=args.fresh,
-                         stop_after_s=args.stop_after_s, console=console, storage=args.storage,
-                         metrics_port=args.metrics_port, finalists_only=args.finalists_only)
+    driver = StudyDriver(
+        spec,
+        results_dir=Path(args.results_dir),
+        address=args.address,
+        num_gpus=args.num_gpus,
+        max_concurrent=args.max_concurrent,
+        dashboard_port=args.dashboard_port,
+        serve_port=args.serve_port,
+        fresh=args.fresh,
+        stop_after_s=args.stop_after_s,
+        console=console,
+        storage=args.storage,
+        metrics_port=args.metrics_port,
+        finalists_only=args.finalists_only,
+    )
     try:
         code = driver.run()
     except AutotuneError as exc:
@@ -142,12 +206,15 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise
         where = f" writing {exc.filename}" if exc.filename else ""
-        console.error(f"error: {exc.strerror}{where}. Free space on that filesystem (or move the study with "
-                      f"--results-dir) and run the same command again: finished trials are kept in {driver.store.root}.")
+        console.error(
+            f"error: {exc.strerror}{where}. Free space on that filesystem (or move the study with "
+            f"--results-dir) and run the same command again: finished trials are kept in {driver.store.root}."
+        )
         code = 2
     except KeyboardInterrupt:
-        console.error(f"\ninterrupted: finished trials are saved in {driver.store.root}; run the same command to "
-                      "resume.")
+        console.error(
+            f"\ninterrupted: finished trials are saved in {driver.store.root}; run the same command to resume."
+        )
         code = 130
     if args.json:
         from autotune.report.study_summary import print_summary

@@ -27,8 +27,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the collected order within each
     if hasattr(config, "workerinput"):
         for item in items:
-            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                            for m in item.iter_markers("xdist_group")})
+            names = sorted(
+                {
+                    str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")
+                }
+            )
             if names and "@" not in item.nodeid.rpartition("]")[2]:
                 item._nodeid = f"{item.nodeid}@{'_'.join(names)}"
 

@@ -22,9 +22,21 @@ def test_the_default_study_beats_its_seed_and_its_worst_point_beyond_the_noise(t
     results = tmp_path / "results"
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "autotune.search", "--results-dir", str(results), "--dashboard-port", str(free_port()),
-         "--serve-port", str(free_port())],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        [
+            sys.executable,
+            "-m",
+            "autotune.search",
+            "--results-dir",
+            str(results),
+            "--dashboard-port",
+            str(free_port()),
+            "--serve-port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     wall = time.monotonic() - t0
     out = proc.stdout + proc.stderr
@@ -43,5 +55,7 @@ def test_the_default_study_beats_its_seed_and_its_worst_point_beyond_the_noise(t
     # the console summary states it, with the intervals
     assert "verdict: Recommended: trial" in out and "beats your current configuration" in out, out[-4000:]
     assert "vs the worst config (trial" in out
-    print(f"default study: {wall:.0f} s wall; gain over the seed {top['gain_pct']:+.1f}% "
-          f"[{top['gain_low_pct']:+.1f}, {top['gain_high_pct']:+.1f}]; over the worst {worst['gain_pct']:+.1f}%")
+    print(
+        f"default study: {wall:.0f} s wall; gain over the seed {top['gain_pct']:+.1f}% "
+        f"[{top['gain_low_pct']:+.1f}, {top['gain_high_pct']:+.1f}]; over the worst {worst['gain_pct']:+.1f}%"
+    )

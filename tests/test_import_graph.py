@@ -135,7 +135,7 @@ def forbidden_edges(graph: dict[str, set[str]]) -> list[str]:
 def documented_layers(path: Path = ROOT / "docs" / "architecture.md") -> dict[str, int]:
     """``autotune.<unit>`` -> its layer, from the table under "How the code is laid out" in docs/architecture.md."""
     text = path.read_text()
-    section = text[text.index("## How the code is laid out"):]
+    section = text[text.index("## How the code is laid out") :]
     layers: dict[str, int] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -151,8 +151,11 @@ def layer_violations(graph: dict[str, set[str]], layers: dict[str, int]) -> list
     out = [f"{u}: not in the table of docs/architecture.md" for u in sorted(units - set(layers))]
     out += [f"{u}: in the table, not in the code" for u in sorted(set(layers) - units)]
     for src in sorted(units & set(layers)):
-        out += [f"{src} (layer {layers[src]}) imports {dst} (layer {layers[dst]})"
-                for dst in sorted(graph[src]) if dst in layers and layers[dst] > layers[src]]
+        out += [
+            f"{src} (layer {layers[src]}) imports {dst} (layer {layers[dst]})"
+            for dst in sorted(graph[src])
+            if dst in layers and layers[dst] > layers[src]
+        ]
     return out
 
 
@@ -165,8 +168,10 @@ def test_the_documented_layers_match_the_code() -> None:
 def test_the_layer_check_reports_an_upward_import() -> None:
     graph = {"autotune.core": {"autotune.study"}, "autotune.study": set(), "autotune.extra": set()}
     found = layer_violations(graph, {"autotune.core": 0, "autotune.study": 7})
-    assert found == ["autotune.extra: not in the table of docs/architecture.md",
-                     "autotune.core (layer 0) imports autotune.study (layer 7)"]
+    assert found == [
+        "autotune.extra: not in the table of docs/architecture.md",
+        "autotune.core (layer 0) imports autotune.study (layer 7)",
+    ]
 
 
 def test_the_graph_sees_the_packages() -> None:
@@ -191,10 +196,13 @@ def test_nothing_in_autotune_imports_serve_app() -> None:
     assert [src for src, dsts in graph.items() if "serve_app" in dsts] == []
 
 
-@pytest.mark.parametrize(("edges", "expected"), [
-    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
-    ({"a": {"b"}, "b": set()}, []),
-])
+@pytest.mark.parametrize(
+    ("edges", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": set()}, []),
+    ],
+)
 def test_the_cycle_check_finds_a_cycle(edges: dict[str, set[str]], expected: list[list[str]]) -> None:
     assert cycles(edges) == expected
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROBE = '''
+PROBE = """
 import os
 from pathlib import Path
 
@@ -40,18 +40,26 @@ def test_free(i):
 @pytest.mark.research
 def test_harness():
     _record("research")
-'''
+"""
 
 
 def run_probe(tmp_path: Path, *args: str) -> dict[str, str]:
-    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n"
-                                          "from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n")
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import *  # noqa: F403\n"
+        "from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n"
+    )
     (tmp_path / "test_probe.py").write_text(PROBE)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    research: r\n    slow: s\n")
     out = tmp_path / "ran.txt"
     env = {**os.environ, "PROBE_OUT": str(out), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(tmp_path)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return dict(line.split() for line in out.read_text().splitlines())
 
@@ -64,9 +72,12 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path: Path, dist: list[str]) -> N
     assert len(ran) == 13
 
 
-@pytest.mark.parametrize(("args", "research_runs"), [
-    (["-m", "not slow"], False),
-    (["-m", "not slow or research"], True),
-])
+@pytest.mark.parametrize(
+    ("args", "research_runs"),
+    [
+        (["-m", "not slow"], False),
+        (["-m", "not slow or research"], True),
+    ],
+)
 def test_the_fast_lane_leaves_the_research_harness_out(tmp_path: Path, args: list[str], research_runs: bool) -> None:
     assert ("research" in run_probe(tmp_path, *args)) is research_runs

@@ -19,8 +19,10 @@ def test_validate_only(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_bad_file_fails_before_ray_with_file_and_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("study: {name: x, engine: sim, trails: 3}\nsim: {profile: h200-llama-1b}\nload_levels: [1]\n"
-                   "params: {m: {flag: mem-fraction-static, type: float, low: 0.9, high: 0.5}}\n")
+    bad.write_text(
+        "study: {name: x, engine: sim, trails: 3}\nsim: {profile: h200-llama-1b}\nload_levels: [1]\n"
+        "params: {m: {flag: mem-fraction-static, type: float, low: 0.9, high: 0.5}}\n"
+    )
     assert main(["--space", str(bad), "--results-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "study.trails" in err and "did you mean `trials`" in err

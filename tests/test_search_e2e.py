@@ -25,10 +25,15 @@ from tests.conftest import free_port
 pytestmark = pytest.mark.slow
 
 STUDY = {
-    "study": {"name": "e2e", "engine": "sim", "trials": 4, "seed": 1,
-              "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
-              "constraints": [{"metric": "ttft_ms.p99", "level": "max", "max": 60000}],
-              "finalists": {"count": 2, "rounds": 1}},
+    "study": {
+        "name": "e2e",
+        "engine": "sim",
+        "trials": 4,
+        "seed": 1,
+        "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
+        "constraints": [{"metric": "ttft_ms.p99", "level": "max", "max": 60000}],
+        "finalists": {"count": 2, "rounds": 1},
+    },
     "server": {"model_path": "dummy-llama-1b", "tp_size": 1},
     "sim": {"profile": "h200-llama-1b", "time_scale": 10},
     "workload": {"kind": "synthetic", "input_len": 64, "output_len": 32},
@@ -45,8 +50,14 @@ STUDY = {
 # sets points predicted not to fit aside (the study's own seed is launched, last)
 E2E_STUDY = {
     **STUDY,
-    "params": {**STUDY["params"], "cuda_graph_max_bs": {"flag": "cuda-graph-max-bs-decode", "type": "categorical",
-                                                        "choices": [8, 16, 32, 48, 64]}},
+    "params": {
+        **STUDY["params"],
+        "cuda_graph_max_bs": {
+            "flag": "cuda-graph-max-bs-decode",
+            "type": "categorical",
+            "choices": [8, 16, 32, 48, 64],
+        },
+    },
     "points_to_evaluate": [{"cuda_graph_max_bs": 8, "mem_fraction_static": 0.01}],
 }
 
@@ -82,9 +93,24 @@ def _run(space: Path, results: Path, *extra: str) -> subprocess.CompletedProcess
     watcher.start()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "autotune.search", "--space", str(space), "--results-dir", str(results),
-             "--dashboard-port", str(dash), "--serve-port", str(free_port()), *extra],
-            capture_output=True, text=True, timeout=480, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                "-m",
+                "autotune.search",
+                "--space",
+                str(space),
+                "--results-dir",
+                str(results),
+                "--dashboard-port",
+                str(dash),
+                "--serve-port",
+                str(free_port()),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=480,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     finally:
         stop.set()
@@ -127,14 +153,17 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     assert len({name.split(":")[1] for name in seen}) >= 2, seen  # the dashboard showed the slot change trials
 
     study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{root / 'study.db'}")
-    measured = [t for t in study.trials if "skipped" not in t.user_attrs]  # repeats and screened proposals: not launched
+    measured = [
+        t for t in study.trials if "skipped" not in t.user_attrs
+    ]  # repeats and screened proposals: not launched
     assert len(measured) == 4 and all(t.state == optuna.trial.TrialState.COMPLETE for t in measured)
 
     best = json.loads((root / "best" / "best.json").read_text())
     launch = (root / "best" / "launch.sh").read_text()
     assert best["best"] is not None
-    dry = subprocess.run(["bash", str(root / "best" / "launch.sh"), "--dry-run"], capture_output=True, text=True,
-                         timeout=30)
+    dry = subprocess.run(
+        ["bash", str(root / "best" / "launch.sh"), "--dry-run"], capture_output=True, text=True, timeout=30
+    )
     assert dry.returncode == 0
     assert "--mem-fraction-static 0.8" in dry.stdout or "--mem-fraction-static' '0.8" in dry.stdout, dry.stdout
     # a study tuned on the simulator exports the SGLang command, and the simulator as measured beside it
@@ -181,6 +210,8 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     measured = {json.dumps(r["params"], sort_keys=True) for r in records2}
     assert all(json.dumps(r["params"], sort_keys=True) in measured for r in records3[6:]), records3[6:]
     assert all(r["params"]["mem_fraction_static"] == 0.8 for r in records3[6:])
-    assert ("search space exhausted: none of its 10 points is left to launch (10 measured or running); 2 launch(es) "
-            "re-measured measured points") in out3, out3[-3000:]
+    assert (
+        "search space exhausted: none of its 10 points is left to launch (10 measured or running); 2 launch(es) "
+        "re-measured measured points"
+    ) in out3, out3[-3000:]
     assert time.monotonic() - t0 < 600

@@ -6,6 +6,7 @@ tests' paths (``tests.test_X`` / ``tests/test_X.py``) to where they are now; the
 ``ruff check --select I --fix`` on the files it changed (import order) and read the diff. ``--move`` also did the
 ``git mv`` of the move itself (once, on the commit before it). Note: it rewrites ``python -m autotune.verify`` to
 ``autotune.verify.__main__``; undo that for command lines (the package runs as ``python -m autotune.verify``)."""
+
 import re
 import subprocess
 import sys
@@ -13,14 +14,41 @@ from pathlib import Path
 
 ROOT = Path.cwd()
 MOVES = {  # old module -> new module (under autotune.)
-    **{m: f"core.{m}" for m in ["failures", "trial", "secrets", "gpus", "cpusets", "virtual_clock",
-                                 "dashboard_attrs", "errors", "site"]},
+    **{
+        m: f"core.{m}"
+        for m in [
+            "failures",
+            "trial",
+            "secrets",
+            "gpus",
+            "cpusets",
+            "virtual_clock",
+            "dashboard_attrs",
+            "errors",
+            "site",
+        ]
+    },
     **{m: f"trial.{m}" for m in ["records", "store", "score", "replica", "launcher", "registry", "slots"]},
     **{m: f"policy.{m}" for m in ["prescreen", "repair", "learned", "kvmodel", "fit", "specmodel", "stopping"]},
-    "finalists": "finalists.choice", "finalist_store": "finalists.store",
-    **{m: f"study.{m}" for m in ["driver", "searcher", "optuna_study", "storage", "studylock", "cluster",
-                                 "interrupts", "runner", "finalist_stage"]},
-    "verify": "verify.__main__", "verify_compare": "verify.compare", "verify_report": "verify.report",
+    "finalists": "finalists.choice",
+    "finalist_store": "finalists.store",
+    **{
+        m: f"study.{m}"
+        for m in [
+            "driver",
+            "searcher",
+            "optuna_study",
+            "storage",
+            "studylock",
+            "cluster",
+            "interrupts",
+            "runner",
+            "finalist_stage",
+        ]
+    },
+    "verify": "verify.__main__",
+    "verify_compare": "verify.compare",
+    "verify_report": "verify.report",
     "verify_sglang": "verify.sglang",
     "study_summary": "report.study_summary",
     "spaces": "space.spaces",
@@ -84,8 +112,7 @@ def rewrite_from_autotune(m):
 def rewrite(text: str) -> str:
     text = re.sub(rf"\bautotune\.({NAMES})\b", lambda m: f"autotune.{MOVES[m[1]]}", text)
     text = FROM_IMPORT.sub(rewrite_from_autotune, text)
-    text = re.sub(rf"\bautotune/({NAMES})\.py\b",
-                  lambda m: f"autotune/{MOVES[m[1]].replace('.', '/')}.py", text)
+    text = re.sub(rf"\bautotune/({NAMES})\.py\b", lambda m: f"autotune/{MOVES[m[1]].replace('.', '/')}.py", text)
     text = re.sub(rf"\btests\.({TNAMES})\b", lambda m: f"tests.{TEST_MOVES[m[1]]}", text)
     text = re.sub(rf"\btests/({TNAMES})\.py\b", lambda m: f"tests/{TEST_MOVES[m[1]].replace('.', '/')}.py", text)
     return text

@@ -141,14 +141,19 @@ def tree_sources(rev: str | None, root: Path = ROOT) -> dict[str, str]:
     """``path -> source`` of every ``autotune/**/*.py``, in the working tree or at a git revision."""
     if rev is None:
         return {p.relative_to(root).as_posix(): p.read_text() for p in sorted((root / "autotune").rglob("*.py"))}
-    run = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "autotune/"], cwd=root, capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", rev, "autotune/"], cwd=root, capture_output=True, text=True
+    )
     if run.returncode != 0:
-        raise SystemExit(f"where_to_change: git cannot list {rev!r}: {run.stderr.strip()}. Fix: name a commit of "
-                         "this repository (e.g. 41444b1)")
+        raise SystemExit(
+            f"where_to_change: git cannot list {rev!r}: {run.stderr.strip()}. Fix: name a commit of "
+            "this repository (e.g. 41444b1)"
+        )
     paths = [p for p in run.stdout.split() if p.endswith(".py")]
-    return {p: subprocess.run(["git", "show", f"{rev}:{p}"], cwd=root, capture_output=True, text=True,
-                              check=True).stdout for p in paths}
+    return {
+        p: subprocess.run(["git", "show", f"{rev}:{p}"], cwd=root, capture_output=True, text=True, check=True).stdout
+        for p in paths
+    }
 
 
 def touched(sources: dict[str, str]) -> dict[str, list[str]]:

@@ -23,9 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-len", type=int, default=256)
     p.add_argument("--range-ratio", type=float, default=0.0, help="lengths uniform in [len*(1-r), len]; 0 = fixed")
     p.add_argument("--dataset", help="a file for the workload kind (JSONL prompts, ShareGPT JSON, a Mooncake trace)")
-    p.add_argument("--kind", default=None,
-                   help="workload kind (autotune/bench/workloads): random-ids, random, jsonl, sharegpt, multi-turn, "
-                        "shared-prefix, trace (default: jsonl with --dataset, else random-ids)")
+    p.add_argument(
+        "--kind",
+        default=None,
+        help="workload kind (autotune/bench/workloads): random-ids, random, jsonl, sharegpt, multi-turn, "
+        "shared-prefix, trace (default: jsonl with --dataset, else random-ids)",
+    )
     p.add_argument("--rate", default="", help="comma-separated request rates (req/s) measured after the concurrencies")
     p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of rate arrivals (1 = Poisson)")
     p.add_argument("--context-len", type=int, default=None, help="drop dataset requests longer than this")
@@ -37,8 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2, help="warmup requests (not measured)")
     p.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, wall seconds")
     p.add_argument("--windows", default="2,5", help="MIN,MAX measurement windows per level (1,1: one window)")
-    p.add_argument("--precision", type=float, default=0.05,
-                   help="stop adding windows once the 95%% interval of output tok/s is within this fraction of the mean")
+    p.add_argument(
+        "--precision",
+        type=float,
+        default=0.05,
+        help="stop adding windows once the 95%% interval of output tok/s is within this fraction of the mean",
+    )
     p.add_argument("--no-flush", action="store_true", help="do not call /flush_cache before each level")
     p.add_argument("--repeats", type=int, default=1, help="run the whole plan N times and report the spread")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
@@ -121,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         rates = tuple(float(r) for r in args.rate.split(",") if r.strip())
         slo = SLO(**{k.strip(): float(v) for k, v in (x.split("=") for x in args.slo.split(",") if x.strip())})
     except (ValueError, TypeError) as exc:
-        print(f"--rate must be comma-separated numbers and --slo NAME=MS pairs (ttft_ms, tpot_ms, itl_ms, e2e_ms): {exc}",
-              file=sys.stderr)
+        print(
+            f"--rate must be comma-separated numbers and --slo NAME=MS pairs (ttft_ms, tpot_ms, itl_ms, e2e_ms): {exc}",
+            file=sys.stderr,
+        )
         return 2
     loads = (*(Load.closed(c) for c in concurrencies), *(Load.at_rate(r, args.burstiness) for r in rates))
     spec = WorkloadSpec(

@@ -170,7 +170,9 @@ def _check_plan(plan: BenchPlan) -> None:
     if plan.request_timeout_s <= 0 or plan.level_timeout_s <= 0 or plan.min_duration_s < 0:
         raise BenchError("request_timeout_s and level_timeout_s must be > 0 and min_duration_s >= 0")
     if plan.min_windows < 1 or plan.max_windows < plan.min_windows:
-        raise BenchError(f"windows: need 1 <= min_windows <= max_windows, got {plan.min_windows} and {plan.max_windows}")
+        raise BenchError(
+            f"windows: need 1 <= min_windows <= max_windows, got {plan.min_windows} and {plan.max_windows}"
+        )
     if plan.target_rel_ci <= 0 or (plan.max_level_wall_s is not None and plan.max_level_wall_s <= 0):
         raise BenchError("target_rel_ci and max_level_wall_s (when set) must be > 0")
     try:
@@ -178,7 +180,9 @@ def _check_plan(plan: BenchPlan) -> None:
     except ValueError as exc:
         raise BenchError(f"precision_metric: {exc}") from exc
     if plan.precision_metric in ("server_accept_length", "failed", "requests"):
-        raise BenchError(f"precision_metric {plan.precision_metric!r} is not a per-window figure; use e.g. output_tok_per_s")
+        raise BenchError(
+            f"precision_metric {plan.precision_metric!r} is not a per-window figure; use e.g. output_tok_per_s"
+        )
 
 
 def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:
@@ -282,8 +286,9 @@ async def arun_plan(
                 flushes += int(bool(await flush_cache(client, base_url)))
             greedy = await greedy_sample(client, plan.workload, plan.greedy_prompts, plan.greedy_max_new_tokens)
             if greedy.errors:
-                notes.append(f"greedy sample: {len(greedy.errors)} of {plan.greedy_prompts} prompts failed: "
-                             f"{greedy.errors[0]}")
+                notes.append(
+                    f"greedy sample: {len(greedy.errors)} of {plan.greedy_prompts} prompts failed: {greedy.errors[0]}"
+                )
         per_level_accept = True
         for k, load in enumerate(levels_planned, start=1):
             c = load.key
@@ -307,7 +312,9 @@ async def arun_plan(
             level = await _measure_level(client, source, plan, load, scale, clock, base_url, notes, info.virtual_clock)
             if reset:
                 try:
-                    level = replace(level, server_accept_length=(await fetch_server_info(client, base_url)).accept_length)
+                    level = replace(
+                        level, server_accept_length=(await fetch_server_info(client, base_url)).accept_length
+                    )
                 except BenchError as exc:
                     notes.append(f"server_info after level {c}: {exc}")
             elif per_level_accept:

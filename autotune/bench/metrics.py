@@ -185,7 +185,9 @@ def _mean_dist(dists: Sequence[Dist | None]) -> Dist | None:
     )
 
 
-def aggregate_windows(concurrency: int, windows: Sequence[LevelSummary], stop_reason: str = "", **extra: object) -> LevelSummary:
+def aggregate_windows(
+    concurrency: int, windows: Sequence[LevelSummary], stop_reason: str = "", **extra: object
+) -> LevelSummary:
     """One level from its windows: every figure is the mean of the windows' figures (a latency statistic such as
     ``ttft_ms.p99`` is the mean of the windows' p99s), counts and durations are sums, and ``intervals`` holds the
     Student-t interval of every metric that all windows have."""

@@ -154,5 +154,12 @@ async def run_open_window(
     span = float(times[len(tasks) - 1]) + shift if len(tasks) > 1 else 0.0  # the sends' actual span
     offered = (len(tasks) - 1) / span if span > 0 else 0.0
     return OpenRun(
-        tuple(samples), wall_s, bool(state["gone"]), timed_out, max(engine_s, 1e-9), _lateness(late, shift), saturated, offered
+        tuple(samples),
+        wall_s,
+        bool(state["gone"]),
+        timed_out,
+        max(engine_s, 1e-9),
+        _lateness(late, shift),
+        saturated,
+        offered,
     )

@@ -155,8 +155,9 @@ def pooled_relative_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int] |
     return (math.sqrt(num / df), df) if df else None
 
 
-def prediction_interval(values: Sequence[float], confidence: float = CONFIDENCE,
-                        spread: tuple[float, int] | None = None) -> tuple[float, float] | None:
+def prediction_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE, spread: tuple[float, int] | None = None
+) -> tuple[float, float] | None:
     """Where ONE new value from the same distribution falls with probability ``confidence`` (normal model):
     ``mean ± t(n - 1) · sd · sqrt(1 + 1/n)``. None when n < 2. Wider than the mean's interval: it adds the new value's
     own spread to the uncertainty of the mean. ``spread`` = (relative sd, degrees of freedom) from

@@ -77,8 +77,10 @@ def check_count(name: str, value: Any, limit: int | None = None) -> None:
     if value < 0:
         raise ImplausibleCount(f"the server reported a negative {name} ({value})")
     if limit is not None and value > limit:
-        raise ImplausibleCount(f"the server reported {name} = {value:,}, more than the {limit:,} this request allows "
-                               f"(max_new_tokens + {COUNT_SLACK})")
+        raise ImplausibleCount(
+            f"the server reported {name} = {value:,}, more than the {limit:,} this request allows "
+            f"(max_new_tokens + {COUNT_SLACK})"
+        )
 
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # an SSE line longer than this fails the request (SGLang's longest are ~1-2 MB)
@@ -174,8 +176,11 @@ async def _stream_one(
         slot.t = virtual.last
     verify = meta.get("spec_verify_ct")
     accept = meta.get("spec_accept_length")
-    for name, value in (("prompt_tokens", meta.get("prompt_tokens")), ("spec_verify_ct", verify),
-                        ("spec_accept_length", accept)):
+    for name, value in (
+        ("prompt_tokens", meta.get("prompt_tokens")),
+        ("spec_verify_ct", verify),
+        ("spec_accept_length", accept),
+    ):
         if value is not None:
             check_count(name, value)
     if accept is None and verify:

@@ -26,8 +26,14 @@ from autotune.bench.types import BenchPlan, BenchResult
 from autotune.core.errors import BenchError
 
 # Thread caps Ray sets in its workers (to the actor's CPU count, often 1) that a benchmark client must not inherit.
-THREAD_CAPS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS")
+THREAD_CAPS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "TORCH_NUM_THREADS",
+)
 LevelCallback = Callable[[int, int, int], None]
 
 
@@ -51,16 +57,32 @@ def _set_affinity(pid: int, cpus: Sequence[int] | None) -> str:
     return ""
 
 
-async def arun_plan_in_subprocess(base_url: str, plan: BenchPlan, *, cpus: Sequence[int] | None = None,
-                                  on_level: LevelCallback | None = None, timeout_s: float | None = None,
-                                  python: str = sys.executable) -> BenchResult:
+async def arun_plan_in_subprocess(
+    base_url: str,
+    plan: BenchPlan,
+    *,
+    cpus: Sequence[int] | None = None,
+    on_level: LevelCallback | None = None,
+    timeout_s: float | None = None,
+    python: str = sys.executable,
+) -> BenchResult:
     """Run ``plan`` against ``base_url`` in a child process; raises ``BenchError`` as ``arun_plan`` would."""
     with tempfile.TemporaryDirectory(prefix="autotune-bench-") as tmp:
         plan_path, out_path = Path(tmp) / "plan.json", Path(tmp) / "result.json"
         plan_path.write_text(plan_to_json(plan))
         proc = await asyncio.create_subprocess_exec(
-            python, "-m", "autotune.bench.subproc", "--url", base_url, "--plan", str(plan_path), "--out", str(out_path),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            python,
+            "-m",
+            "autotune.bench.subproc",
+            "--url",
+            base_url,
+            "--plan",
+            str(plan_path),
+            "--out",
+            str(out_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
             env=clean_env(),
         )
         note = _set_affinity(proc.pid, cpus)
@@ -79,8 +101,10 @@ async def arun_plan_in_subprocess(base_url: str, plan: BenchPlan, *, cpus: Seque
             data = json.loads(out_path.read_text())
         except (OSError, ValueError) as exc:
             tail = stderr.decode("utf-8", "replace").strip()[-1500:]
-            raise BenchError(f"the benchmark client process exited with code {proc.returncode} and no result "
-                             f"({type(exc).__name__}); its stderr: {tail}") from exc
+            raise BenchError(
+                f"the benchmark client process exited with code {proc.returncode} and no result "
+                f"({type(exc).__name__}); its stderr: {tail}"
+            ) from exc
     if not data.get("ok"):
         raise BenchError(str(data.get("message", "the benchmark client process failed")))
     result = BenchResult.from_json(data["result"])

@@ -117,6 +117,7 @@ class BenchPlan:
     def levels(self) -> tuple[Load, ...]:
         """Every level in measuring order."""
         return self.loads or tuple(Load.closed(c) for c in self.concurrencies)
+
     greedy_prompts: int = 0  # > 0: first record greedy outputs of this many workload prompts (GreedySample)
     greedy_max_new_tokens: int = 64
 
@@ -201,9 +202,11 @@ class GreedySample:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GreedySample:
-        return cls(max_new_tokens=int(data["max_new_tokens"]),
-                   outputs=tuple(tuple(int(t) for t in o) for o in data.get("outputs") or ()),
-                   errors=tuple(data.get("errors") or ()))
+        return cls(
+            max_new_tokens=int(data["max_new_tokens"]),
+            outputs=tuple(tuple(int(t) for t in o) for o in data.get("outputs") or ()),
+            errors=tuple(data.get("errors") or ()),
+        )
 
 
 @dataclass(frozen=True)

@@ -92,13 +92,14 @@ def partition(cpus: Sequence[int], parts: int, numa: Sequence[Sequence[int]] = (
     out, start = [], 0
     for k in range(parts):
         size = base + (1 if k < extra else 0)
-        out.append(tuple(sorted(order[start:start + size])))
+        out.append(tuple(sorted(order[start : start + size])))
         start += size
     return out
 
 
-def plan_for_slot(*, available: Sequence[int], part: int, parts: int, numa: Sequence[Sequence[int]] = (),
-                  enabled: bool = True) -> CpuPlan:
+def plan_for_slot(
+    *, available: Sequence[int], part: int, parts: int, numa: Sequence[Sequence[int]] = (), enabled: bool = True
+) -> CpuPlan:
     """The CPU set of part ``part`` of ``parts`` on a node whose usable CPUs are ``available`` (pure)."""
     cpus = tuple(sorted(set(available)))
     nodes = max(1, len(numa))
@@ -109,16 +110,23 @@ def plan_for_slot(*, available: Sequence[int], part: int, parts: int, numa: Sequ
     if parts <= 1:
         return CpuPlan(cpus, "whole node", 0, 1, nodes, "one slot on the node")
     if len(cpus) < parts:
-        return CpuPlan(cpus, "shared", part, parts, nodes,
-                       f"{len(cpus)} CPU(s) for {parts} slots: too few for disjoint sets, every slot uses all of them")
+        return CpuPlan(
+            cpus,
+            "shared",
+            part,
+            parts,
+            nodes,
+            f"{len(cpus)} CPU(s) for {parts} slots: too few for disjoint sets, every slot uses all of them",
+        )
     chunk = partition(cpus, parts, numa)[part % parts]
     on = sorted({i for i, node in enumerate(numa) if set(chunk) & set(node)})
     where = f" on NUMA node(s) {','.join(map(str, on))}" if numa else ""
     return CpuPlan(chunk, "disjoint", part % parts, parts, nodes, f"part {part % parts + 1} of {parts}{where}")
 
 
-def slot_part(gpu_ids: Sequence[str], node_gpus: int, gpus_per_slot: int, slot: int | None,
-              slots: int | None) -> tuple[int, int] | None:
+def slot_part(
+    gpu_ids: Sequence[str], node_gpus: int, gpus_per_slot: int, slot: int | None, slots: int | None
+) -> tuple[int, int] | None:
     """``(part, parts)`` for a slot: by its GPUs where the node's physical GPUs are known, else by its slot index."""
     ids = [int(g) for g in gpu_ids if g.strip().isdigit()]
     if ids and node_gpus > 0 and gpus_per_slot > 0 and len(ids) == gpus_per_slot:
@@ -129,8 +137,15 @@ def slot_part(gpu_ids: Sequence[str], node_gpus: int, gpus_per_slot: int, slot: 
     return None
 
 
-def plan_here(*, gpu_ids: Sequence[str], node_gpus: int, gpus_per_slot: int, slot: int | None, slots: int | None,
-              enabled: bool = True) -> CpuPlan:
+def plan_here(
+    *,
+    gpu_ids: Sequence[str],
+    node_gpus: int,
+    gpus_per_slot: int,
+    slot: int | None,
+    slots: int | None,
+    enabled: bool = True,
+) -> CpuPlan:
     """The plan for this process's node (reads the affinity and sysfs)."""
     try:
         available = sorted(os.sched_getaffinity(0))
@@ -138,8 +153,14 @@ def plan_here(*, gpu_ids: Sequence[str], node_gpus: int, gpus_per_slot: int, slo
         available = []
     where = slot_part(gpu_ids, node_gpus, gpus_per_slot, slot, slots)
     if where is None:
-        return CpuPlan(tuple(available), "whole node", 0, 1, max(1, len(numa_cpus())),
-                       "slot unknown (a trial outside a study's slots)")
+        return CpuPlan(
+            tuple(available),
+            "whole node",
+            0,
+            1,
+            max(1, len(numa_cpus())),
+            "slot unknown (a trial outside a study's slots)",
+        )
     part, parts = where
     return plan_for_slot(available=available, part=part, parts=parts, numa=numa_cpus(), enabled=enabled)
 

@@ -47,13 +47,15 @@ def mark_export(study: optuna.Study, best_number: int | None, verdict: str, deci
     ``autotune_best_trial`` / ``autotune_verdict`` name the exported config, and the exported trial gets a note of its
     own; FAIL trials with the user attribute ``skipped`` are proposals that were never launched (a repeat of a measured
     point, or set aside before launch), not failures."""
-    skipped = sum(1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
-                  if "skipped" in t.user_attrs)
+    skipped = sum(
+        1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)) if "skipped" in t.user_attrs
+    )
     study.set_user_attr("autotune_best_trial", best_number)
     study.set_user_attr("autotune_verdict", verdict)
     lines = [
-        f"## autotune's recommendation: trial {best_number}" if best_number is not None else
-        "## autotune found no feasible config",
+        f"## autotune's recommendation: trial {best_number}"
+        if best_number is not None
+        else "## autotune found no feasible config",
         "",
         verdict,
         "",
@@ -72,5 +74,7 @@ def mark_export(study: optuna.Study, best_number: int | None, verdict: str, deci
     if best_number is not None:
         trial_id = next((t._trial_id for t in study.get_trials(deepcopy=False) if t.number == best_number), None)
         if trial_id is not None:
-            save_note(optuna.trial.Trial(study, trial_id),
-                      f"**autotune's exported config** (decided by: {decided_by}).\n\n{verdict}")
+            save_note(
+                optuna.trial.Trial(study, trial_id),
+                f"**autotune's exported config** (decided by: {decided_by}).\n\n{verdict}",
+            )

@@ -15,7 +15,9 @@ class FailureKind(str, enum.Enum):
     GRAPH_CAPTURE_FAILED = "graph_capture_failed"  # CUDA graph capture failed (often OOM)
     NCCL_ERROR = "nccl_error"
     UNKNOWN_FLAG = "unknown_flag"  # the installed release does not know a flag
-    INVALID_VALUE = "invalid_value"  # the installed release knows the flag but rejects its value (argparse choices/type)
+    INVALID_VALUE = (
+        "invalid_value"  # the installed release knows the flag but rejects its value (argparse choices/type)
+    )
     ENGINE_UNAVAILABLE = "engine_unavailable"  # the engine is not installed, or its --help fails
     HELP_TIMEOUT = "help_timeout"  # the engine's --help did not finish (flags could not be checked)
     INVALID_CONFIG = "invalid_config"  # rejected by validity rules

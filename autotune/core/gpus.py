@@ -14,7 +14,10 @@ def query(fields: str) -> list[list[str]] | None:
     try:
         out = subprocess.run(
             ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
         return None

@@ -22,14 +22,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
-SECRET_WORDS = frozenset({"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "PASSPHRASE",
-                          "CREDENTIAL", "CREDENTIALS"})
+SECRET_WORDS = frozenset(
+    {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS"}
+)
 # SGLang's flags whose value is a credential (``python -m sglang.launch_server --help``), and common ones of servers.
 KNOWN_SECRET_FLAGS = frozenset({"api-key", "admin-api-key", "hf-token", "ssl-keyfile-password"})
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:([^/@\s]+)@")
 _TOKEN_SHAPES = re.compile(
     r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)$")
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)$"
+)
 # Only values that look like credentials are searched for in free text: a short or plain-word value ("0", "token" of
 # RAY_AUTH_MODE, "bearer") also occurs in ordinary text (``--speculative-num-draft-tokens``) and would be falsified.
 _MIN_VALUE_LEN = 8
@@ -56,8 +58,7 @@ def secret_value(value: Any) -> bool:
 def is_secret(name: str, extra: Iterable[str] = (), *, value: Any = None) -> bool:
     """Whether ``name`` (a variable, or a flag without dashes) holding ``value`` is secret: declared (``extra``, or a
     known credential flag), or a credential by the shape of its name or its value."""
-    return (name in set(extra) or name.lstrip("-") in KNOWN_SECRET_FLAGS or secret_name(name)
-            or secret_value(value))
+    return name in set(extra) or name.lstrip("-") in KNOWN_SECRET_FLAGS or secret_name(name) or secret_value(value)
 
 
 def redact_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
@@ -69,8 +70,10 @@ def redact_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, s
 def redact_flags(flags: Mapping[str, Any], extra: Iterable[str] = ()) -> dict[str, Any]:
     """``flags`` (names without dashes) with every secret value replaced by ``REDACTED`` (a bare switch stays)."""
     names = set(extra)
-    return {k: (REDACTED if v is not None and not isinstance(v, bool) and is_secret(k, names, value=v) else v)
-            for k, v in flags.items()}
+    return {
+        k: (REDACTED if v is not None and not isinstance(v, bool) and is_secret(k, names, value=v) else v)
+        for k, v in flags.items()
+    }
 
 
 def redact_argv(argv: Iterable[str], extra_flags: Iterable[str] = ()) -> list[str]:
@@ -83,8 +86,12 @@ def redact_argv(argv: Iterable[str], extra_flags: Iterable[str] = ()) -> list[st
         name, eq, value = arg[2:].partition("=")
         if eq and is_secret(name, extra_flags, value=value):
             out[i] = f"--{name}={REDACTED}"
-        elif not eq and i + 1 < len(out) and not out[i + 1].startswith("--") and \
-                is_secret(name, extra_flags, value=out[i + 1]):
+        elif (
+            not eq
+            and i + 1 < len(out)
+            and not out[i + 1].startswith("--")
+            and is_secret(name, extra_flags, value=out[i + 1])
+        ):
             out[i + 1] = REDACTED
     return out
 
@@ -102,8 +109,9 @@ def _url_passwords(values: Iterable[Any]) -> list[str]:
 def secret_values(env: Mapping[str, Any], extra: Iterable[str] = ()) -> list[str]:
     """The secret values of ``env`` (variables or flags) worth searching for in free text, longest first."""
     names = set(extra)
-    found = [str(v) for k, v in env.items()
-             if v is not None and not isinstance(v, bool) and is_secret(k, names, value=v)]
+    found = [
+        str(v) for k, v in env.items() if v is not None and not isinstance(v, bool) and is_secret(k, names, value=v)
+    ]
     vals = {v for v in found if v and v != REDACTED and _searchable(v)}
     vals |= {p for p in _url_passwords(found) if len(p) > 3}
     vals |= {p.strip(":@") for p in _url_passwords(found) if _searchable(p.strip(":@"))}
@@ -120,5 +128,7 @@ def redact_text(text: str, values: Iterable[str]) -> str:
 
 def has_secrets(env: Mapping[str, Any], extra: Iterable[str] = ()) -> bool:
     names = set(extra)
-    return any(v == REDACTED or (v is not None and not isinstance(v, bool) and is_secret(k, names, value=v))
-               for k, v in env.items())
+    return any(
+        v == REDACTED or (v is not None and not isinstance(v, bool) and is_secret(k, names, value=v))
+        for k, v in env.items()
+    )

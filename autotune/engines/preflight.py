@@ -41,7 +41,9 @@ def cached_help(engine: Engine, python: str, release: str) -> str:
     return text
 
 
-def check_argv(argv: Sequence[str], known: frozenset[str], aliases: Sequence[tuple[str, str]], *, release: str) -> list[str]:
+def check_argv(
+    argv: Sequence[str], known: frozenset[str], aliases: Sequence[tuple[str, str]], *, release: str
+) -> list[str]:
     """Return argv with release aliases applied; raise UnknownFlagError naming every flag the release does not know."""
     out: list[str] = []
     unknown: list[str] = []
@@ -79,7 +81,8 @@ def preflight(engine: Engine, spec: LaunchSpec, *, release: str) -> LaunchSpec:
     if not known:
         raise EngineUnavailableError(
             f"could not read the flags of {engine.name} ({release}): its --help printed no flags; check that the "
-            f"engine is installed in {python}")
+            f"engine is installed in {python}"
+        )
     start = spec.argv.index(_MODULE_FLAG) + 2 if _MODULE_FLAG in spec.argv else 1
     checked = check_argv(spec.argv[start:], known, engine.FLAG_ALIASES, release=release)
     return replace(spec, argv=tuple(spec.argv[:start]) + tuple(checked))
@@ -92,11 +95,13 @@ def run_help(argv: Sequence[str], *, timeout_s: float = 300.0) -> str:
     except subprocess.TimeoutExpired as exc:
         raise HelpTimeoutError(
             f"`{' '.join(argv)} --help` did not finish in {timeout_s:.0f} s (a slow or hung import on the worker); the "
-            f"flags could not be checked. Check the engine's installation on that node.") from exc
+            f"flags could not be checked. Check the engine's installation on that node."
+        ) from exc
     except OSError as exc:
         raise EngineUnavailableError(f"could not run `{' '.join(argv)} --help`: {exc}") from exc
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout)[-2000:]
         raise EngineUnavailableError(
-            f"`{' '.join(argv)} --help` failed (exit {proc.returncode}); is the engine installed on this worker?\n{tail}")
+            f"`{' '.join(argv)} --help` failed (exit {proc.returncode}); is the engine installed on this worker?\n{tail}"
+        )
     return proc.stdout

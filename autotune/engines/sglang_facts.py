@@ -32,8 +32,13 @@ NGRAM_DEFAULT_TRIE_DEPTH = 18  # --speculative-ngram-max-trie-depth: the longest
 # The n-gram store inserts whole windows of up to max-trie-depth tokens; with fewer nodes than that it cannot make room
 # (sglang/kernels/jit/csrc/ngram_corpus/trie.cpp, Trie::squeeze), so capacity must be at least the trie depth.
 # NGRAM knobs as 0.5.17's --help lists them (flag names, no dashes)
-NGRAM_FLAGS = ("speculative-ngram-min-bfs-breadth", "speculative-ngram-max-bfs-breadth", "speculative-ngram-match-type",
-               "speculative-ngram-max-trie-depth", "speculative-ngram-capacity")
+NGRAM_FLAGS = (
+    "speculative-ngram-min-bfs-breadth",
+    "speculative-ngram-max-bfs-breadth",
+    "speculative-ngram-match-type",
+    "speculative-ngram-max-trie-depth",
+    "speculative-ngram-capacity",
+)
 NGRAM_STORE_FLAGS = ("speculative-ngram-capacity", "speculative-ngram-max-trie-depth", "speculative-ngram-match-type")
 # --speculative-adaptive (0.5.17) adjusts the steps at run time for EAGLE/EAGLE3 with topk 1 only; SGLang switches it
 # off, with a warning, for any other algorithm (speculative/adaptive_spec_params.py, adaptive_unsupported_reason).
@@ -116,13 +121,22 @@ LOG_PATTERNS: Mapping[str, re.Pattern[str]] = {
 # A dead server's log tail -> why (first match wins). argparse first: a value the release rejects for a flag it knows,
 # then a flag it does not know.
 FAILURE_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
-    (FailureKind.INVALID_VALUE, re.compile(r"argument [^\n]*: (invalid choice|invalid \w+ value|expected one argument)")),
+    (
+        FailureKind.INVALID_VALUE,
+        re.compile(r"argument [^\n]*: (invalid choice|invalid \w+ value|expected one argument)"),
+    ),
     (FailureKind.UNKNOWN_FLAG, re.compile(r"unrecognized arguments|ambiguous option")),
     (FailureKind.ENGINE_UNAVAILABLE, re.compile(r"No module named '?sglang|No module named sglang")),
     (FailureKind.NCCL_ERROR, re.compile(r"NCCL error|NCCL WARN Error|ncclInvalidUsage|ncclSystemError")),
     (FailureKind.GRAPH_CAPTURE_FAILED, re.compile(r"Capture cuda graph failed|CUDA graph capture failed", re.I)),
-    (FailureKind.OOM_AT_LAUNCH, re.compile(r"Not enough memory|no GPU memory for the KV cache|CUDA out of memory"
-                                           r"|OutOfMemoryError|increase --mem-fraction-static", re.I)),
+    (
+        FailureKind.OOM_AT_LAUNCH,
+        re.compile(
+            r"Not enough memory|no GPU memory for the KV cache|CUDA out of memory"
+            r"|OutOfMemoryError|increase --mem-fraction-static",
+            re.I,
+        ),
+    ),
 )
 # argparse's error lines: "error: argument --attention-backend: invalid choice: 'x' (choose from ...)",
 # "error: unrecognized arguments: --no-such-flag 1", "error: ambiguous option: --cuda-graph-max-bs could match ...".

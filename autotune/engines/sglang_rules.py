@@ -155,8 +155,10 @@ def _speculative(f: Mapping[str, Any]) -> list[str]:
     if given is None:
         return []
     if given not in SPEC_ALGORITHMS:
-        return [f"--speculative-algorithm {f.get(ALGORITHM)!r} is not one SGLang accepts (argparse exits at start). "
-                f"Fix: use {', '.join(SPEC_ALGORITHMS)}, or leave the flag out (null) to turn speculation off"]
+        return [
+            f"--speculative-algorithm {f.get(ALGORITHM)!r} is not one SGLang accepts (argparse exits at start). "
+            f"Fix: use {', '.join(SPEC_ALGORITHMS)}, or leave the flag out (null) to turn speculation off"
+        ]
     algo = canonical_algorithm(given)
     out: list[str] = []
     if given in NEEDS_DRAFT_MODEL and _omitted(f.get(DRAFT_MODEL)):
@@ -235,8 +237,10 @@ def _simulated_accept(f: Mapping[str, Any], env: Mapping[str, str]) -> list[str]
     try:
         simulated = simulated_accept_length(env) is not None
     except ValueError:
-        return [f"{SIMULATE_ACC_LEN}={env.get(SIMULATE_ACC_LEN)!r} is not a number: SGLang fails at start. "
-                "Fix: use a number such as 3.0, or leave it unset"]
+        return [
+            f"{SIMULATE_ACC_LEN}={env.get(SIMULATE_ACC_LEN)!r} is not a number: SGLang fails at start. "
+            "Fix: use a number such as 3.0, or leave it unset"
+        ]
     if not simulated or algorithm(f) not in EAGLE_FAMILY:
         return []
     steps, draft = _as_int(f.get(STEPS)), _as_int(f.get(DRAFT_TOKENS))
@@ -256,9 +260,11 @@ def _ngram_store(f: Mapping[str, Any]) -> list[str]:
     depth = NGRAM_DEFAULT_TRIE_DEPTH if depth is None else depth
     if capacity is None or capacity >= depth:
         return []
-    return [f"NGRAM with --speculative-ngram-capacity {capacity} below --speculative-ngram-max-trie-depth {depth}: the "
-            "n-gram store cannot make room for one window of that many tokens (SGLang's Trie::squeeze throws at the "
-            "first insert). Fix: a capacity of at least the trie depth"]
+    return [
+        f"NGRAM with --speculative-ngram-capacity {capacity} below --speculative-ngram-max-trie-depth {depth}: the "
+        "n-gram store cannot make room for one window of that many tokens (SGLang's Trie::squeeze throws at the "
+        "first insert). Fix: a capacity of at least the trie depth"
+    ]
 
 
 def _ngram_pages(f: Mapping[str, Any]) -> list[str]:

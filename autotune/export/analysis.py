@@ -94,8 +94,9 @@ def analyze(
     )
 
 
-def gated_best(choice: BestChoice, records: Sequence[TrialRecord],
-               objectives: Sequence[Objective]) -> tuple[BestChoice, GateResult | None, tuple[GateResult, ...]]:
+def gated_best(
+    choice: BestChoice, records: Sequence[TrialRecord], objectives: Sequence[Objective]
+) -> tuple[BestChoice, GateResult | None, tuple[GateResult, ...]]:
     """The best choice after the output-equality gate: a speculative winner whose greedy outputs differ from the
     non-speculative server's is never the recommendation; the next best trial the gate does not block is, and the
     reason says why. Returns the choice, its gate verdict and the verdicts of the winners it set aside."""
@@ -110,11 +111,25 @@ def gated_best(choice: BestChoice, records: Sequence[TrialRecord],
         nxt = select_best(left, objectives)
         if nxt.record is None:
             why = "; ".join(g.summary() for g in failed)
-            return BestChoice(None, choice.objective, None, f"no configuration passes the output-equality gate: {why}",
-                              choice.method), None, tuple(failed)
-        choice = BestChoice(nxt.record, nxt.objective, nxt.value,
-                            f"{nxt.reason}, after the output-equality gate set aside trial(s) "
-                            f"{', '.join(str(g.candidate) for g in failed)} (their greedy outputs differ from the "
-                            "non-speculative server's)", "output_gate")
+            return (
+                BestChoice(
+                    None,
+                    choice.objective,
+                    None,
+                    f"no configuration passes the output-equality gate: {why}",
+                    choice.method,
+                ),
+                None,
+                tuple(failed),
+            )
+        choice = BestChoice(
+            nxt.record,
+            nxt.objective,
+            nxt.value,
+            f"{nxt.reason}, after the output-equality gate set aside trial(s) "
+            f"{', '.join(str(g.candidate) for g in failed)} (their greedy outputs differ from the "
+            "non-speculative server's)",
+            "output_gate",
+        )
         gate = output_gate(nxt.record, records)
     return choice, gate, tuple(failed)

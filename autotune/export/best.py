@@ -98,8 +98,13 @@ def apply_finalists(choice: BestChoice, records: Sequence[TrialRecord], outcome:
     winner = next((r for r in records if r.number == decision.winner), None)
     if winner is None:
         return choice
-    return BestChoice(record=winner, objective=choice.objective, value=objective_value(winner, choice.objective),
-                      reason=f"finalist stage: {decision.summary}", method=decision.method)
+    return BestChoice(
+        record=winner,
+        objective=choice.objective,
+        value=objective_value(winner, choice.objective),
+        reason=f"finalist stage: {decision.summary}",
+        method=decision.method,
+    )
 
 
 def _why_none(records: Sequence[TrialRecord], primary: Objective) -> str:

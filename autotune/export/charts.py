@@ -91,12 +91,21 @@ def throughput_svg(analysis: StudyAnalysis) -> str:
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         rel = [100.0 * v / best_at[c] for c, v in pts if best_at[c]]  # type: ignore[operator]  # the filter drops a None best_at[c]; mypy does not narrow an indexed value
         if rec.number in picks:
-            style = {"color": PALETTE[picks[rec.number] % len(PALETTE)], "linewidth": 2.2, "marker": "o",
-                     "markersize": 4, "zorder": 3,
-                     "label": _describe(rec) + (" best" if rec is analysis.best.record else "")}
+            style = {
+                "color": PALETTE[picks[rec.number] % len(PALETTE)],
+                "linewidth": 2.2,
+                "marker": "o",
+                "markersize": 4,
+                "zorder": 3,
+                "label": _describe(rec) + (" best" if rec is analysis.best.record else ""),
+            }
         else:
-            style = {"color": MUTED, "linewidth": 0.8, "zorder": 1,
-                     "label": None if others_drawn else "other completed trials"}
+            style = {
+                "color": MUTED,
+                "linewidth": 0.8,
+                "zorder": 1,
+                "label": None if others_drawn else "other completed trials",
+            }
             others_drawn = True
         ax_abs.plot(xs, ys, gid=f"trial-{rec.number}", **style)
         ax_rel.plot(xs[: len(rel)], rel, gid=f"trial-{rec.number}-relative", **{**style, "label": None})
@@ -105,9 +114,17 @@ def throughput_svg(analysis: StudyAnalysis) -> str:
         at = analysis.crossover.stops_winning_at
         if at is not None:
             ax.axvline(float(at), color="#555555", linestyle="--", linewidth=1)
-            ax.annotate(f"speculation stops winning at {at}", (float(at), 0.0), xycoords=("data", "axes fraction"),
-                        xytext=(3, 4), textcoords="offset points", va="bottom", rotation=90, fontsize=8,
-                        color="#555555")
+            ax.annotate(
+                f"speculation stops winning at {at}",
+                (float(at), 0.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, 4),
+                textcoords="offset points",
+                va="bottom",
+                rotation=90,
+                fontsize=8,
+                color="#555555",
+            )
     ax_abs.set_yscale("log")
     ax_abs.set_ylabel("output tok/s (log scale)")
     ax_abs.set_title("output throughput")
@@ -155,10 +172,16 @@ def place_labels(ax, points: Sequence[tuple[float, float, str]], marker_pt: floa
         for ring in _RINGS:
             done = False
             for dx, dy in _DIRECTIONS:
-                ann = ax.annotate(text, (x, y), xytext=(dx * ring, dy * ring), textcoords="offset points",
-                                  fontsize=8, ha="left" if dx > 0 else "right" if dx < 0 else "center",
-                                  va="bottom" if dy > 0 else "top" if dy < 0 else "center",
-                                  arrowprops={"arrowstyle": "-", "color": "#888888", "lw": 0.6} if ring > 6 else None)
+                ann = ax.annotate(
+                    text,
+                    (x, y),
+                    xytext=(dx * ring, dy * ring),
+                    textcoords="offset points",
+                    fontsize=8,
+                    ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                    va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+                    arrowprops={"arrowstyle": "-", "color": "#888888", "lw": 0.6} if ring > 6 else None,
+                )
                 ann.set_in_layout(False)  # labels never move the axes they were placed against
                 bb = ann.get_window_extent(renderer)
                 box = LabelBox(text, bb.x0, bb.y0, bb.x1, bb.y1)
@@ -184,8 +207,16 @@ def pareto_figure(analysis: StudyAnalysis) -> tuple[Figure, list[LabelBox]]:
     points = [*front.front, *front.dominated]
     for p in points:
         color = PALETTE[1] if p.number == best_number else PALETTE[0] if p.number in on_front else MUTED
-        ax.scatter([p.tpot_ms], [p.peak_tok_per_s], s=36, gid=f"trial-{p.number}", zorder=3 if p.number in on_front else 2,
-                   facecolors="white" if p.speculative else color, edgecolors=color, linewidths=1.6)
+        ax.scatter(
+            [p.tpot_ms],
+            [p.peak_tok_per_s],
+            s=36,
+            gid=f"trial-{p.number}",
+            zorder=3 if p.number in on_front else 2,
+            facecolors="white" if p.speculative else color,
+            edgecolors=color,
+            linewidths=1.6,
+        )
     if front.front:
         xs = [p.tpot_ms for p in front.front]
         ys = [p.peak_tok_per_s for p in front.front]

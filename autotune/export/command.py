@@ -107,7 +107,11 @@ def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = 
     rehearsal = None
     if module == SIM_MODULE:
         rehearsal = ServerCommand(
-            module=SIM_MODULE, options=server_opts, env=tuple(study_env.items()), site_env=site_env, unset_env=unset,
+            module=SIM_MODULE,
+            options=server_opts,
+            env=tuple(study_env.items()),
+            site_env=site_env,
+            unset_env=unset,
             host=host,
         )
     return ExportedServer(production=production, rehearsal=rehearsal, removed=removed)

@@ -43,9 +43,11 @@ def export_section(server: ExportedServer) -> dict[str, Any]:
     }
 
 
-INTERVALS_COVER = ("relaunches on the measured machine: every interval here is the variation between launches (or "
-                   "measurement windows) of one study on one machine; another machine, node or day adds its own "
-                   "variation (python -m autotune.verify measures it)")
+INTERVALS_COVER = (
+    "relaunches on the measured machine: every interval here is the variation between launches (or "
+    "measurement windows) of one study on one machine; another machine, node or day adds its own "
+    "variation (python -m autotune.verify measures it)"
+)
 
 
 def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None) -> dict[str, Any]:

@@ -100,8 +100,11 @@ class Evidence:
         """The config's values of ``metric`` at ``concurrency`` (None: not measured there)."""
         relaunches = self._relaunches(number)
         if relaunches:
-            values = [v for r in relaunches if (lv := _level(r, concurrency)) is not None
-                      and (v := _value(lv, metric)) is not None]
+            values = [
+                v
+                for r in relaunches
+                if (lv := _level(r, concurrency)) is not None and (v := _value(lv, metric)) is not None
+            ]
             if values:
                 return Samples(number, tuple(values), relaunched=True)
         rec = self.records.get(number)
@@ -114,12 +117,14 @@ class Evidence:
         return Samples(number, (value,), relaunched=False, window_half=half)
 
     def _spread(self, concurrency: int | str, metric: str) -> tuple[float, int] | None:
-        groups = [s.values for n in self._runs if (s := self.samples(n, concurrency, metric)) is not None
-                  and s.relaunched]
+        groups = [
+            s.values for n in self._runs if (s := self.samples(n, concurrency, metric)) is not None and s.relaunched
+        ]
         return pooled_relative_sd(groups)
 
-    def compare(self, a: Samples, b: Samples, direction: Direction, concurrency: int | str,
-                metric: str = "output_tok_per_s") -> Difference:
+    def compare(
+        self, a: Samples, b: Samples, direction: Direction, concurrency: int | str, metric: str = "output_tok_per_s"
+    ) -> Difference:
         """``a`` against ``b`` by the module's one rule."""
         sign = 1.0 if direction == "maximize" else -1.0
         ma, mb = a.mean, b.mean
@@ -131,8 +136,14 @@ class Evidence:
             _, sb = mean_sd(b.values)
             se = math.sqrt((sa or 0.0) ** 2 / len(a.values) + (sb or 0.0) ** 2 / len(b.values))
             half = t_quantile(0.975, w.df) * se if se > 0 else 0.0
-            return Difference(gain, gain - 100 * half / scale, gain + 100 * half / scale, w.p_value < self.alpha,
-                              w.p_value, "relaunches")
+            return Difference(
+                gain,
+                gain - 100 * half / scale,
+                gain + 100 * half / scale,
+                w.p_value < self.alpha,
+                w.p_value,
+                "relaunches",
+            )
         spread = self._spread(concurrency, metric)
         if spread is not None:
             rel, df = spread
@@ -143,17 +154,25 @@ class Evidence:
             t = abs(ma - mb) / se
             p = min(1.0, max(0.0, 2.0 * (1.0 - t_cdf(t, df))))
             half = t_quantile(0.975, df) * se
-            return Difference(gain, gain - 100 * half / scale, gain + 100 * half / scale, p < self.alpha, p,
-                              "pooled launch spread")
+            return Difference(
+                gain, gain - 100 * half / scale, gain + 100 * half / scale, p < self.alpha, p, "pooled launch spread"
+            )
         if a.window_half is None or b.window_half is None:
             return Difference(gain, None, None, False, None, "none")
         half = math.hypot(a.window_half, b.window_half)
-        return Difference(gain, gain - 100 * half / scale, gain + 100 * half / scale, abs(ma - mb) > half, None,
-                          "measurement windows")
+        return Difference(
+            gain, gain - 100 * half / scale, gain + 100 * half / scale, abs(ma - mb) > half, None, "measurement windows"
+        )
 
 
-def ranked(evidence: Evidence, numbers: Sequence[int], concurrency: int | str, direction: Direction,
-           metric: str = "output_tok_per_s", first: int | None = None) -> tuple[Samples | None, tuple[int, ...]]:
+def ranked(
+    evidence: Evidence,
+    numbers: Sequence[int],
+    concurrency: int | str,
+    direction: Direction,
+    metric: str = "output_tok_per_s",
+    first: int | None = None,
+) -> tuple[Samples | None, tuple[int, ...]]:
     """The best of ``numbers`` at a level by mean (``first``, where given and measured there, leads instead: the
     export's own winner at its objective's level), and the configs the noise cannot separate from it."""
     samples = [s for n in numbers if (s := evidence.samples(n, concurrency, metric)) is not None]
@@ -162,17 +181,21 @@ def ranked(evidence: Evidence, numbers: Sequence[int], concurrency: int | str, d
     sign = -1.0 if direction == "maximize" else 1.0
     samples.sort(key=lambda s: (sign * s.mean, s.number))
     lead = next((s for s in samples if s.number == first), samples[0])
-    tied = tuple(s.number for s in samples if s is not lead
-                 and not evidence.compare(lead, s, direction, concurrency, metric).separable)
+    tied = tuple(
+        s.number
+        for s in samples
+        if s is not lead and not evidence.compare(lead, s, direction, concurrency, metric).separable
+    )
     return lead, tied
 
 
 def describe(basis: Basis) -> str:
-    return {"relaunches": "Welch's t over relaunches",
-            "pooled launch spread": "t test with the study's launch-to-launch spread (a single launch on a side)",
-            "measurement windows": "measurement-window intervals of single launches (launch-to-launch variation not "
-                                   "known)",
-            "none": "no interval: one window per launch"}[basis]
+    return {
+        "relaunches": "Welch's t over relaunches",
+        "pooled launch spread": "t test with the study's launch-to-launch spread (a single launch on a side)",
+        "measurement windows": "measurement-window intervals of single launches (launch-to-launch variation not known)",
+        "none": "no interval: one window per launch",
+    }[basis]
 
 
 def tie_text(lead: int, tied: Sequence[int]) -> str:

@@ -69,8 +69,9 @@ def _simulated_model(record: TrialRecord) -> list[str]:
     return [f"# Simulated model: {model} (profile {profile}){tail}."]
 
 
-def render_rehearsal_script(record: TrialRecord, *, study_name: str, load_levels: Sequence[int],
-                            server: ExportedServer) -> str:
+def render_rehearsal_script(
+    record: TrialRecord, *, study_name: str, load_levels: Sequence[int], server: ExportedServer
+) -> str:
     """``rehearse_sim.sh``: the simulated server exactly as the study measured it (benchmark-only settings included)."""
     if server.rehearsal is None:
         raise ExportError(f"trial {record.number} did not run on the simulator: there is nothing to rehearse")
@@ -210,8 +211,10 @@ def _host_note(host: str) -> str:
 
 def _option_lines(options: Sequence[Option]) -> list[str]:
     """Shell-quoted options, one per line with its value (``--tp-size 8``), for a readable array literal."""
-    return [shlex.quote(f"--{name}") + (f" {_option_value(name, value)}" if value is not None else "")
-            for name, value in options]
+    return [
+        shlex.quote(f"--{name}") + (f" {_option_value(name, value)}" if value is not None else "")
+        for name, value in options
+    ]
 
 
 def secret_flag_variable(name: str) -> str:

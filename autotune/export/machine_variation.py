@@ -34,8 +34,11 @@ def read_variation(study_dir: Path) -> MachineVariation | None:
         return None
     if not data.get("complete"):
         return None
-    rows = tuple((int(f["concurrency"]), str(f["metric"]), float(f["rel_diff"]), str(f["verdict"]))
-                 for f in data.get("figures") or [] if f.get("rel_diff") is not None and f.get("judged"))
+    rows = tuple(
+        (int(f["concurrency"]), str(f["metric"]), float(f["rel_diff"]), str(f["verdict"]))
+        for f in data.get("figures") or []
+        if f.get("rel_diff") is not None and f.get("judged")
+    )
     if not rows:
         return None
     return MachineVariation(str(path), str(data.get("engine_banner") or ""), data.get("trial"), rows)
@@ -43,18 +46,30 @@ def read_variation(study_dir: Path) -> MachineVariation | None:
 
 def coverage_lines(variation: MachineVariation | None) -> list[str]:
     """report.md's section on what the intervals cover."""
-    out = ["## What the intervals cover", "",
-           "Every interval in this report is for relaunches on the measured machine: launches of this study, on the "
-           "machine (or node) it ran on, in the period it ran. They say how much a config's figures move from one launch "
-           "to the next there, not how they move on another machine, node or day."]
+    out = [
+        "## What the intervals cover",
+        "",
+        "Every interval in this report is for relaunches on the measured machine: launches of this study, on the "
+        "machine (or node) it ran on, in the period it ran. They say how much a config's figures move from one launch "
+        "to the next there, not how they move on another machine, node or day.",
+    ]
     if variation is None:
-        return out + ["", f"This study has no between-machine measurement yet. The variation known so far is about "
-                          f"±{MACHINE_VARIATION:.0%} (an exported H200 winner relaunched on another node two days "
-                          f"later measured 9-12% above its study at concurrency 16 and 64). "
-                          "`python -m autotune.verify results/<study>` on another node or day measures it for this "
-                          "study, and the next export shows it here.", ""]
-    out += ["", f"Between-machine variation measured by a verify run (`{variation.source}`, trial {variation.trial}; "
-                f"{variation.engine}): the export measured again against this study's figures.", "",
-            "| concurrency | metric | verify vs study | verdict |", "| --- | --- | --- | --- |"]
+        return out + [
+            "",
+            f"This study has no between-machine measurement yet. The variation known so far is about "
+            f"±{MACHINE_VARIATION:.0%} (an exported H200 winner relaunched on another node two days "
+            f"later measured 9-12% above its study at concurrency 16 and 64). "
+            "`python -m autotune.verify results/<study>` on another node or day measures it for this "
+            "study, and the next export shows it here.",
+            "",
+        ]
+    out += [
+        "",
+        f"Between-machine variation measured by a verify run (`{variation.source}`, trial {variation.trial}; "
+        f"{variation.engine}): the export measured again against this study's figures.",
+        "",
+        "| concurrency | metric | verify vs study | verdict |",
+        "| --- | --- | --- | --- |",
+    ]
     out += [f"| {c} | {m} | {d:+.1%} | {v} |" for c, m, d, v in variation.rows]
     return out + [""]

@@ -61,19 +61,33 @@ class GateResult:
         where = ", ".join(f"prompt {d.prompt} at token {d.first_diff_at}" for d in self.differences[:5])
         more = f" (+{len(self.differences) - 5} more)" if len(self.differences) > 5 else ""
         trials = ", ".join(map(str, self.floor_trials))
-        floor = (f"; allowed {self.tolerance}, the most on which a non-speculative trial ({trials}) differed from "
-                 "the reference" if self.floor_trials else "; allowed 0 (one non-speculative trial: no measured floor)")
-        text = (f"output-equality gate {self.status.upper()}: trial {self.candidate} vs non-speculative trial "
-                f"{self.reference}, greedy outputs of {self.prompts} prompts (up to {self.max_new_tokens} tokens): "
-                f"{self.identical} identical, {len(self.differences)} differ{floor}")
+        floor = (
+            f"; allowed {self.tolerance}, the most on which a non-speculative trial ({trials}) differed from "
+            "the reference"
+            if self.floor_trials
+            else "; allowed 0 (one non-speculative trial: no measured floor)"
+        )
+        text = (
+            f"output-equality gate {self.status.upper()}: trial {self.candidate} vs non-speculative trial "
+            f"{self.reference}, greedy outputs of {self.prompts} prompts (up to {self.max_new_tokens} tokens): "
+            f"{self.identical} identical, {len(self.differences)} differ{floor}"
+        )
         return text + (f"; first differences: {where}{more}" if where else "")
 
     def to_json(self) -> dict:
-        return {"status": self.status, "candidate": self.candidate, "reference": self.reference,
-                "prompts": self.prompts, "identical": self.identical, "tolerance": self.tolerance,
-                "floor_trials": list(self.floor_trials), "max_new_tokens": self.max_new_tokens,
-                "differences": [d.__dict__ for d in self.differences], "reason": self.reason,
-                "summary": self.summary()}
+        return {
+            "status": self.status,
+            "candidate": self.candidate,
+            "reference": self.reference,
+            "prompts": self.prompts,
+            "identical": self.identical,
+            "tolerance": self.tolerance,
+            "floor_trials": list(self.floor_trials),
+            "max_new_tokens": self.max_new_tokens,
+            "differences": [d.__dict__ for d in self.differences],
+            "reason": self.reason,
+            "summary": self.summary(),
+        }
 
 
 def compare_outputs(reference: GreedySample, candidate: GreedySample) -> tuple[int, tuple[Difference, ...]]:
@@ -107,22 +121,47 @@ def output_gate(candidate: TrialRecord, records: Sequence[TrialRecord]) -> GateR
     except ValueError:
         simulated = True
     if simulated:
-        return GateResult(NOT_APPLICABLE, n, None, reason="the accept length is simulated (SGLANG_SIMULATE_ACC_LEN): "
-                          "its outputs say nothing about the real model's")
+        return GateResult(
+            NOT_APPLICABLE,
+            n,
+            None,
+            reason="the accept length is simulated (SGLANG_SIMULATE_ACC_LEN): "
+            "its outputs say nothing about the real model's",
+        )
     cand = _sample(candidate)
     if cand is None:
-        return GateResult(NOT_APPLICABLE, n, None, reason="the trial recorded no complete greedy sample (set "
-                          "bench.greedy_prompts in the study)")
-    sampled = [(r, _sample(r)) for r in sorted(records, key=lambda r: r.number)
-               if r.outcome is TrialOutcome.COMPLETE and not is_speculative(r)]
+        return GateResult(
+            NOT_APPLICABLE,
+            n,
+            None,
+            reason="the trial recorded no complete greedy sample (set bench.greedy_prompts in the study)",
+        )
+    sampled = [
+        (r, _sample(r))
+        for r in sorted(records, key=lambda r: r.number)
+        if r.outcome is TrialOutcome.COMPLETE and not is_speculative(r)
+    ]
     plain = [(r, s) for r, s in sampled if s is not None and _comparable(s, cand)]
     if not plain:
-        return GateResult(NOT_APPLICABLE, n, None, reason="no complete non-speculative trial recorded a greedy sample "
-                          "of the same prompts to compare with (keep speculation off among the choices)")
+        return GateResult(
+            NOT_APPLICABLE,
+            n,
+            None,
+            reason="no complete non-speculative trial recorded a greedy sample "
+            "of the same prompts to compare with (keep speculation off among the choices)",
+        )
     ref, ref_sample = plain[0]
     floor = max((len(compare_outputs(ref_sample, s)[1]) for _, s in plain[1:]), default=0)
     same, diffs = compare_outputs(ref_sample, cand)
     status = PASSED if len(diffs) <= floor else FAILED
-    return GateResult(status, n, ref.number, prompts=len(cand.outputs), identical=same, differences=diffs,
-                      tolerance=floor, floor_trials=tuple(r.number for r, _ in plain[1:]),
-                      max_new_tokens=cand.max_new_tokens)
+    return GateResult(
+        status,
+        n,
+        ref.number,
+        prompts=len(cand.outputs),
+        identical=same,
+        differences=diffs,
+        tolerance=floor,
+        floor_trials=tuple(r.number for r, _ in plain[1:]),
+        max_new_tokens=cand.max_new_tokens,
+    )

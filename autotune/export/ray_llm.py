@@ -71,9 +71,7 @@ def ray_llm_config(cmd: ServerCommand, *, study_name: str) -> dict[str, Any]:
         llm["runtime_env"] = {"env_vars": env}
     return {
         "http_options": {"host": "127.0.0.1", "port": 8000},
-        "applications": [
-            {"name": name, "route_prefix": "/", "import_path": BUILDER, "args": {"llm_configs": [llm]}}
-        ],
+        "applications": [{"name": name, "route_prefix": "/", "import_path": BUILDER, "args": {"llm_configs": [llm]}}],
     }
 
 
@@ -106,10 +104,15 @@ def render_ray_llm_config(cmd: ServerCommand, *, study_name: str, header: list[s
         "# measured. SGLang runs inside the replica through SGLang's Ray backend (sglang.srt.ray.engine; needs an SGLang",
         '# release with it: pip install "sglang[all,ray]"), behind Ray Serve LLM\'s OpenAI routes; autotune measured',
         "# `python -m sglang.launch_server` as its own process. Variables come from runtime_env.env_vars; "
-        + (f"{', '.join(cmd.unset_env)} (removed for the measured server) cannot be removed here. "
-           if cmd.unset_env else ""),
+        + (
+            f"{', '.join(cmd.unset_env)} (removed for the measured server) cannot be removed here. "
+            if cmd.unset_env
+            else ""
+        ),
         "# Ray marks its SGLang support as early development. Measure it before relying on it.",
-        "# Checked against Ray's LLMConfig." if checked else "# Not checked against Ray's LLMConfig here "
+        "# Checked against Ray's LLMConfig."
+        if checked
+        else "# Not checked against Ray's LLMConfig here "
         "(ray.serve.llm imports only where SGLang or vLLM is installed).",
         "#   serve deploy ray_serve_llm.yaml      # then: curl 127.0.0.1:8000/v1/models",
     ]

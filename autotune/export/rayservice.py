@@ -46,8 +46,14 @@ def _container(name: str, image: str, resources: dict[str, str], env: list[dict[
     return out
 
 
-def rayservice_manifest(record: TrialRecord, cmd: ServerCommand, *, study_name: str, image: str = DEFAULT_IMAGE,
-                        secret_env: tuple[str, ...] = ()) -> dict[str, Any]:
+def rayservice_manifest(
+    record: TrialRecord,
+    cmd: ServerCommand,
+    *,
+    study_name: str,
+    image: str = DEFAULT_IMAGE,
+    secret_env: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """The RayService document for trial ``record`` run as ``cmd`` (the production SGLang command).
 
     ``secret_env``: variables the server needs whose values are not exported; each is read from a Kubernetes Secret
@@ -62,17 +68,23 @@ def rayservice_manifest(record: TrialRecord, cmd: ServerCommand, *, study_name: 
     secret = f"{name}-env"
     env = [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}} for k in secret_env]
     head = _container("ray-head", image, {"cpu": "4", "memory": "16Gi"}, [])
-    head["ports"] = [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"},
-                     {"containerPort": 8000, "name": "serve"}]
-    worker = _container("ray-worker", image, {"cpu": str(8 * gpus), "memory": f"{64 * gpus}Gi",
-                                              "nvidia.com/gpu": str(gpus)}, env)
+    head["ports"] = [
+        {"containerPort": 6379, "name": "gcs-server"},
+        {"containerPort": 8265, "name": "dashboard"},
+        {"containerPort": 8000, "name": "serve"},
+    ]
+    worker = _container(
+        "ray-worker", image, {"cpu": str(8 * gpus), "memory": f"{64 * gpus}Gi", "nvidia.com/gpu": str(gpus)}, env
+    )
     shm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}  # NCCL and SGLang need more than the default 64 MiB
     worker["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     return {
         "apiVersion": API_VERSION,
         "kind": "RayService",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "autotune",
-                                              "autotune/trial": str(record.number)}},
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "autotune", "autotune/trial": str(record.number)},
+        },
         "spec": {
             "serveConfigV2": yaml.safe_dump(serve_v2, sort_keys=False, default_flow_style=False, width=1000),
             "rayClusterConfig": {
@@ -82,21 +94,30 @@ def rayservice_manifest(record: TrialRecord, cmd: ServerCommand, *, study_name: 
                     "rayStartParams": {"num-gpus": "0"},  # the head runs Serve's controller, not the engine
                     "template": {"spec": {"containers": [head]}},
                 },
-                "workerGroupSpecs": [{
-                    "groupName": "gpu",
-                    "replicas": 1,
-                    "minReplicas": 1,
-                    "maxReplicas": 1,
-                    "rayStartParams": {},  # KubeRay reads the GPUs from the container's nvidia.com/gpu limit
-                    "template": {"spec": {"containers": [worker], "volumes": [shm]}},
-                }],
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": 1,
+                        "minReplicas": 1,
+                        "maxReplicas": 1,
+                        "rayStartParams": {},  # KubeRay reads the GPUs from the container's nvidia.com/gpu limit
+                        "template": {"spec": {"containers": [worker], "volumes": [shm]}},
+                    }
+                ],
             },
         },
     }
 
 
-def render_rayservice(record: TrialRecord, cmd: ServerCommand, *, study_name: str, header: list[str],
-                      secret_env: tuple[str, ...] = (), image: str = DEFAULT_IMAGE) -> str:
+def render_rayservice(
+    record: TrialRecord,
+    cmd: ServerCommand,
+    *,
+    study_name: str,
+    header: list[str],
+    secret_env: tuple[str, ...] = (),
+    image: str = DEFAULT_IMAGE,
+) -> str:
     doc = rayservice_manifest(record, cmd, study_name=study_name, image=image, secret_env=secret_env)
     name = doc["metadata"]["name"]
     lines = [
@@ -105,9 +126,13 @@ def render_rayservice(record: TrialRecord, cmd: ServerCommand, *, study_name: st
         f"# Set the image: Ray {ray_version()}, SGLang and autotune installed (deploy/Dockerfile), replacing {image}.",
     ]
     if secret_env:
-        lines.append(f"# Secret variables come from the Secret {name}-env: kubectl create secret generic {name}-env "
-                     + " ".join(f"--from-literal={k}=..." for k in secret_env))
+        lines.append(
+            f"# Secret variables come from the Secret {name}-env: kubectl create secret generic {name}-env "
+            + " ".join(f"--from-literal={k}=..." for k in secret_env)
+        )
     route = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"][0]["route_prefix"]
-    lines += [f"#   kubectl apply -f {RAYSERVICE_YAML}      # then: kubectl get rayservice {name}",
-              f"#   the app answers on the Service {name}-serve-svc, port 8000, route {route} (docs/kubernetes.md)"]
+    lines += [
+        f"#   kubectl apply -f {RAYSERVICE_YAML}      # then: kubectl get rayservice {name}",
+        f"#   the app answers on the Service {name}-serve-svc, port 8000, route {route} (docs/kubernetes.md)",
+    ]
     return "\n".join(lines) + "\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000)

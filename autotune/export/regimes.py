@@ -120,8 +120,9 @@ def _rank_metric(records: Sequence[TrialRecord], c: int | str) -> str:
     return "output_tok_per_s"
 
 
-def _best_at(records: Sequence[TrialRecord], c: int | str, levels: Sequence[int], ev: Evidence,
-             first: int | None = None) -> tuple[TrialRecord | None, float | None, tuple[int, ...], int]:
+def _best_at(
+    records: Sequence[TrialRecord], c: int | str, levels: Sequence[int], ev: Evidence, first: int | None = None
+) -> tuple[TrialRecord | None, float | None, tuple[int, ...], int]:
     """The best eligible record at level ``c``, its mean output tok/s, the configs tied with it and its launches."""
     eligible = [r.number for r in records if eligible_at(r, c, levels)]
     lead, tied = ranked(ev, eligible, c, "maximize", metric=_rank_metric(records, c), first=first)
@@ -132,8 +133,13 @@ def _best_at(records: Sequence[TrialRecord], c: int | str, levels: Sequence[int]
     return rec, (tok.mean if tok is not None else throughput(rec, c)), tied, len(lead.values)
 
 
-def regime_choices(records: Sequence[TrialRecord], load_levels: Sequence[int], evidence: Evidence | None = None,
-                   winner: tuple[int, int] | None = None, open_levels: Sequence[str] = ()) -> tuple[RegimeChoice, ...]:
+def regime_choices(
+    records: Sequence[TrialRecord],
+    load_levels: Sequence[int],
+    evidence: Evidence | None = None,
+    winner: tuple[int, int] | None = None,
+    open_levels: Sequence[str] = (),
+) -> tuple[RegimeChoice, ...]:
     """The best eligible config per concurrency of ``load_levels`` and per open-loop level of ``open_levels``;
     ``winner`` = (trial, concurrency): the export's winner leads at its objective's level where it is eligible there."""
     ev = _evidence(records, evidence)
@@ -142,8 +148,17 @@ def regime_choices(records: Sequence[TrialRecord], load_levels: Sequence[int], e
     for c in sorted(keys, key=sort_key):
         first = winner[0] if winner is not None and winner[1] == c else None
         rec, v, tied, n = _best_at(records, c, load_levels, ev, first)
-        out.append(RegimeChoice(concurrency=c, record=rec, tok_per_s=v, globally_feasible=bool(rec and rec.feasible),
-                                tied=tied, launches=n, goodput=goodput(rec, c) if rec is not None else None))
+        out.append(
+            RegimeChoice(
+                concurrency=c,
+                record=rec,
+                tok_per_s=v,
+                globally_feasible=bool(rec and rec.feasible),
+                tied=tied,
+                launches=n,
+                goodput=goodput(rec, c) if rec is not None else None,
+            )
+        )
     return tuple(out)
 
 
@@ -153,8 +168,12 @@ def open_level_keys(records: Sequence[TrialRecord]) -> tuple[str, ...]:
     return tuple(sorted(keys, key=sort_key))
 
 
-def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int], evidence: Evidence | None = None,
-              winner: tuple[int, int] | None = None) -> Crossover:
+def crossover(
+    records: Sequence[TrialRecord],
+    load_levels: Sequence[int],
+    evidence: Evidence | None = None,
+    winner: tuple[int, int] | None = None,
+) -> Crossover:
     ev = _evidence(records, evidence)
     spec = [r for r in records if is_speculative(r)]
     plain = [r for r in records if not is_speculative(r)]
@@ -168,8 +187,9 @@ def crossover(records: Sequence[TrialRecord], load_levels: Sequence[int], eviden
             a, b = ev.samples(s.number, c), ev.samples(p.number, c)
             if a is not None and b is not None:
                 diff = ev.compare(a, b, "maximize", c)
-        comps.append(SpecComparison(concurrency=c, spec=s, spec_tok_per_s=sv, plain=p, plain_tok_per_s=pv,
-                                    difference=diff))
+        comps.append(
+            SpecComparison(concurrency=c, spec=s, spec_tok_per_s=sv, plain=p, plain_tok_per_s=pv, difference=diff)
+        )
     stops_at: int | None = None
     last_win: int | None = None
     prev_win: int | None = None
@@ -212,9 +232,13 @@ def _summary(
         return f"Speculation wins at every compared load level ({levels}): no crossover measured."
     if not wins:
         lost = f" (no speculation wins at concurrency {', '.join(map(str, losses))})" if losses else ""
-        return f"Speculation never beats no speculation beyond the noise at the compared load levels ({levels}){lost}." \
+        return (
+            f"Speculation never beats no speculation beyond the noise at the compared load levels ({levels}){lost}."
             + tie_text
+        )
     if losses:
-        return (f"No speculation wins at concurrency {', '.join(map(str, losses))}; speculation wins at concurrency "
-                f"{', '.join(map(str, wins))}.") + tie_text
+        return (
+            f"No speculation wins at concurrency {', '.join(map(str, losses))}; speculation wins at concurrency "
+            f"{', '.join(map(str, wins))}."
+        ) + tie_text
     return f"Speculation wins at concurrency {', '.join(map(str, wins))}." + tie_text

@@ -91,21 +91,39 @@ def _verdict(a: StudyAnalysis) -> list[str]:
         rows = []
         for g in v.gains:
             d = g.difference
-            rows.append([g.concurrency, fmt(g.baseline_mean, 1, thousands=True) + f" (n={g.baseline_launches})",
-                         fmt(g.recommended_mean, 1, thousands=True) + f" (n={g.recommended_launches})",
-                         fmt_gain(d), ("yes" if d.separable else "tie") if d is not None else "-",
-                         describe(d.basis) if d is not None else "-"])
+            rows.append(
+                [
+                    g.concurrency,
+                    fmt(g.baseline_mean, 1, thousands=True) + f" (n={g.baseline_launches})",
+                    fmt(g.recommended_mean, 1, thousands=True) + f" (n={g.recommended_launches})",
+                    fmt_gain(d),
+                    ("yes" if d.separable else "tie") if d is not None else "-",
+                    describe(d.basis) if d is not None else "-",
+                ]
+            )
         metric = v.gains[0].metric
-        out += _table(["concurrency", f"baseline (trial {v.baseline}) {metric}",
-                       f"recommended (trial {v.recommended}) {metric}", "gain [95% interval]", "beyond the noise",
-                       "basis"], rows)
+        out += _table(
+            [
+                "concurrency",
+                f"baseline (trial {v.baseline}) {metric}",
+                f"recommended (trial {v.recommended}) {metric}",
+                "gain [95% interval]",
+                "beyond the noise",
+                "basis",
+            ],
+            rows,
+        )
         out += ["", f"n = launches behind each mean. {INTERVALS_COVER_TEXT}", ""]
     sp = a.spread
     if sp is not None:
-        out += [f"What tuning is worth here: the recommendation against the worst complete config (trial {sp.worst}) "
-                f"at concurrency {sp.concurrency}: {fmt(sp.worst_mean, 1, thousands=True)} -> "
-                f"{fmt(sp.best_mean, 1, thousands=True)} {sp.metric}, {fmt_gain(sp.difference)}"
-                + ("" if sp.difference.separable else " (a tie)") + ".", ""]
+        out += [
+            f"What tuning is worth here: the recommendation against the worst complete config (trial {sp.worst}) "
+            f"at concurrency {sp.concurrency}: {fmt(sp.worst_mean, 1, thousands=True)} -> "
+            f"{fmt(sp.best_mean, 1, thousands=True)} {sp.metric}, {fmt_gain(sp.difference)}"
+            + ("" if sp.difference.separable else " (a tie)")
+            + ".",
+            "",
+        ]
     return out
 
 
@@ -147,28 +165,42 @@ def _finalists(a: StudyAnalysis) -> list[str]:
     ]
     comp = {c.number: c for c in d.comparisons}
     rows = []
-    for s in sorted(d.stats, key=lambda s: (s.mean is None, -(s.mean or 0) if d.direction == "maximize" else
-                                            (s.mean or 0))):
+    for s in sorted(
+        d.stats, key=lambda s: (s.mean is None, -(s.mean or 0) if d.direction == "maximize" else (s.mean or 0))
+    ):
         c = comp.get(s.number)
         iv = s.objective
-        rows.append([
-            f"**{s.number}**" if s.number == d.winner else s.number,
-            compact_params(s.params),
-            f"{len(s.values)}/{s.launches}",
-            fmt_pm(s.mean, iv, 2, thousands=True),
-            ", ".join(fmt(v, 1, thousands=True) for v in s.values) or "-",
-            fmt(sum(s.ttft_p99) / len(s.ttft_p99)) if s.ttft_p99 else "-",
-            fmt(s.mem_fraction, 2) if s.mem_fraction is not None else "-",
-            "leader" if s.number == d.leader else (f"{c.diff_pct:+.1f}%" if c else "not ranked: unclean relaunch"),
-            (f"{c.p_value:.3g}" if c.p_value is not None else "n<2") if c else "-",
-        ])
-    header = ["trial", "params", "clean/launches", f"{d.objective_key} (mean ±95%)", "per launch",
-              "TTFT p99 (ms)", "mem-fraction-static", "leader better by", "Welch p"]
+        rows.append(
+            [
+                f"**{s.number}**" if s.number == d.winner else s.number,
+                compact_params(s.params),
+                f"{len(s.values)}/{s.launches}",
+                fmt_pm(s.mean, iv, 2, thousands=True),
+                ", ".join(fmt(v, 1, thousands=True) for v in s.values) or "-",
+                fmt(sum(s.ttft_p99) / len(s.ttft_p99)) if s.ttft_p99 else "-",
+                fmt(s.mem_fraction, 2) if s.mem_fraction is not None else "-",
+                "leader" if s.number == d.leader else (f"{c.diff_pct:+.1f}%" if c else "not ranked: unclean relaunch"),
+                (f"{c.p_value:.3g}" if c.p_value is not None else "n<2") if c else "-",
+            ]
+        )
+    header = [
+        "trial",
+        "params",
+        "clean/launches",
+        f"{d.objective_key} (mean ±95%)",
+        "per launch",
+        "TTFT p99 (ms)",
+        "mem-fraction-static",
+        "leader better by",
+        "Welch p",
+    ]
     out += _table(header, rows)
     if len(outcome.per_stage) > 1:
         out += ["", "Each stage alone (a repeat of the stage should give the same winner or the same tie):", ""]
-        out += [f"- stage {ds.stages[0] if ds.stages else '?'}: {ds.method}, winner {ds.winner}: {ds.summary}"
-                for ds in outcome.per_stage]
+        out += [
+            f"- stage {ds.stages[0] if ds.stages else '?'}: {ds.method}, winner {ds.winner}: {ds.summary}"
+            for ds in outcome.per_stage
+        ]
     return out + ["", *_winner_levels(outcome)]
 
 
@@ -184,8 +216,20 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
             if iv.get("new_launch_df") is not None:
                 dfs.add((int(iv["new_launch_df"]), str(iv.get("new_launch_basis") or "")))
         ivs = lv.get("intervals") or {}
-        rows.append([lv["concurrency"], *(_across(lv, ivs, m, d) for m, d in (
-            ("output_tok_per_s", 0), ("ttft_ms.p99", 1), ("tpot_ms.median", 2), ("itl_ms.median", 2)))])
+        rows.append(
+            [
+                lv["concurrency"],
+                *(
+                    _across(lv, ivs, m, d)
+                    for m, d in (
+                        ("output_tok_per_s", 0),
+                        ("ttft_ms.p99", 1),
+                        ("tpot_ms.median", 2),
+                        ("itl_ms.median", 2),
+                    )
+                ),
+            ]
+        )
     header = ["concurrency", "output tok/s", "TTFT p99 (ms)", "TPOT median (ms)", "ITL median (ms)"]
     return [
         f"### The winner at every load level, across its {n} clean relaunch{'es' if n != 1 else ''}",
@@ -194,10 +238,15 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
         f"launches (n = {n} launches, t with {max(n - 1, 0)} degrees of freedom; the trial's own launch is left out: "
         "it was selected for being high), then `new launch`: the 95% interval for ONE new launch of this config "
         "(mean ± t·sd·√(1 + 1/n)), which is what `launch.sh` measured again (`python -m autotune.verify`) is judged "
-        "against." + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval of the mean.")
-        + " " + INTERVALS_COVER_TEXT,
-        *([""] + [f"- `new launch` sd: {basis}, t with {df} degrees of freedom" for df, basis in sorted(dfs)]
-          if dfs else []),
+        "against."
+        + ("" if n >= 2 else " With fewer than 2 relaunches there is no interval of the mean.")
+        + " "
+        + INTERVALS_COVER_TEXT,
+        *(
+            [""] + [f"- `new launch` sd: {basis}, t with {df} degrees of freedom" for df, basis in sorted(dfs)]
+            if dfs
+            else []
+        ),
         "",
         *_table(header, rows),
         "",
@@ -255,8 +304,19 @@ def _regimes(a: StudyAnalysis) -> list[str]:
         rec = ch.record
         label = _level_label(ch.concurrency)
         if rec is None:
-            rows.append([label, "none meets the study's constraints", "-", "-", "-", *(["-"] if open_loop else []),
-                         "-", "-", "-"])
+            rows.append(
+                [
+                    label,
+                    "none meets the study's constraints",
+                    "-",
+                    "-",
+                    "-",
+                    *(["-"] if open_loop else []),
+                    "-",
+                    "-",
+                    "-",
+                ]
+            )
             continue
         c = ch.concurrency
         rows.append(
@@ -438,11 +498,22 @@ def _speculation_schedule(a: StudyAnalysis) -> list[str]:
     if s is None or not any(is_speculative(r) for r in a.records):
         return []
     ranges = "; ".join(
-        f"levels {r.low}-{r.high}: " + (f"trial {r.trial} ({', '.join(f'{k}={v}' for k, v in r.flags.items())})"
-                                        if r.speculative else ("off" if r.trial is not None else "no eligible trial"))
-        for r in s.ranges)
-    return ["## Speculation per load level", "", *schedule_table(s), "", f"Schedule: {ranges}. {s.note} "
-            "Machine-readable: `speculation_schedule.json`.", ""]
+        f"levels {r.low}-{r.high}: "
+        + (
+            f"trial {r.trial} ({', '.join(f'{k}={v}' for k, v in r.flags.items())})"
+            if r.speculative
+            else ("off" if r.trial is not None else "no eligible trial")
+        )
+        for r in s.ranges
+    )
+    return [
+        "## Speculation per load level",
+        "",
+        *schedule_table(s),
+        "",
+        f"Schedule: {ranges}. {s.note} Machine-readable: `speculation_schedule.json`.",
+        "",
+    ]
 
 
 def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str:

@@ -85,8 +85,9 @@ def _accept(rec: TrialRecord | None, c: int) -> float | None:
     return lv.server_accept_length if lv.server_accept_length is not None else lv.accept_length
 
 
-def speculation_schedule(records: Sequence[TrialRecord], load_levels: Sequence[int],
-                         blocked: Collection[int] = ()) -> Schedule:
+def speculation_schedule(
+    records: Sequence[TrialRecord], load_levels: Sequence[int], blocked: Collection[int] = ()
+) -> Schedule:
     levels = sorted(load_levels)
     spec = [r for r in records if is_speculative(r) and r.number not in blocked]
     plain = [r for r in records if not is_speculative(r)]
@@ -100,9 +101,22 @@ def speculation_schedule(records: Sequence[TrialRecord], load_levels: Sequence[i
         _, stv = _best(static, c, levels)
         use_spec = s is not None and (pv is None or (sv is not None and sv > pv))
         choice = s if use_spec else p
-        rows.append(LevelChoice(c, choice.number if choice else None, use_spec, p.number if p else None, pv,
-                                s.number if s else None, sv, _accept(s, c), s.accept_source if s else None,
-                                a.number if a else None, av, stv))
+        rows.append(
+            LevelChoice(
+                c,
+                choice.number if choice else None,
+                use_spec,
+                p.number if p else None,
+                pv,
+                s.number if s else None,
+                sv,
+                _accept(s, c),
+                s.accept_source if s else None,
+                a.number if a else None,
+                av,
+                stv,
+            )
+        )
     by_number = {r.number: r for r in records}
     ranges: list[Range] = []
     for row in rows:
@@ -110,26 +124,51 @@ def speculation_schedule(records: Sequence[TrialRecord], load_levels: Sequence[i
             ranges[-1] = Range(ranges[-1].low, row.concurrency, row.choice, row.speculative, ranges[-1].flags)
         else:
             rec = by_number.get(row.choice) if row.choice is not None else None
-            ranges.append(Range(row.concurrency, row.concurrency, row.choice, row.speculative,
-                                spec_flags(rec) if rec is not None and row.speculative else {}))
-    return Schedule(tuple(rows), tuple(ranges), tuple(sorted(blocked)), bool(adaptive), _note(rows, spec, plain,
-                                                                                              adaptive, blocked))
+            ranges.append(
+                Range(
+                    row.concurrency,
+                    row.concurrency,
+                    row.choice,
+                    row.speculative,
+                    spec_flags(rec) if rec is not None and row.speculative else {},
+                )
+            )
+    return Schedule(
+        tuple(rows), tuple(ranges), tuple(sorted(blocked)), bool(adaptive), _note(rows, spec, plain, adaptive, blocked)
+    )
 
 
-def _note(rows: Sequence[LevelChoice], spec: Sequence[TrialRecord], plain: Sequence[TrialRecord],
-          adaptive: Sequence[TrialRecord], blocked: Collection[int]) -> str:
+def _note(
+    rows: Sequence[LevelChoice],
+    spec: Sequence[TrialRecord],
+    plain: Sequence[TrialRecord],
+    adaptive: Sequence[TrialRecord],
+    blocked: Collection[int],
+) -> str:
     parts = []
     if not spec:
-        parts.append("no speculative trial is a candidate" + (" (the output-equality gate set aside trial(s) "
-                     f"{', '.join(map(str, sorted(blocked)))})" if blocked else ""))
+        parts.append(
+            "no speculative trial is a candidate"
+            + (
+                f" (the output-equality gate set aside trial(s) {', '.join(map(str, sorted(blocked)))})"
+                if blocked
+                else ""
+            )
+        )
     if not plain:
         parts.append("no non-speculative trial: speculation cannot be compared with off")
     on = [r.concurrency for r in rows if r.speculative]
     if spec and plain:
-        parts.append(f"speculation is chosen at load level(s) {', '.join(map(str, on))}" if on else
-                     "speculation loses at every measured load level: off everywhere")
-    parts.append("adaptive speculation was a candidate (--speculative-adaptive)" if adaptive else
-                 "no trial ran adaptive speculation (--speculative-adaptive): none is compared")
+        parts.append(
+            f"speculation is chosen at load level(s) {', '.join(map(str, on))}"
+            if on
+            else "speculation loses at every measured load level: off everywhere"
+        )
+    parts.append(
+        "adaptive speculation was a candidate (--speculative-adaptive)"
+        if adaptive
+        else "no trial ran adaptive speculation (--speculative-adaptive): none is compared"
+    )
     return "; ".join(parts) + "."
 
 
@@ -137,8 +176,10 @@ def schedule_document(s: Schedule) -> dict:
     return {
         "what": "the best speculative setting per load level (benchmark concurrency); off where speculation loses",
         "levels": [{**row.__dict__, "ratio": row.ratio} for row in s.levels],
-        "ranges": [{"from_level": r.low, "to_level": r.high, "trial": r.trial, "speculative": r.speculative,
-                    "flags": r.flags} for r in s.ranges],
+        "ranges": [
+            {"from_level": r.low, "to_level": r.high, "trial": r.trial, "speculative": r.speculative, "flags": r.flags}
+            for r in s.ranges
+        ],
         "blocked_by_output_gate": list(s.blocked),
         "adaptive_candidates": s.any_adaptive,
         "note": s.note,
@@ -148,18 +189,28 @@ def schedule_document(s: Schedule) -> dict:
 
 def schedule_table(s: Schedule) -> list[str]:
     """The report's table: one row per measured level."""
+
     def f(v: float | None, nd: int = 0) -> str:
         return "-" if v is None else f"{v:,.{nd}f}"
 
-    out = ["| load level | run | best off (trial, tok/s) | best speculative (trial, tok/s, accept length) | ratio "
-           "| adaptive vs static speculative tok/s |", "| ---: | --- | --- | --- | ---: | --- |"]
+    out = [
+        "| load level | run | best off (trial, tok/s) | best speculative (trial, tok/s, accept length) | ratio "
+        "| adaptive vs static speculative tok/s |",
+        "| ---: | --- | --- | --- | ---: | --- |",
+    ]
     for r in s.levels:
-        run = "-" if r.choice is None else (f"speculate: trial {r.choice}" if r.speculative else
-                                            f"off: trial {r.choice}")
-        spec = "-" if r.spec is None else (f"{r.spec}, {f(r.spec_tok_per_s)}, {f(r.spec_accept_length, 2)}"
-                                           f" ({r.accept_source or '?'})")
+        run = (
+            "-" if r.choice is None else (f"speculate: trial {r.choice}" if r.speculative else f"off: trial {r.choice}")
+        )
+        spec = (
+            "-"
+            if r.spec is None
+            else (f"{r.spec}, {f(r.spec_tok_per_s)}, {f(r.spec_accept_length, 2)} ({r.accept_source or '?'})")
+        )
         adapt = "-" if r.adaptive is None else f"{f(r.adaptive_tok_per_s)} vs {f(r.static_tok_per_s)}"
         ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
-        out.append(f"| {r.concurrency} | {run} | {'-' if r.plain is None else f'{r.plain}, {f(r.plain_tok_per_s)}'} "
-                   f"| {spec} | {ratio} | {adapt} |")
+        out.append(
+            f"| {r.concurrency} | {run} | {'-' if r.plain is None else f'{r.plain}, {f(r.plain_tok_per_s)}'} "
+            f"| {spec} | {ratio} | {adapt} |"
+        )
     return out

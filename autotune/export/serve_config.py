@@ -82,8 +82,9 @@ DEFAULT_HTTP_HOST = "127.0.0.1"  # Serve's HTTP proxy: loopback unless the study
 DEFAULT_HTTP_PORT = 8000
 
 
-def serve_config(args: ServeAppArgs, *, http_port: int = DEFAULT_HTTP_PORT,
-                 http_host: str = DEFAULT_HTTP_HOST) -> dict[str, Any]:
+def serve_config(
+    args: ServeAppArgs, *, http_port: int = DEFAULT_HTTP_PORT, http_host: str = DEFAULT_HTTP_HOST
+) -> dict[str, Any]:
     """The Serve deploy document (plain data, as YAML will hold it)."""
     return {
         "http_options": {"host": http_host, "port": http_port},
@@ -174,11 +175,15 @@ def render_serve_config(
     secret = [k for k, v in cmd.env if _secret(k, v)]
     secret_flags = [f"--{name}" for name, value in cmd.options if value == REDACTED]
     if secret_flags:
-        header.append(f"# Secret flags not stored here: {', '.join(secret_flags)}. Add them with their values to "
-                      "applications[0].args.argv where you deploy it (autotune does not store secrets).")
+        header.append(
+            f"# Secret flags not stored here: {', '.join(secret_flags)}. Add them with their values to "
+            "applications[0].args.argv where you deploy it (autotune does not store secrets)."
+        )
     if secret:
-        header.append(f"# Secret variables not stored here: {', '.join(secret)}. Set them in the replicas' environment "
-                      "(the node's shell or a runtime_env); the engine server inherits them.")
+        header.append(
+            f"# Secret variables not stored here: {', '.join(secret)}. Set them in the replicas' environment "
+            "(the node's shell or a runtime_env); the engine server inherits them."
+        )
     header += DEPLOY_HELP
     header.append(
         f"# The engine listens on {args.host}:<a free port> on the replica's node; Serve's HTTP proxy binds "

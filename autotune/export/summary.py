@@ -12,7 +12,9 @@ from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 def format_summary_table(
-    records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]], load_levels: Sequence[int],
+    records: Sequence[TrialRecord],
+    objectives: Sequence[tuple[str, str]],
+    load_levels: Sequence[int],
     finalists: FinalistOutcome | None = None,
 ) -> str:
     """Engine line, one row per trial (trial, outcome, objectives, feasible, params), the best marked with '*'.

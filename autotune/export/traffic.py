@@ -14,8 +14,11 @@ from autotune.trial.records import TrialOutcome, TrialRecord
 
 def traffic_section(records: Sequence[TrialRecord]) -> list[str]:
     rec = next(
-        (r for r in sorted(records, key=lambda r: r.number)
-         if r.outcome is TrialOutcome.COMPLETE and r.bench is not None and any(lv.traffic for lv in r.bench.levels)),
+        (
+            r
+            for r in sorted(records, key=lambda r: r.number)
+            if r.outcome is TrialOutcome.COMPLETE and r.bench is not None and any(lv.traffic for lv in r.bench.levels)
+        ),
         None,
     )
     if rec is None or rec.bench is None:

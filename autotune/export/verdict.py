@@ -35,11 +35,26 @@ class LevelGain:
 
     def to_json(self) -> dict[str, Any]:
         d = self.difference
-        return {"concurrency": self.concurrency, "metric": self.metric, "baseline_mean": self.baseline_mean,
-                "recommended_mean": self.recommended_mean, "baseline_launches": self.baseline_launches,
-                "recommended_launches": self.recommended_launches,
-                **({"gain_pct": d.gain_pct, "gain_low_pct": d.low_pct, "gain_high_pct": d.high_pct,
-                    "separable": d.separable, "p_value": d.p_value, "basis": d.basis} if d is not None else {})}
+        return {
+            "concurrency": self.concurrency,
+            "metric": self.metric,
+            "baseline_mean": self.baseline_mean,
+            "recommended_mean": self.recommended_mean,
+            "baseline_launches": self.baseline_launches,
+            "recommended_launches": self.recommended_launches,
+            **(
+                {
+                    "gain_pct": d.gain_pct,
+                    "gain_low_pct": d.low_pct,
+                    "gain_high_pct": d.high_pct,
+                    "separable": d.separable,
+                    "p_value": d.p_value,
+                    "basis": d.basis,
+                }
+                if d is not None
+                else {}
+            ),
+        }
 
 
 @dataclass(frozen=True)
@@ -52,9 +67,14 @@ class BaselineVerdict:
     baseline_feasible: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "baseline_trial": self.baseline, "recommended_trial": self.recommended,
-                "headline": self.headline, "baseline_feasible": self.baseline_feasible,
-                "gains": [g.to_json() for g in self.gains]}
+        return {
+            "kind": self.kind,
+            "baseline_trial": self.baseline,
+            "recommended_trial": self.recommended,
+            "headline": self.headline,
+            "baseline_feasible": self.baseline_feasible,
+            "gains": [g.to_json() for g in self.gains],
+        }
 
 
 def fmt_gain(d: Difference | None) -> str:
@@ -65,64 +85,123 @@ def fmt_gain(d: Difference | None) -> str:
     return f"{d.gain_pct:+.1f}% [{d.low_pct:+.1f}% .. {d.high_pct:+.1f}%]"
 
 
-def baseline_verdict(records: Sequence[TrialRecord], best: BestChoice, baseline: int | None, evidence: Evidence,
-                     objective: Objective, load_levels: Sequence[int]) -> BaselineVerdict:
+def baseline_verdict(
+    records: Sequence[TrialRecord],
+    best: BestChoice,
+    baseline: int | None,
+    evidence: Evidence,
+    objective: Objective,
+    load_levels: Sequence[int],
+) -> BaselineVerdict:
     """Judge the export's best against the baseline trial (see module doc)."""
     if baseline is None:
-        return BaselineVerdict("no_baseline", None, best.record.number if best.record else None,
-                               "This study names no baseline (no study.baseline, no points_to_evaluate): there is no "
-                               "current configuration to judge the recommendation against.")
+        return BaselineVerdict(
+            "no_baseline",
+            None,
+            best.record.number if best.record else None,
+            "This study names no baseline (no study.baseline, no points_to_evaluate): there is no "
+            "current configuration to judge the recommendation against.",
+        )
     base = next((r for r in records if r.number == baseline), None)
     rec = best.record
     if base is None:
         return BaselineVerdict("no_baseline", None, rec.number if rec else None, "The baseline was not measured.")
     if rec is None:
-        return BaselineVerdict("no_feasible", baseline, None,
-                               f"Your current configuration (trial {baseline}) and every other config miss the "
-                               f"study's constraints or failed: nothing to recommend. {best.reason}",
-                               baseline_feasible=base.feasible)
+        return BaselineVerdict(
+            "no_feasible",
+            baseline,
+            None,
+            f"Your current configuration (trial {baseline}) and every other config miss the "
+            f"study's constraints or failed: nothing to recommend. {best.reason}",
+            baseline_feasible=base.feasible,
+        )
     gains = tuple(_gain(evidence, rec.number, baseline, c, objective) for c in sorted(load_levels))
     at = level_of(objective.key, load_levels)
     head = next((g for g in gains if g.concurrency == at), None)
     where = f"`{objective.key}` (concurrency {at})"
     if base.outcome is not TrialOutcome.COMPLETE:
         why = base.failure.value if base.failure is not None else base.outcome.value
-        return BaselineVerdict("baseline_failed", baseline, rec.number,
-                               f"Your current configuration (trial {baseline}) did not complete ({why}: "
-                               f"{base.message[:160]}). Recommended: trial {rec.number}.", gains, False)
+        return BaselineVerdict(
+            "baseline_failed",
+            baseline,
+            rec.number,
+            f"Your current configuration (trial {baseline}) did not complete ({why}: "
+            f"{base.message[:160]}). Recommended: trial {rec.number}.",
+            gains,
+            False,
+        )
     if rec.number == baseline:
-        return BaselineVerdict("is_best", baseline, rec.number,
-                               f"No config beats your current one (trial {baseline}) beyond the noise: it is the "
-                               f"study's best on {where}. Keep it.", gains, base.feasible)
+        return BaselineVerdict(
+            "is_best",
+            baseline,
+            rec.number,
+            f"No config beats your current one (trial {baseline}) beyond the noise: it is the "
+            f"study's best on {where}. Keep it.",
+            gains,
+            base.feasible,
+        )
     if not base.feasible:
         missed = ", ".join(k for k, v in base.constraints.items() if not (isinstance(v, (int, float)) and v <= 0))
         gain = f" Gain on {where}: {fmt_gain(head.difference)}." if head is not None else ""
-        return BaselineVerdict("beats", baseline, rec.number,
-                               f"Your current configuration (trial {baseline}) misses the study's constraints "
-                               f"({missed or 'see the trial'}); recommended: trial {rec.number}, which meets them.{gain}",
-                               gains, False)
+        return BaselineVerdict(
+            "beats",
+            baseline,
+            rec.number,
+            f"Your current configuration (trial {baseline}) misses the study's constraints "
+            f"({missed or 'see the trial'}); recommended: trial {rec.number}, which meets them.{gain}",
+            gains,
+            False,
+        )
     d = head.difference if head is not None else None
     if d is None:
-        return BaselineVerdict("no_better", baseline, rec.number,
-                               f"Trial {rec.number} is recommended, but it and your current configuration (trial "
-                               f"{baseline}) are not both measured at {where}: no gain can be stated.", gains, True)
+        return BaselineVerdict(
+            "no_better",
+            baseline,
+            rec.number,
+            f"Trial {rec.number} is recommended, but it and your current configuration (trial "
+            f"{baseline}) are not both measured at {where}: no gain can be stated.",
+            gains,
+            True,
+        )
     if d.separable and d.gain_pct > 0:
-        return BaselineVerdict("beats", baseline, rec.number,
-                               f"Recommended: trial {rec.number}. It beats your current configuration (trial "
-                               f"{baseline}) on {where} by {fmt_gain(d)} ({describe(d.basis)}).", gains, True)
-    return BaselineVerdict("no_better", baseline, rec.number,
-                           f"No config beats your current one (trial {baseline}) beyond the noise on {where}: the best, "
-                           f"trial {rec.number}, differs by {fmt_gain(d)} ({describe(d.basis)}), a tie.", gains, True)
+        return BaselineVerdict(
+            "beats",
+            baseline,
+            rec.number,
+            f"Recommended: trial {rec.number}. It beats your current configuration (trial "
+            f"{baseline}) on {where} by {fmt_gain(d)} ({describe(d.basis)}).",
+            gains,
+            True,
+        )
+    return BaselineVerdict(
+        "no_better",
+        baseline,
+        rec.number,
+        f"No config beats your current one (trial {baseline}) beyond the noise on {where}: the best, "
+        f"trial {rec.number}, differs by {fmt_gain(d)} ({describe(d.basis)}), a tie.",
+        gains,
+        True,
+    )
 
 
 def _gain(ev: Evidence, rec: int, base: int, c: int, objective: Objective) -> LevelGain:
-    metric = objective.metric if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median",
-                                                     "itl_ms.median") else GAIN_METRIC
+    metric = (
+        objective.metric
+        if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median", "itl_ms.median")
+        else GAIN_METRIC
+    )
     direction = objective.direction if metric == objective.metric else "maximize"
     a, b = ev.samples(rec, c, metric), ev.samples(base, c, metric)
     diff = ev.compare(a, b, direction, c, metric) if a is not None and b is not None else None
-    return LevelGain(c, metric, b.mean if b else None, a.mean if a else None, len(b.values) if b else 0,
-                     len(a.values) if a else 0, diff)
+    return LevelGain(
+        c,
+        metric,
+        b.mean if b else None,
+        a.mean if a else None,
+        len(b.values) if b else 0,
+        len(a.values) if a else 0,
+        diff,
+    )
 
 
 @dataclass(frozen=True)
@@ -137,21 +216,40 @@ class Spread:
     difference: Difference
 
     def to_json(self) -> dict[str, Any]:
-        return {"worst_trial": self.worst, "concurrency": self.concurrency, "metric": self.metric,
-                "worst_mean": self.worst_mean, "best_mean": self.best_mean, **self.difference.to_json()}
+        return {
+            "worst_trial": self.worst,
+            "concurrency": self.concurrency,
+            "metric": self.metric,
+            "worst_mean": self.worst_mean,
+            "best_mean": self.best_mean,
+            **self.difference.to_json(),
+        }
 
 
-def spread(records: Sequence[TrialRecord], best: BestChoice, evidence: Evidence, objective: Objective,
-           load_levels: Sequence[int]) -> Spread | None:
+def spread(
+    records: Sequence[TrialRecord],
+    best: BestChoice,
+    evidence: Evidence,
+    objective: Objective,
+    load_levels: Sequence[int],
+) -> Spread | None:
     """The best against the worst complete trial measured at the objective's level (None: fewer than two)."""
     if best.record is None:
         return None
     at = level_of(objective.key, load_levels)
-    metric = objective.metric if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median",
-                                                     "itl_ms.median") else GAIN_METRIC
+    metric = (
+        objective.metric
+        if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median", "itl_ms.median")
+        else GAIN_METRIC
+    )
     direction = objective.direction if metric == objective.metric else "maximize"
-    samples = [s for r in records if r.outcome is TrialOutcome.COMPLETE and r.number != best.record.number
-               and (s := evidence.samples(r.number, at, metric)) is not None]
+    samples = [
+        s
+        for r in records
+        if r.outcome is TrialOutcome.COMPLETE
+        and r.number != best.record.number
+        and (s := evidence.samples(r.number, at, metric)) is not None
+    ]
     top = evidence.samples(best.record.number, at, metric)
     if not samples or top is None:
         return None

@@ -48,11 +48,17 @@ def half_export(study_dir: Path) -> str:
     """What a cut-short export left (a kill or a full disk while writing it), or ``""``."""
     root = Path(study_dir)
     if (root / STAGING).exists() or (root / RETIRED).exists():
-        whole = "best/ holds the previous complete export" if (root / BEST_DIR / BEST_JSON).exists() else \
-            "there is no complete best/"
-        return (f"an export of {root} was cut short ({STAGING} or {RETIRED} is left); {whole}. Run `python -m "
-                f"autotune.report {root}` (or resume the study) to export again.")
+        whole = (
+            "best/ holds the previous complete export"
+            if (root / BEST_DIR / BEST_JSON).exists()
+            else "there is no complete best/"
+        )
+        return (
+            f"an export of {root} was cut short ({STAGING} or {RETIRED} is left); {whole}. Run `python -m "
+            f"autotune.report {root}` (or resume the study) to export again."
+        )
     return ""
+
 
 SCHEDULE_JSON = "speculation_schedule.json"
 
@@ -80,8 +86,14 @@ class ExportResult:
     @property
     def paths(self) -> tuple[Path, ...]:
         """Every file written, in a stable order."""
-        maybe = (self.launch_script, self.serve_config, self.rehearsal_script, self.rehearsal_serve_config,
-                 self.ray_llm_config, self.rayservice)
+        maybe = (
+            self.launch_script,
+            self.serve_config,
+            self.rehearsal_script,
+            self.rehearsal_serve_config,
+            self.ray_llm_config,
+            self.rayservice,
+        )
         fixed = (self.best_json, self.pareto_json, self.report, self.throughput_svg, self.pareto_svg)
         return tuple(p for p in maybe if p is not None) + fixed
 
@@ -114,9 +126,18 @@ def export_study(
     """
     host, port = http if http is not None else (DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT)
     # a record written before redaction existed (or before it knew a credential's shape)
-    records = [replace(r, env=redact_env(r.env), flags=redact_flags(r.flags), argv=redact_argv(r.argv)) for r in records]
-    a = analyze(study_name=study_name, objectives=objectives, records=records, load_levels=load_levels,
-                finalists=finalists, stopped_early=stopped_early, baseline=baseline)
+    records = [
+        replace(r, env=redact_env(r.env), flags=redact_flags(r.flags), argv=redact_argv(r.argv)) for r in records
+    ]
+    a = analyze(
+        study_name=study_name,
+        objectives=objectives,
+        records=records,
+        load_levels=load_levels,
+        finalists=finalists,
+        stopped_early=stopped_early,
+        baseline=baseline,
+    )
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None
     texts: dict[str, str] = {
@@ -127,12 +148,16 @@ def export_study(
         PARETO_SVG: pareto_svg(a),
     }
     variation = read_variation(Path(study_dir))
-    texts[REPORT_MD] = _insert_before(texts[REPORT_MD], "## Per-traffic-regime recommendation",
-                                      "\n".join(coverage_lines(variation)) + "\n")
+    texts[REPORT_MD] = _insert_before(
+        texts[REPORT_MD], "## Per-traffic-regime recommendation", "\n".join(coverage_lines(variation)) + "\n"
+    )
     if variation is not None:
         doc = json.loads(texts[BEST_JSON])
-        doc["between_machine_variation"] = {"source": variation.source, "engine": variation.engine,
-                                            "rows": [list(r) for r in variation.rows]}
+        doc["between_machine_variation"] = {
+            "source": variation.source,
+            "engine": variation.engine,
+            "rows": [list(r) for r in variation.rows],
+        }
         texts[BEST_JSON] = json.dumps(doc, indent=2) + "\n"
     if a.schedule is not None:
         texts[SCHEDULE_JSON] = json.dumps(schedule_document(a.schedule), indent=2) + "\n"
@@ -142,19 +167,24 @@ def export_study(
     if best is not None and server is not None:
         levels = a.load_levels
         texts[LAUNCH_SH] = render_launch_script(best, study_name=study_name, load_levels=levels, server=server)
-        texts[SERVE_CONFIG] = render_serve_config(best, study_name=study_name, server=server, http_host=host,
-                                                  http_port=port)
-        header = [f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
-                  f"# {engine_banner(best.engine, best.env)}"]
+        texts[SERVE_CONFIG] = render_serve_config(
+            best, study_name=study_name, server=server, http_host=host, http_port=port
+        )
+        header = [
+            f"# autotune best configuration: study {' '.join(study_name.split())}, trial {best.number}",
+            f"# {engine_banner(best.engine, best.env)}",
+        ]
         secret = tuple(k for k, v in server.production.env if is_secret_var(k, v))
-        texts[RAYSERVICE] = render_rayservice(best, server.production, study_name=study_name, header=header,
-                                              secret_env=secret)
+        texts[RAYSERVICE] = render_rayservice(
+            best, server.production, study_name=study_name, header=header, secret_env=secret
+        )
         if ray_llm_available():
             texts[RAY_LLM] = render_ray_llm_config(server.production, study_name=study_name, header=header)
         if server.rehearsal is not None:
             texts[REHEARSE_SH] = render_rehearsal_script(best, study_name=study_name, load_levels=levels, server=server)
-            texts[REHEARSE_SERVE] = render_serve_config(best, study_name=study_name, server=server, rehearsal=True,
-                                                        http_host=host, http_port=port)
+            texts[REHEARSE_SERVE] = render_serve_config(
+                best, study_name=study_name, server=server, rehearsal=True, http_host=host, http_port=port
+            )
     out = Path(study_dir) / BEST_DIR
     # an export that names secret variables is kept from other users (the values themselves are never written)
     private = any(has_secrets(r.env) or has_secrets(r.flags) or REDACTED in r.argv for r in records)

@@ -49,14 +49,25 @@ class FinalistRun:
         return (self.stage, self.round, self.repeats)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "stage": self.stage, "round": self.round, "repeats": self.repeats,
-                "repeats_trial_id": self.repeats_trial_id, "record": self.record.to_json()}
+        return {
+            "kind": self.kind,
+            "stage": self.stage,
+            "round": self.round,
+            "repeats": self.repeats,
+            "repeats_trial_id": self.repeats_trial_id,
+            "record": self.record.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FinalistRun:
-        return cls(stage=int(data["stage"]), round=int(data["round"]), repeats=int(data["repeats"]),
-                   repeats_trial_id=str(data["repeats_trial_id"]), record=TrialRecord.from_json(dict(data["record"])),
-                   kind=str(data.get("kind", RUN_KIND)))
+        return cls(
+            stage=int(data["stage"]),
+            round=int(data["round"]),
+            repeats=int(data["repeats"]),
+            repeats_trial_id=str(data["repeats_trial_id"]),
+            record=TrialRecord.from_json(dict(data["record"])),
+            kind=str(data.get("kind", RUN_KIND)),
+        )
 
 
 @dataclass(frozen=True)
@@ -76,8 +87,9 @@ class StagePlan:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StagePlan:
-        return cls(stage=int(data["stage"]), finalists=tuple(int(n) for n in data["finalists"]),
-                   rounds=int(data["rounds"]))
+        return cls(
+            stage=int(data["stage"]), finalists=tuple(int(n) for n in data["finalists"]), rounds=int(data["rounds"])
+        )
 
 
 def run_trial_id(trial_id: str, stage: int, round_: int) -> str:
@@ -97,8 +109,11 @@ def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direct
     """Trial numbers of the top ``count`` complete, feasible trials by objective ``key`` (ties: lower number first)."""
     if count <= 0:
         return ()
-    scored = [(r, v) for r in records
-              if r.outcome is TrialOutcome.COMPLETE and r.feasible and (v := _value(r, key)) is not None]
+    scored = [
+        (r, v)
+        for r in records
+        if r.outcome is TrialOutcome.COMPLETE and r.feasible and (v := _value(r, key)) is not None
+    ]
     sign = -1.0 if direction == "maximize" else 1.0
     scored.sort(key=lambda rv: (sign * rv[1], rv[0].number))
     return tuple(r.number for r, _ in scored[:count])
@@ -115,8 +130,13 @@ def baseline_number(records: Sequence[TrialRecord], point: Mapping[str, Any] | N
     return None
 
 
-def stage_finalists(records: Sequence[TrialRecord], key: str, direction: Direction, count: int,
-                    baseline: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+def stage_finalists(
+    records: Sequence[TrialRecord],
+    key: str,
+    direction: Direction,
+    count: int,
+    baseline: Mapping[str, Any] | None = None,
+) -> tuple[int, ...]:
     """The configs a finalist stage relaunches: the top ``count`` feasible ones (``select_finalists``), then the
     study's baseline when it completed and is not among them, so the verdict against the user's configuration rests on
     relaunches as the winner's does. A baseline that missed a constraint is relaunched too (its figures are what the
@@ -131,8 +151,9 @@ def stage_finalists(records: Sequence[TrialRecord], key: str, direction: Directi
     return (*leaders, base)
 
 
-def next_stage(plans: Sequence[StagePlan], runs: Sequence[FinalistRun], finalists: tuple[int, ...], rounds: int, *,
-               new_round: bool) -> StagePlan | None:
+def next_stage(
+    plans: Sequence[StagePlan], runs: Sequence[FinalistRun], finalists: tuple[int, ...], rounds: int, *, new_round: bool
+) -> StagePlan | None:
     """The stage to run now, or None when nothing is due.
 
     The latest stage is resumed when it has the same finalists and rounds and misses runs (a killed driver). Otherwise a
@@ -248,10 +269,19 @@ def finalist_stats(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun
         clean = [rec for rec in mine if _clean(rec, key)]
         values = tuple(float(_value(rec, key)) for rec in clean)  # type: ignore[arg-type]  # _clean(rec, key) above keeps only records whose value is present
         ttfts = tuple(t for rec in clean if (t := _ttft_p99(rec, level)) is not None)
-        out.append(FinalistStats(number=number, trial_id=trial.trial_id, params=dict(trial.params), values=values,
-                                 launches=len(mine), unclean=len(mine) - len(clean),
-                                 objective=interval(values) if values else None, ttft_p99=ttfts,
-                                 mem_fraction=_mem_fraction(trial)))
+        out.append(
+            FinalistStats(
+                number=number,
+                trial_id=trial.trial_id,
+                params=dict(trial.params),
+                values=values,
+                launches=len(mine),
+                unclean=len(mine) - len(clean),
+                objective=interval(values) if values else None,
+                ttft_p99=ttfts,
+                mem_fraction=_mem_fraction(trial),
+            )
+        )
     return out
 
 
@@ -267,8 +297,9 @@ def _pct(leader: float, other: float, direction: Direction) -> float:
     return 100.0 * diff / abs(leader) if leader else 0.0
 
 
-def decide(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str, direction: Direction,
-           alpha: float = 0.05) -> Decision:
+def decide(
+    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str, direction: Direction, alpha: float = 0.05
+) -> Decision:
     """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` (see module doc)."""
     stats = finalist_stats(trials, runs, key)
     stages = tuple(sorted({r.stage for r in runs}))
@@ -278,43 +309,74 @@ def decide(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: 
     if not clean:
         clean = [s for s in stats if s.values]
     if not clean:
-        return Decision(method="none", winner=None, winner_trial_id=None, stats=tuple(stats), **common,
-                        summary="no finalist relaunch completed feasibly; the export keeps the best single trial")
+        return Decision(
+            method="none",
+            winner=None,
+            winner_trial_id=None,
+            stats=tuple(stats),
+            **common,
+            summary="no finalist relaunch completed feasibly; the export keeps the best single trial",
+        )
     sign = -1.0 if direction == "maximize" else 1.0
     clean.sort(key=lambda s: (sign * (s.mean or 0.0), s.number))
     leader = clean[0]
     if len(clean) == 1:
         dropped = [s.number for s in stats if s is not leader]
         why = f" (finalists {', '.join(map(str, dropped))} had failed or infeasible relaunches)" if dropped else ""
-        return Decision(method="single", winner=leader.number, winner_trial_id=leader.trial_id, stats=tuple(stats),
-                        leader=leader.number, **common, summary=f"trial {leader.number} is the only finalist that relaunched cleanly{why}")
+        return Decision(
+            method="single",
+            winner=leader.number,
+            winner_trial_id=leader.trial_id,
+            stats=tuple(stats),
+            leader=leader.number,
+            **common,
+            summary=f"trial {leader.number} is the only finalist that relaunched cleanly{why}",
+        )
     comparisons = []
     for s in clean[1:]:
         sep, p = _separable(leader.values, s.values, alpha)
-        comparisons.append(Comparison(number=s.number, diff_pct=_pct(leader.mean or 0.0, s.mean or 0.0, direction),
-                                      p_value=p, separable=sep))
+        comparisons.append(
+            Comparison(
+                number=s.number, diff_pct=_pct(leader.mean or 0.0, s.mean or 0.0, direction), p_value=p, separable=sep
+            )
+        )
     tied = [leader] + [s for s, c in zip(clean[1:], comparisons, strict=True) if not c.separable]
     runner = comparisons[0]
     p_text = f"p={runner.p_value:.3g}" if runner.p_value is not None else "fewer than 2 clean launches"
     if len(tied) == 1:
         return Decision(
-            method="separable", winner=leader.number, winner_trial_id=leader.trial_id, comparisons=tuple(comparisons),
+            method="separable",
+            winner=leader.number,
+            winner_trial_id=leader.trial_id,
+            comparisons=tuple(comparisons),
             leader=leader.number,
-            stats=tuple(stats), **common,
-            summary=(f"trial {leader.number} wins: its {key} is {runner.diff_pct:.1f}% better than the runner-up "
-                     f"(trial {runner.number}) over {len(leader.values)} vs {len(clean[1].values)} relaunches, "
-                     f"Welch t {p_text} < {alpha:g}"),
+            stats=tuple(stats),
+            **common,
+            summary=(
+                f"trial {leader.number} wins: its {key} is {runner.diff_pct:.1f}% better than the runner-up "
+                f"(trial {runner.number}) over {len(leader.values)} vs {len(clean[1].values)} relaunches, "
+                f"Welch t {p_text} < {alpha:g}"
+            ),
         )
     means = [s.mean or 0.0 for s in tied]
     within = 100.0 * (max(means) - min(means)) / max(abs(m) for m in means) if any(means) else 0.0
     winner, secondary = _by_secondary(tied, alpha)
     names = ", ".join(str(s.number) for s in tied)
     return Decision(
-        method="tie", winner=winner.number, winner_trial_id=winner.trial_id, tied=tuple(s.number for s in tied),
-        tie_within_pct=within, secondary=secondary, comparisons=tuple(comparisons), stats=tuple(stats),
-        leader=leader.number, **common,
-        summary=(f"finalists {names} tie within {within:.1f}% on {key} (Welch t, alpha {alpha:g}; leader vs runner-up "
-                 f"{p_text}); trial {winner.number} is picked by {secondary}"),
+        method="tie",
+        winner=winner.number,
+        winner_trial_id=winner.trial_id,
+        tied=tuple(s.number for s in tied),
+        tie_within_pct=within,
+        secondary=secondary,
+        comparisons=tuple(comparisons),
+        stats=tuple(stats),
+        leader=leader.number,
+        **common,
+        summary=(
+            f"finalists {names} tie within {within:.1f}% on {key} (Welch t, alpha {alpha:g}; leader vs runner-up "
+            f"{p_text}); trial {winner.number} is picked by {secondary}"
+        ),
     )
 
 
@@ -366,30 +428,52 @@ class FinalistOutcome:
         return len(stats[0].values) if stats else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"finalists": list(self.finalists), "note": self.note, "launches": self.launches,
-                "baseline": self.baseline,
-                "decision": self.decision.to_json() if self.decision else None,
-                "per_stage": [d.to_json() for d in self.per_stage],
-                "winner_launches": self.winner_launches, "winner_levels": list(self.winner_levels)}
+        return {
+            "finalists": list(self.finalists),
+            "note": self.note,
+            "launches": self.launches,
+            "baseline": self.baseline,
+            "decision": self.decision.to_json() if self.decision else None,
+            "per_stage": [d.to_json() for d in self.per_stage],
+            "winner_launches": self.winner_launches,
+            "winner_levels": list(self.winner_levels),
+        }
 
 
-def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], runs: Sequence[FinalistRun], *,
-                  key: str, direction: Direction, alpha: float, count: int,
-                  baseline: Mapping[str, Any] | None = None) -> FinalistOutcome:
+def study_outcome(
+    records: Sequence[TrialRecord],
+    plans: Sequence[StagePlan],
+    runs: Sequence[FinalistRun],
+    *,
+    key: str,
+    direction: Direction,
+    alpha: float,
+    count: int,
+    baseline: Mapping[str, Any] | None = None,
+) -> FinalistOutcome:
     """The finalist stage's result for the study's current top ``count`` configs (and its baseline:
     ``stage_finalists``)."""
     finalists = stage_finalists(records, key, direction, count, baseline)
     base = baseline_number(records, baseline)
     if count <= 0:
-        return FinalistOutcome((), None, note="no finalist stage (finalists count 0): the winner is the best trial's "
-                                              "single launch", baseline=base)
+        return FinalistOutcome(
+            (),
+            None,
+            note="no finalist stage (finalists count 0): the winner is the best trial's single launch",
+            baseline=base,
+        )
     if not finalists:
         return FinalistOutcome((), None, note="no feasible trial, so no finalist stage", baseline=base)
     stages = [p.stage for p in plans if p.finalists == finalists]
     mine = [r for r in runs if r.stage in stages and r.repeats in finalists]
     if not mine:
-        return FinalistOutcome(finalists, None, note=f"no finalist stage ran for trials {', '.join(map(str, finalists))}"
-                                                     " yet: the winner is the best trial's single launch", baseline=base)
+        return FinalistOutcome(
+            finalists,
+            None,
+            note=f"no finalist stage ran for trials {', '.join(map(str, finalists))}"
+            " yet: the winner is the best trial's single launch",
+            baseline=base,
+        )
     by_number = {r.number: r for r in records}
     trials = {n: by_number[n] for n in finalists}
     pooled = decide(trials, mine, key, direction, alpha)
@@ -398,8 +482,15 @@ def study_outcome(records: Sequence[TrialRecord], plans: Sequence[StagePlan], ru
     if missing and pooled.leader is not None:
         pooled = incomplete(pooled, latest, len(missing))
     per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
-    return FinalistOutcome(finalists, pooled, per_stage, launches=len(mine),
-                           winner_levels=winner_levels(mine, pooled.winner, key), baseline=base, runs=tuple(mine))
+    return FinalistOutcome(
+        finalists,
+        pooled,
+        per_stage,
+        launches=len(mine),
+        winner_levels=winner_levels(mine, pooled.winner, key),
+        baseline=base,
+        runs=tuple(mine),
+    )
 
 
 def incomplete(decision: Decision, plan: StagePlan, missing: int) -> Decision:
@@ -408,11 +499,21 @@ def incomplete(decision: Decision, plan: StagePlan, missing: int) -> Decision:
     the tie rule would otherwise pick by a secondary criterion among configs that were never measured enough.)"""
     planned = len(plan.slots())
     leader = next(s for s in decision.stats if s.number == decision.leader)
-    summary = (f"finalist stage {plan.stage} is incomplete ({planned - missing} of {planned} relaunches ran): trial "
-               f"{leader.number} leads by its relaunch mean ({_fmt_mean(leader)}), but no winner is declared until "
-               "the stage is resumed (run the same command again)")
-    return replace(decision, method="incomplete", winner=leader.number, winner_trial_id=leader.trial_id, tied=(),
-                   tie_within_pct=None, secondary="", summary=summary)
+    summary = (
+        f"finalist stage {plan.stage} is incomplete ({planned - missing} of {planned} relaunches ran): trial "
+        f"{leader.number} leads by its relaunch mean ({_fmt_mean(leader)}), but no winner is declared until "
+        "the stage is resumed (run the same command again)"
+    )
+    return replace(
+        decision,
+        method="incomplete",
+        winner=leader.number,
+        winner_trial_id=leader.trial_id,
+        tied=(),
+        tie_within_pct=None,
+        secondary="",
+        summary=summary,
+    )
 
 
 def _fmt_mean(stats: FinalistStats) -> str:
@@ -428,8 +529,11 @@ def winner_levels(runs: Sequence[FinalistRun], winner: int | None, key: str) -> 
         return ()
 
     def levels(number: int) -> list[list[dict[str, Any]]]:
-        return [[asdict(lv) for lv in r.record.bench.levels] for r in runs
-                if r.repeats == number and _clean(r.record, key) and r.record.bench is not None]
+        return [
+            [asdict(lv) for lv in r.record.bench.levels]
+            for r in runs
+            if r.repeats == number and _clean(r.record, key) and r.record.bench is not None
+        ]
 
     numbers = sorted({r.repeats for r in runs})
     spread = launch_spread([levels(n) for n in numbers])

@@ -87,9 +87,16 @@ def outcome_from_study(root: Path, study: Mapping[str, Any], records: Sequence[T
     fin = study.get("finalists") or {}
     store = FinalistStore(root)
     key = f"{first.get('metric', 'output_tok_per_s')}@{first.get('level', 'max')}"
-    return study_outcome(records, store.plans(), store.load(), key=key,
-                         direction=first.get("direction", "maximize"), alpha=float(fin.get("alpha", 0.05)),
-                         count=int(fin.get("count", 0)), baseline=study_baseline(study))
+    return study_outcome(
+        records,
+        store.plans(),
+        store.load(),
+        key=key,
+        direction=first.get("direction", "maximize"),
+        alpha=float(fin.get("alpha", 0.05)),
+        count=int(fin.get("count", 0)),
+        baseline=study_baseline(study),
+    )
 
 
 def study_baseline(study: Mapping[str, Any]) -> dict[str, Any] | None:

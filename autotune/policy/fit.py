@@ -105,7 +105,8 @@ def predict(sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> Predicti
         per_token *= 1.0 + drafter[1] / sizes.num_layers
     if kv_bytes <= 0:
         return Prediction(
-            False, FailureKind.OOM_AT_LAUNCH,
+            False,
+            FailureKind.OOM_AT_LAUNCH,
             f"--mem-fraction-static {frac:g} gives {static / GIB:.2f} GiB per GPU for weights and KV cache; the weights "
             f"alone need {weights / GIB:.2f} GiB (+{sizes.preload_bytes / GIB:.1f} GiB already in use): no KV cache",
             0,
@@ -113,19 +114,27 @@ def predict(sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> Predicti
     tokens = int(kv_bytes / per_token) if per_token > 0 else None
     if sizes.graph_bytes_per_bs > 0 and flags.get("disable-cuda-graph") in (None, False):
         mrr = sglang_rules.effective_max_running_requests(flags)
-        graph_max = int(_num(flags, "cuda-graph-max-bs-decode") or _num(flags, "cuda-graph-max-bs")
-                        or sizes.default_graph_max_bs or 0)
+        graph_max = int(
+            _num(flags, "cuda-graph-max-bs-decode")
+            or _num(flags, "cuda-graph-max-bs")
+            or sizes.default_graph_max_bs
+            or 0
+        )
         if mrr is not None:
             graph_max = min(graph_max, mrr)
         per_bs = (int(_num(flags, sglang_rules.DRAFT_TOKENS) or 0) + 1) if algo else 1
         chunk = _num(flags, "chunked-prefill-size") or sizes.default_chunked_prefill
-        need = (sizes.context_bytes + (sizes.comm_bytes if tp > 1 else 0.0)
-                + sizes.activation_bytes_per_token * max(chunk, 1)
-                + sizes.graph_bytes_per_bs * graph_max * per_bs)
+        need = (
+            sizes.context_bytes
+            + (sizes.comm_bytes if tp > 1 else 0.0)
+            + sizes.activation_bytes_per_token * max(chunk, 1)
+            + sizes.graph_bytes_per_bs * graph_max * per_bs
+        )
         avail = sizes.gpu_mem_bytes * (1.0 - frac)
         if need > avail:
             return Prediction(
-                False, FailureKind.GRAPH_CAPTURE_FAILED,
+                False,
+                FailureKind.GRAPH_CAPTURE_FAILED,
                 f"outside the static pool {avail / GIB:.2f} GiB are left for the CUDA context, activations and CUDA "
                 f"graphs up to batch {graph_max} ({per_bs} token(s) a request), which need {need / GIB:.2f} GiB",
                 tokens,

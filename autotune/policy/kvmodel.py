@@ -46,7 +46,9 @@ class KvModel:
             return None
         tp = max(int(tc.tp_size), 1)
         per_token = self.sizes.kv_bytes_per_token / (1 if self.sizes.kv_replicated else tp)
-        drafter = self.sizes.drafter(tc.flags.get(sglang_rules.DRAFT_MODEL)) if sglang_rules.algorithm(tc.flags) else None
+        drafter = (
+            self.sizes.drafter(tc.flags.get(sglang_rules.DRAFT_MODEL)) if sglang_rules.algorithm(tc.flags) else None
+        )
         if drafter and self.sizes.num_layers:
             per_token *= 1.0 + drafter[1] / self.sizes.num_layers
         if per_token <= 0:

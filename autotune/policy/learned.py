@@ -84,11 +84,15 @@ class Learned:
         frac, graph, drafter = shape
         for f, g in self.graph_failures:
             if frac >= f and graph >= g:
-                return (f"a launch with --mem-fraction-static {f:g} and fewer CUDA-graph tokens failed at graph capture;"
-                        f" this point has {frac:g}")
+                return (
+                    f"a launch with --mem-fraction-static {f:g} and fewer CUDA-graph tokens failed at graph capture;"
+                    f" this point has {frac:g}"
+                )
         for f, d in self.load_failures:
             if frac <= f and drafter >= d:
-                return f"a launch with --mem-fraction-static {f:g} failed out of memory at load; this point has {frac:g}"
+                return (
+                    f"a launch with --mem-fraction-static {f:g} failed out of memory at load; this point has {frac:g}"
+                )
         return None
 
     def observe(self, params: Mapping[str, Any], record: TrialRecord) -> float | None:

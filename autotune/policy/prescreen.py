@@ -50,9 +50,7 @@ def study_sizes(spec: StudySpec) -> fit.Sizes | None:
         if not rows:
             return None
         total = min(float(r[0]) for r in rows) * 1024 * 1024
-        drafters = tuple(
-            str(c) for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL for c in p.choices if c
-        )
+        drafters = tuple(str(c) for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL for c in p.choices if c)
         return fit.from_model_dir(spec.server.model_path, total, drafters=drafters)
     except (AutotuneError, OSError, ValueError, KeyError) as exc:
         print(f"note: no GPU-memory prediction for study {spec.name!r}: {exc}", file=sys.stderr)
@@ -143,8 +141,11 @@ def capped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     twins = [dict(p) for p in spec.points_to_evaluate] + uncapped_seeds(spec)
     out: list[dict[str, Any]] = []
     for point in map(dict, spec.points_to_evaluate):
-        if point not in out and _capped_below(spec, point, top) and any(
-                t != point and _lifts_already(spec, point, t, param.name, top) for t in twins):
+        if (
+            point not in out
+            and _capped_below(spec, point, top)
+            and any(t != point and _lifts_already(spec, point, t, param.name, top) for t in twins)
+        ):
             out.append(point)
     return out
 

@@ -74,8 +74,14 @@ def _key(params: dict[str, Any]) -> str:
 class Repairer:
     """``repair(params)``: the point with the cap and KV memory the top load needs, or None when nothing changes."""
 
-    def __init__(self, spec: StudySpec, top: int | None, sizes: fit.Sizes | None,
-                 ceiling: Ceiling | None = None, kv: KvModel | None = None) -> None:
+    def __init__(
+        self,
+        spec: StudySpec,
+        top: int | None,
+        sizes: fit.Sizes | None,
+        ceiling: Ceiling | None = None,
+        kv: KvModel | None = None,
+    ) -> None:
         self.spec = spec
         self.top = top
         self.sizes = sizes
@@ -109,8 +115,9 @@ class Repairer:
         if self.cap is not None and cap is not None and cap < self.top:
             lifts = _cap_values(self.cap, self.top)
             if lifts:
-                changes.append(f"{self.cap.name} {out.get(self.cap.name)} -> {lifts[0]} (cap {cap} < top load "
-                               f"{self.top})")
+                changes.append(
+                    f"{self.cap.name} {out.get(self.cap.name)} -> {lifts[0]} (cap {cap} < top load {self.top})"
+                )
                 out[self.cap.name] = lifts[0]
         mem = self._memory(out)
         if mem is not None and mem != out.get(self.mem.name if self.mem else ""):

@@ -73,8 +73,13 @@ def check(records: Sequence[TrialRecord], objective: Objective, rule: StopRule) 
     incumbent = best.number if best is not None else None
     if count < rule.no_improvement_launches:
         return StopCheck(False, count, incumbent)
-    where = f"beyond the noise band (95% interval) of the incumbent, trial {incumbent}" if best is not None else \
-        "(no feasible trial yet)"
-    reason = (f"stopped early by study.stop_when: {count} launches in a row without a feasible {objective.key} "
-              f"{where} (no_improvement_launches: {rule.no_improvement_launches})")
+    where = (
+        f"beyond the noise band (95% interval) of the incumbent, trial {incumbent}"
+        if best is not None
+        else "(no feasible trial yet)"
+    )
+    reason = (
+        f"stopped early by study.stop_when: {count} launches in a row without a feasible {objective.key} "
+        f"{where} (no_improvement_launches: {rule.no_improvement_launches})"
+    )
     return StopCheck(True, count, incumbent, reason)

@@ -114,8 +114,12 @@ class Console:
 
     def eta(self) -> float | None:
         now = self._now()
-        return eta_seconds(trial_s=self.trial_s, running_elapsed=[now - r.started for r in self.running.values()],
-                           to_start=self.planned - self.started, concurrency=self.concurrency)
+        return eta_seconds(
+            trial_s=self.trial_s,
+            running_elapsed=[now - r.started for r in self.running.values()],
+            to_start=self.planned - self.started,
+            concurrency=self.concurrency,
+        )
 
     def _eta_text(self) -> str:
         eta = self.eta()
@@ -149,8 +153,12 @@ class Console:
         if run is None:
             self.relaunch_started += 1
             run = self.relaunches[event.trial_id] = _Running(self.relaunch_started, event.at)
-        self._phase_line(f"finalist relaunch of trial {event.number} [{event.trial_id}]", run, event,
-                         f"{run.ordinal}/{self.relaunch_planned}")
+        self._phase_line(
+            f"finalist relaunch of trial {event.number} [{event.trial_id}]",
+            run,
+            event,
+            f"{run.ordinal}/{self.relaunch_planned}",
+        )
 
     def _phase_line(self, who: str, run: _Running, event: TrialEvent, n_of_n: str) -> None:
         run.phase = event.phase
@@ -186,9 +194,12 @@ class Console:
             if self.verbosity >= Verbosity.NORMAL:
                 self._event_line(f"{fmt_record(record)}")
                 left = self.planned - self.finished
-                self._event_line(f"progress: {self.finished}/{self.planned} done, {len(self.running)} running, "
-                                 f"{max(left, 0)} left; {self._eta_text()}" if left > 0 else
-                                 f"progress: {self.finished}/{self.planned} done")
+                self._event_line(
+                    f"progress: {self.finished}/{self.planned} done, {len(self.running)} running, "
+                    f"{max(left, 0)} left; {self._eta_text()}"
+                    if left > 0
+                    else f"progress: {self.finished}/{self.planned} done"
+                )
             self._draw_status()
 
     # --- the status line (terminals only) ------------------------------------------------------------------------

@@ -6,8 +6,9 @@ import heapq
 from collections.abc import Sequence
 
 
-def eta_seconds(*, trial_s: Sequence[float], running_elapsed: Sequence[float], to_start: int,
-                concurrency: int) -> float | None:
+def eta_seconds(
+    *, trial_s: Sequence[float], running_elapsed: Sequence[float], to_start: int, concurrency: int
+) -> float | None:
     """Seconds until the last trial ends, or None before any trial has finished (nothing measured yet).
 
     Every trial is assumed to take the mean of ``trial_s`` (the finished trials' wall times). A running trial needs

@@ -61,8 +61,9 @@ class RunningTable:
 class StudyMonitor:
     """Holds each running trial's phase, buffers events for the driver and keeps the study's metrics current."""
 
-    def __init__(self, study: str, objective: str, direction: str, planned: int,
-                 finished: Mapping[str, int], best: float | None) -> None:
+    def __init__(
+        self, study: str, objective: str, direction: str, planned: int, finished: Mapping[str, int], best: float | None
+    ) -> None:
         from ray.util import metrics
 
         self.study = study
@@ -72,17 +73,29 @@ class StudyMonitor:
         self.table = RunningTable()
         self.buffer: list[dict[str, Any]] = []
         tags = ("study",)
-        self.m_finished = metrics.Counter(TRIALS_FINISHED, description="Trials finished, by outcome and failure kind.",
-                                          tag_keys=(*tags, "outcome", "failure"))
-        self.m_planned = metrics.Gauge(TRIALS_PLANNED, description="Trials the study runs in all (kept + to run).",
-                                       tag_keys=tags)
-        self.m_best = metrics.Gauge(BEST_OBJECTIVE, description="Best primary objective of a feasible trial so far.",
-                                    tag_keys=(*tags, "objective"))
-        self.m_running = metrics.Gauge(RUNNING_TRIALS, description="Trials (and finalist relaunches) running now, by "
-                                       "phase.", tag_keys=(*tags, "phase", "kind"))
-        self.m_tput = metrics.Gauge(LAST_TRIAL_THROUGHPUT,
-                                    description="Output tokens/s at each load level of the last completed trial.",
-                                    tag_keys=(*tags, "concurrency"))
+        self.m_finished = metrics.Counter(
+            TRIALS_FINISHED,
+            description="Trials finished, by outcome and failure kind.",
+            tag_keys=(*tags, "outcome", "failure"),
+        )
+        self.m_planned = metrics.Gauge(
+            TRIALS_PLANNED, description="Trials the study runs in all (kept + to run).", tag_keys=tags
+        )
+        self.m_best = metrics.Gauge(
+            BEST_OBJECTIVE,
+            description="Best primary objective of a feasible trial so far.",
+            tag_keys=(*tags, "objective"),
+        )
+        self.m_running = metrics.Gauge(
+            RUNNING_TRIALS,
+            description="Trials (and finalist relaunches) running now, by phase.",
+            tag_keys=(*tags, "phase", "kind"),
+        )
+        self.m_tput = metrics.Gauge(
+            LAST_TRIAL_THROUGHPUT,
+            description="Output tokens/s at each load level of the last completed trial.",
+            tag_keys=(*tags, "concurrency"),
+        )
         self.m_planned.set(planned, {"study": study})
         for key, count in finished.items():  # trials kept from an earlier run of the study
             outcome, _, failure = key.partition(":")
@@ -123,11 +136,20 @@ class StudyMonitor:
         return {run: phase.value for run, (phase, _) in self.table.runs.items()}
 
 
-def create(owner: str, *, study: str, objective: str, direction: str, planned: int,
-           finished: Mapping[str, int], best: float | None) -> Any:
+def create(
+    owner: str,
+    *,
+    study: str,
+    objective: str,
+    direction: str,
+    planned: int,
+    finished: Mapping[str, int],
+    best: float | None,
+) -> Any:
     """The study's monitor (owned by the driver: it goes away with the driver)."""
     return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE).remote(  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
-        study, objective, direction, planned, dict(finished), best)
+        study, objective, direction, planned, dict(finished), best
+    )
 
 
 _handles: dict[str, Any] = {}

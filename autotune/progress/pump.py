@@ -30,11 +30,19 @@ def finished_event(spec: StudySpec, record: TrialRecord) -> TrialEvent:
     value = record.objectives.get(key)
     objective = float(value) if record.feasible and value is not None and math.isfinite(value) else None
     levels = record.bench.levels if record.bench is not None else ()
-    return TrialEvent(number=record.number, trial_id=record.trial_id, phase=Phase.FINISHED,
-                      outcome=record.outcome.value, failure=record.failure.value if record.failure else "",
-                      objective=objective,
-                      throughput={lv.concurrency: float(lv.output_tok_per_s) for lv in levels
-                                  if math.isfinite(lv.output_tok_per_s) and not lv.load})  # concurrency levels
+    return TrialEvent(
+        number=record.number,
+        trial_id=record.trial_id,
+        phase=Phase.FINISHED,
+        outcome=record.outcome.value,
+        failure=record.failure.value if record.failure else "",
+        objective=objective,
+        throughput={
+            lv.concurrency: float(lv.output_tok_per_s)
+            for lv in levels
+            if math.isfinite(lv.output_tok_per_s) and not lv.load
+        },
+    )  # concurrency levels
 
 
 def create_monitor(spec: StudySpec, owner: str, *, planned: int, records: Sequence[TrialRecord]) -> Any:
@@ -44,8 +52,9 @@ def create_monitor(spec: StudySpec, owner: str, *, planned: int, records: Sequen
     values = [finished_event(spec, r).objective for r in records]
     feasible = [v for v in values if v is not None]
     best = (max(feasible) if direction == "maximize" else min(feasible)) if feasible else None
-    return monitor.create(owner, study=spec.name, objective=key, direction=direction, planned=planned,
-                          finished=dict(counts), best=best)
+    return monitor.create(
+        owner, study=spec.name, objective=key, direction=direction, planned=planned, finished=dict(counts), best=best
+    )
 
 
 class EventPump:

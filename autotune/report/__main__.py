@@ -17,8 +17,12 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autotune.report", description=__doc__, epilog=EXAMPLES,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m autotune.report",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("study_dir", type=Path, help="a study's results directory (results/<study>)")
     p.add_argument("--json", action="store_true", help="print the study's summary as JSON instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")

@@ -38,9 +38,13 @@ def write_html(export: ExportResult, *, title: str) -> Path:
     """``report.html`` from the ``report.md`` and charts ``export`` just wrote."""
     best_dir = export.best_dir
     charts = {p.name: p.read_text() for p in (export.throughput_svg, export.pareto_svg) if p.exists()}
-    page = render_html(export.report.read_text(), charts, title=title,
-                       note=f"autotune report, rendered {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from the study's "
-                            "records (trials.jsonl); report.md holds the same text.")
+    page = render_html(
+        export.report.read_text(),
+        charts,
+        title=title,
+        note=f"autotune report, rendered {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from the study's "
+        "records (trials.jsonl); report.md holds the same text.",
+    )
     path = best_dir / REPORT_HTML
     fd, tmp = tempfile.mkstemp(dir=best_dir, prefix=f".{REPORT_HTML}.", suffix=".tmp")
     try:
@@ -63,16 +67,26 @@ def rerender(root: Path) -> Rendered:
         objectives = tuple((f"{o['metric']}@{o['level']}", str(o["direction"])) for o in study["objectives"])
         levels = tuple(int(c) for c in study["plan"]["concurrencies"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise AutotuneError(f"{root / 'study.json'} lacks the objectives or load levels ({exc}); was it written by "
-                            "python -m autotune.search?") from exc
+        raise AutotuneError(
+            f"{root / 'study.json'} lacks the objectives or load levels ({exc}); was it written by "
+            "python -m autotune.search?"
+        ) from exc
     records = tuple(StudyStore(root).load())
     if not records:
-        raise AutotuneError(f"{root} holds no trial record (trials.jsonl is missing or empty): nothing to report; "
-                            "run the study first")
+        raise AutotuneError(
+            f"{root} holds no trial record (trials.jsonl is missing or empty): nothing to report; run the study first"
+        )
     study_only = (study.get("server") or {}).get("study_only") or None
-    export = export_study(root, study_name=str(study.get("name", root.name)), objectives=objectives, records=records,
-                          load_levels=levels, study_only=study_only,
-                          finalists=outcome_from_study(root, study, records),
-                          stopped_early=str(study.get("stopped_early") or ""), http=_export_http(study))
+    export = export_study(
+        root,
+        study_name=str(study.get("name", root.name)),
+        objectives=objectives,
+        records=records,
+        load_levels=levels,
+        study_only=study_only,
+        finalists=outcome_from_study(root, study, records),
+        stopped_early=str(study.get("stopped_early") or ""),
+        http=_export_http(study),
+    )
     html = write_html(export, title=f"autotune study {study.get('name', root.name)}")
     return Rendered(export=export, html=html, records=records, objectives=objectives, load_levels=levels)

@@ -20,13 +20,17 @@ SCHEMA_VERSION = 1
 def read_study_json(root: Path) -> dict[str, Any]:
     path = root / "study.json"
     if not path.exists():
-        raise AutotuneError(f"{root} is not a study directory (no study.json); pass results/<study> as written by "
-                            "python -m autotune.search")
+        raise AutotuneError(
+            f"{root} is not a study directory (no study.json); pass results/<study> as written by "
+            "python -m autotune.search"
+        )
     try:
         return json.loads(path.read_text())
     except ValueError as exc:
-        raise AutotuneError(f"{path} is not valid JSON ({exc}); restore it from the study file with "
-                            "python -m autotune.search --validate-only") from exc
+        raise AutotuneError(
+            f"{path} is not valid JSON ({exc}); restore it from the study file with "
+            "python -m autotune.search --validate-only"
+        ) from exc
 
 
 def summary_document(root: Path, *, exit_code: int | None = None, stop_reason: str = "") -> dict[str, Any]:
@@ -54,7 +58,9 @@ def summary_document(root: Path, *, exit_code: int | None = None, stop_reason: s
             "invalid": sum(1 for r in records if r.outcome is TrialOutcome.INVALID),
             "failures_by_kind": dict(sorted(failures.items())),
         },
-        "best": None if not best else {
+        "best": None
+        if not best
+        else {
             "number": best.get("number"),
             "trial_id": best.get("trial_id"),
             "params": best.get("params"),

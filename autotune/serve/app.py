@@ -101,8 +101,14 @@ class EngineServer:
 
     def _pin(self, args: EngineArgs) -> None:
         """Pin the new server to this slot's CPU set (children it starts later inherit it); the client follows."""
-        self.cpu_plan = cpusets.plan_here(gpu_ids=self.gpu_ids, node_gpus=self.node_gpus, gpus_per_slot=args.gpus,
-                                          slot=args.slot, slots=args.slots, enabled=args.cpu_isolation)
+        self.cpu_plan = cpusets.plan_here(
+            gpu_ids=self.gpu_ids,
+            node_gpus=self.node_gpus,
+            gpus_per_slot=args.gpus,
+            slot=args.slot,
+            slots=args.slots,
+            enabled=args.cpu_isolation,
+        )
         proc = self.server.proc if self.server is not None else None
         self.cpu_note = cpusets.apply(proc.pid, self.cpu_plan) if proc is not None else ""
 
@@ -157,9 +163,11 @@ class EngineServer:
         while expected is not None and (self.args is None or self.args.name != expected):
             if time.monotonic() > deadline:
                 current = self.args.name if self.args else None
-                return Failure(FailureKind.DEPLOY_ERROR,
-                               f"Ray Serve did not deliver {expected}'s config to its GPU slot in {settle_s:g} s "
-                               f"(the replica runs {current})")
+                return Failure(
+                    FailureKind.DEPLOY_ERROR,
+                    f"Ray Serve did not deliver {expected}'s config to its GPU slot in {settle_s:g} s "
+                    f"(the replica runs {current})",
+                )
             time.sleep(0.05)
         if self.failure is not None:
             return self.failure
@@ -182,12 +190,17 @@ class EngineServer:
         t0 = time.monotonic()
         plan_cpus = self.cpu_plan.cpus if self.cpu_plan is not None and self.cpu_plan.how != "off" else None
         try:
-            result = await arun_plan_in_subprocess(self.spec.base_url, plan, cpus=plan_cpus,  # type: ignore[union-attr]  # the controller benchmarks only after the engine launched (spec set)
-                                                   on_level=self._level_started)
+            result = await arun_plan_in_subprocess(
+                self.spec.base_url,  # type: ignore[union-attr]  # the controller benchmarks only after the engine launched (spec set)
+                plan,
+                cpus=plan_cpus,
+                on_level=self._level_started,
+            )
         except AutotuneError as exc:
             alive = self.server is not None and self.server.alive()
-            return BenchRun(ok=False, alive=alive, bench_s=time.monotonic() - t0, message=str(exc),
-                            log_tail=self.log_tail())
+            return BenchRun(
+                ok=False, alive=alive, bench_s=time.monotonic() - t0, message=str(exc), log_tail=self.log_tail()
+            )
         alive = self.server is not None and self.server.alive()
         return BenchRun(ok=True, alive=alive, bench_s=time.monotonic() - t0, result=result)
 
@@ -196,16 +209,29 @@ class EngineServer:
         args = self.args
         if args is None or args.trial_number is None:
             return
-        progress.send(args.owner, TrialEvent(args.trial_number, args.trial_id or "", Phase.BENCHMARKING, level=index,
-                                             levels=count, concurrency=concurrency))
+        progress.send(
+            args.owner,
+            TrialEvent(
+                args.trial_number,
+                args.trial_id or "",
+                Phase.BENCHMARKING,
+                level=index,
+                levels=count,
+                concurrency=concurrency,
+            ),
+        )
 
     def info(self) -> ServerReport:
         """Everything the record needs about this server: argv, env, node, GPUs, versions, server_info, log phases."""
         server_info: dict[str, Any] | None = None
         if self.spec is None:
-            return ServerReport(node=self.node, gpu_ids=tuple(self.gpu_ids),
-                                gpu_names=tuple(gpus.names(self.gpu_ids or None)), replica_pid=self.pid,
-                                launches=self.launches)
+            return ServerReport(
+                node=self.node,
+                gpu_ids=tuple(self.gpu_ids),
+                gpu_names=tuple(gpus.names(self.gpu_ids or None)),
+                replica_pid=self.pid,
+                launches=self.launches,
+            )
         if self.server is not None and self.server.alive():
             try:
                 with httpx.Client(timeout=10, trust_env=False) as c:
@@ -276,8 +302,12 @@ class EngineServer:
             error = str(exc)
         self.teardown_s = time.monotonic() - t0
         self.server = None
-        return Teardown(teardown_s=self.teardown_s, gpu_free_s=gpu_free_s, error=error,
-                        gpu_mem_mib=gpus.memory_used_mib(self.gpu_ids or None))
+        return Teardown(
+            teardown_s=self.teardown_s,
+            gpu_free_s=gpu_free_s,
+            error=error,
+            gpu_mem_mib=gpus.memory_used_mib(self.gpu_ids or None),
+        )
 
     def check_health(self) -> None:
         """Serve calls this periodically. An engine that died after becoming ready makes the replica unhealthy; with
@@ -301,13 +331,18 @@ class EngineServer:
     # --- production traffic: proxy HTTP to the engine on loopback ------------------------------------------
     async def __call__(self, request: Request) -> Response:
         route = request.scope.get("root_path", "")
-        path = request.url.path[len(route):] or "/"
+        path = request.url.path[len(route) :] or "/"
         if path == "/autotune/status":
             failure = asdict(self.failure) if self.failure is not None else None
-            return JSONResponse({"ready": self.ready_s is not None, "failure": failure,
-                                 "trial": self.args.name if self.args else None,
-                                 "engine_pid": self.server.proc.pid if self.server and self.server.proc else None,
-                                 "argv": list(self.spec.argv) if self.spec else []})
+            return JSONResponse(
+                {
+                    "ready": self.ready_s is not None,
+                    "failure": failure,
+                    "trial": self.args.name if self.args else None,
+                    "engine_pid": self.server.proc.pid if self.server and self.server.proc else None,
+                    "argv": list(self.spec.argv) if self.spec else [],
+                }
+            )
         if self.spec is None:
             return JSONResponse({"error": "no engine on this replica yet"}, status_code=503)
         return await self.proxy.forward(request, self.spec.base_url, path)
@@ -331,8 +366,10 @@ def build_slot_app(args: dict[str, Any]) -> serve.Application:
     ``options(version=)`` was removed), so it is pinned here; where a Ray release lacks that attribute, every trial
     gets a new replica, which is slower but just as correct."""
     parsed = EngineArgs.model_validate(args)
-    dep = EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
-                               user_config=parsed.model_dump())
+    dep = EngineServer.options(  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
+        ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},
+        user_config=parsed.model_dump(),
+    )
     if hasattr(dep, "_version"):
         dep._version = SLOT_VERSION
     return dep.bind()

@@ -44,8 +44,15 @@ def ray_errors(what: str) -> Iterator[None]:
 class ServeReplica:
     """A ``Replica`` behind a Serve deployment handle; every call waits at most its timeout."""
 
-    def __init__(self, handle: Any, *, ready_wait_s: float, bench_wait_s: float, info_wait_s: float = 120.0,
-                 stop_wait_s: float = 180.0) -> None:
+    def __init__(
+        self,
+        handle: Any,
+        *,
+        ready_wait_s: float,
+        bench_wait_s: float,
+        info_wait_s: float = 120.0,
+        stop_wait_s: float = 180.0,
+    ) -> None:
         self.handle = handle
         self.ready_wait_s = ready_wait_s
         self.bench_wait_s = bench_wait_s
@@ -74,8 +81,9 @@ class ServeDeployer:
     in place through ``user_config``), or, where the study has no slot pool (a trial run outside the driver), as an
     application of its own that ``release`` deletes."""
 
-    def __init__(self, *, ready_wait_s: float, bench_wait_s: float,
-                 acquire: Callable[[Any], int] = slots.acquire) -> None:
+    def __init__(
+        self, *, ready_wait_s: float, bench_wait_s: float, acquire: Callable[[Any], int] = slots.acquire
+    ) -> None:
         self.ready_wait_s = ready_wait_s
         self.bench_wait_s = bench_wait_s
         self.acquire = acquire
@@ -93,11 +101,23 @@ class ServeDeployer:
             n_slots = slots.size(pool) if pool is not None else None
         except AutotuneError as exc:
             raise ReplicaError(f"{request.name} got no GPU slot: {exc}") from exc
-        args = EngineArgs(name=request.name, engine=launch.engine, argv=list(launch.argv), env=dict(launch.env),
-                          unset_env=list(launch.unset_env), host=launch.host, port=0, gpus=launch.gpus,
-                          ready_timeout_s=launch.ready_timeout_s, owner=request.owner, trial_number=request.number,
-                          trial_id=request.trial_id, slot=slot, slots=n_slots,
-                          cpu_isolation=request.cpu_isolation).model_dump()
+        args = EngineArgs(
+            name=request.name,
+            engine=launch.engine,
+            argv=list(launch.argv),
+            env=dict(launch.env),
+            unset_env=list(launch.unset_env),
+            host=launch.host,
+            port=0,
+            gpus=launch.gpus,
+            ready_timeout_s=launch.ready_timeout_s,
+            owner=request.owner,
+            trial_number=request.number,
+            trial_id=request.trial_id,
+            slot=slot,
+            slots=n_slots,
+            cpu_isolation=request.cpu_isolation,
+        ).model_dump()
         app_name = slots.slot_app_name(request.study, slot) if slot is not None else request.name
         app = build_slot_app(args) if slot is not None else build_app(args)
         t0, epoch = time.monotonic(), time.time()

@@ -22,8 +22,10 @@ class EngineArgs(BaseModel):
 
     name: str = Field(description="application / server name, used for the log file")
     engine: str = Field(description="'sglang' or 'sim'")
-    argv: list[str] = Field(description="exact server argv; '--port 0' means: pick a free port on the replica's node; "
-                            "an argv that starts with '-m' runs on the replica's own Python interpreter")
+    argv: list[str] = Field(
+        description="exact server argv; '--port 0' means: pick a free port on the replica's node; "
+        "an argv that starts with '-m' runs on the replica's own Python interpreter"
+    )
     env: dict[str, str] = Field(default_factory=dict, description="variables set for the server")
     unset_env: list[str] = Field(default_factory=list, description="inherited variables removed (e.g. OMP_NUM_THREADS)")
     host: str = "127.0.0.1"
@@ -33,16 +35,23 @@ class EngineArgs(BaseModel):
     log_dir: str | None = None
     wait_ready_in_constructor: bool = False
     health_follows_engine: bool = Field(
-        default=False, description="production: the replica is unhealthy whenever its engine is gone or failed, so "
-        "Serve replaces it (a study's replicas report a failed launch to the runner instead)")
+        default=False,
+        description="production: the replica is unhealthy whenever its engine is gone or failed, so "
+        "Serve replaces it (a study's replicas report a failed launch to the runner instead)",
+    )
     check_flags: bool = True
-    owner: str | None = Field(default=None, description="study that owns the server (orphan sweep after a killed driver)")
+    owner: str | None = Field(
+        default=None, description="study that owns the server (orphan sweep after a killed driver)"
+    )
     trial_number: int | None = Field(default=None, description="the Optuna trial number (progress events)")
     trial_id: str | None = Field(default=None, description="the Ray Tune trial id (progress events)")
     slot: int | None = Field(default=None, description="the study's GPU slot this replica is (its share of the CPUs)")
     slots: int | None = Field(default=None, description="how many GPU slots the study has")
-    cpu_isolation: bool = Field(default=True, description="pin the server and the benchmark client to this slot's "
-                                "CPU set (autotune.core.cpusets); a slot alone on its node gets every CPU")
+    cpu_isolation: bool = Field(
+        default=True,
+        description="pin the server and the benchmark client to this slot's "
+        "CPU set (autotune.core.cpusets); a slot alone on its node gets every CPU",
+    )
 
 
 def failure_of(exc: AutotuneError) -> Failure:

@@ -57,8 +57,9 @@ class EngineProxy:
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            self._client = httpx.AsyncClient(timeout=None, trust_env=False, limits=self._limits,
-                                             transport=self._transport)
+            self._client = httpx.AsyncClient(
+                timeout=None, trust_env=False, limits=self._limits, transport=self._transport
+            )
             self.clients_opened += 1
         return self._client
 

@@ -289,13 +289,20 @@ def _failure(
                 + CAPTURE_HINT,
             )
         return LaunchFailure("warmup", (warn, err))
-    if spec is not None and spec.fixed_accept_length is not None and spec.algorithm in EAGLE_FAMILY \
-            and simulated_accept_overflows(spec.num_steps, spec.num_draft_tokens):
-        return LaunchFailure("warmup", (
-            f"RuntimeError: The expanded size of the tensor ({spec.num_draft_tokens}) must match the existing size "
-            f"({spec.num_steps + 1}) at non-singleton dimension 1. Target sizes: [-1, {spec.num_draft_tokens}]. "
-            f"(SGLANG_SIMULATE_ACC_LEN draws accept lengths up to steps + 1 = {spec.num_steps + 1})",
-        ))
+    if (
+        spec is not None
+        and spec.fixed_accept_length is not None
+        and spec.algorithm in EAGLE_FAMILY
+        and simulated_accept_overflows(spec.num_steps, spec.num_draft_tokens)
+    ):
+        return LaunchFailure(
+            "warmup",
+            (
+                f"RuntimeError: The expanded size of the tensor ({spec.num_draft_tokens}) must match the existing size "
+                f"({spec.num_steps + 1}) at non-singleton dimension 1. Target sizes: [-1, {spec.num_draft_tokens}]. "
+                f"(SGLANG_SIMULATE_ACC_LEN draws accept lengths up to steps + 1 = {spec.num_steps + 1})",
+            ),
+        )
     if need > avail:
         free_mib = max(avail - (need - m_graph(profile, graph_max, spec)), 0.0) * 1024 / 1.073741824
         oom = (

@@ -52,8 +52,10 @@ def check_engine_flags(spec: StudySpec) -> FlagCheck:
         profile = spec.sim.profile if spec.sim is not None else None
         if profile is not None and profile not in list_profiles() and not profile.endswith((".yaml", ".yml")):
             close = difflib.get_close_matches(profile, list_profiles(), n=1)
-            problems.append(f"sim.profile: unknown simulator profile {profile!r}; use one of "
-                            f"{', '.join(list_profiles())}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            problems.append(
+                f"sim.profile: unknown simulator profile {profile!r}; use one of "
+                f"{', '.join(list_profiles())}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            )
         known = flags_in_help(build_parser().format_help())
         problems += _unknown(spec, known, (), "the simulated engine")
         return FlagCheck(tuple(problems), "flags checked against the simulator's flag list")
@@ -67,5 +69,6 @@ def check_engine_flags(spec: StudySpec) -> FlagCheck:
     known = flags_in_help(cached_help(engine, sys.executable, release))
     if not known:
         return FlagCheck((), f"{release}: its --help printed no flags; flags are checked on each worker instead")
-    return FlagCheck(tuple(_unknown(spec, known, tuple(engine.FLAG_ALIASES), release)),
-                     f"flags checked against {release} --help")
+    return FlagCheck(
+        tuple(_unknown(spec, known, tuple(engine.FLAG_ALIASES), release)), f"flags checked against {release} --help"
+    )

@@ -133,7 +133,6 @@ class NcclSettings:
         return "ring" not in self.other_algos
 
 
-
 def _parse_list(
     text: str, universe: tuple[str, ...], aliases: Mapping[str, str | None], what: str
 ) -> dict[str, set[str]]:

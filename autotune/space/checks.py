@@ -56,7 +56,7 @@ def _jsonl_rows(path: Path, output_len: int) -> list[Problem]:
     try:
         check_jsonl(str(path), output_len)
     except BenchError as exc:
-        return [Problem("workload.path", str(exc), "fix the file (one JSON object a line, e.g. {\"prompt\": \"...\"})")]
+        return [Problem("workload.path", str(exc), 'fix the file (one JSON object a line, e.g. {"prompt": "..."})')]
     return []
 
 
@@ -68,8 +68,13 @@ def _study(m: StudyFileModel) -> list[Problem]:
             Problem("study.name", f"{s.name!r} cannot name a results folder", "use letters, digits, '.', '_' and '-'")
         )
     elif s.name is not None and len(s.name) > MAX_STUDY_NAME:
-        out.append(Problem("study.name", f"the name is {len(s.name)} characters long, too long for a results folder",
-                           f"use at most {MAX_STUDY_NAME} characters"))
+        out.append(
+            Problem(
+                "study.name",
+                f"the name is {len(s.name)} characters long, too long for a results folder",
+                f"use at most {MAX_STUDY_NAME} characters",
+            )
+        )
     if s.engine == "sglang" and not (m.server.model_path or "").strip():
         out.append(
             Problem(
@@ -198,7 +203,9 @@ def study_slo(m: StudyFileModel) -> Any:
 
     s = m.study
     if s.slo is not None:
-        slo = SLO(*(None if v is None else float(v) for v in (s.slo.ttft_ms, s.slo.tpot_ms, s.slo.itl_ms, s.slo.e2e_ms)))
+        slo = SLO(
+            *(None if v is None else float(v) for v in (s.slo.ttft_ms, s.slo.tpot_ms, s.slo.itl_ms, s.slo.e2e_ms))
+        )
         return None if slo.empty else slo
     limits: dict[str, float] = {}
     for c in s.constraints if s.constraints is not None else ():

@@ -45,7 +45,7 @@ def discrete_values(p: ParamSpec) -> list[Any] | None:
     places = decimals(p)
     if places is None:
         return None
-    unit = float(p.step) if p.step else 10.0 ** -places
+    unit = float(p.step) if p.step else 10.0**-places
     n = int(math.floor((float(p.high) - float(p.low)) / unit + 1e-9))
     return list(dict.fromkeys(rounded(p, float(p.low) + unit * k) for k in range(n + 1)))
 
@@ -80,8 +80,9 @@ def distance(spec: StudySpec, a: dict[str, Any], b: dict[str, Any]) -> float:
     return total
 
 
-def nearest_first(spec: StudySpec, points: Sequence[dict[str, Any]], near: dict[str, Any],
-                  rng: random.Random) -> list[dict[str, Any]]:
+def nearest_first(
+    spec: StudySpec, points: Sequence[dict[str, Any]], near: dict[str, Any], rng: random.Random
+) -> list[dict[str, Any]]:
     """``points`` ordered by their distance from ``near``, ties in random order."""
     keyed = [(distance(spec, p, near), rng.random(), i) for i, p in enumerate(points)]
     return [points[i] for _, _, i in sorted(keyed)]

@@ -65,8 +65,10 @@ def load_study(path: str | Path, *, overrides: StudyOverrides | None = None) -> 
     elif not param_problems:
         problems += check_points(points, params, key=points_key)
     if model.study.baseline is not None and not param_problems:
-        problems += [Problem(pr.key.replace("study.baseline[0]", "study.baseline"), pr.message, pr.fix)
-                     for pr in check_points([model.study.baseline], params, key="study.baseline")]
+        problems += [
+            Problem(pr.key.replace("study.baseline[0]", "study.baseline"), pr.message, pr.fix)
+            for pr in check_points([model.study.baseline], params, key="study.baseline")
+        ]
     if problems:
         try:
             raise_problems(source, problems)

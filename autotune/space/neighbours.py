@@ -29,7 +29,7 @@ def _other_value(p: ParamSpec, current: Any, rng: random.Random) -> Any:
     value = _on_grid(p, float(current) + span * FLOAT_MOVE * rng.uniform(0.3, 1.0) * sign)
     places = decimals(p)
     if value == current and places is not None:  # the move was below the precision searched: one unit instead
-        unit = float(p.step) if p.step else 10.0 ** -places
+        unit = float(p.step) if p.step else 10.0**-places
         value = _on_grid(p, float(current) + unit * sign)
         if value == current:
             value = _on_grid(p, float(current) - unit * sign)
@@ -67,8 +67,9 @@ def movable(spec: StudySpec, point: Mapping[str, Any]) -> list[str]:
     return [p.name for p in spec.params if p.name in point and _can_move(p)]
 
 
-def neighbour(spec: StudySpec, point: Mapping[str, Any], rng: random.Random, param: str | None = None
-              ) -> dict[str, Any] | None:
+def neighbour(
+    spec: StudySpec, point: Mapping[str, Any], rng: random.Random, param: str | None = None
+) -> dict[str, Any] | None:
     """``point`` with one active parameter changed (``param``, else a random one); parameters that become active get a
     random value, ones that become inactive are dropped. None when that parameter (or any) cannot change."""
     names = movable(spec, point)
@@ -91,4 +92,3 @@ def _settled(spec: StudySpec, changed: Mapping[str, Any], rng: random.Random) ->
         v = changed.get(p.name)
         out[p.name] = v if p.name in changed and accepts(p, v) else random_value(p, rng)
     return out
-

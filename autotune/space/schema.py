@@ -86,13 +86,17 @@ class _StrictLoader(yaml.SafeLoader):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise _HostileYAML(
-                    None, None, f"more than {MAX_ALIASES} aliases (*name): a study file needs a few at most",
-                    self.peek_event().start_mark)
+                    None,
+                    None,
+                    f"more than {MAX_ALIASES} aliases (*name): a study file needs a few at most",
+                    self.peek_event().start_mark,
+                )
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise _HostileYAML(
-                    None, None, f"lists or mappings nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+                    None, None, f"lists or mappings nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -123,17 +127,25 @@ def _check_expanded(root: yaml.Node) -> None:
             height[key] = 1 + max((height[id(k)] for k in kids), default=0)
             if size[key] > MAX_NODES:
                 raise _HostileYAML(
-                    None, None, f"its aliases expand to more than {MAX_NODES:,} values (an alias bomb?)", node.start_mark)
+                    None,
+                    None,
+                    f"its aliases expand to more than {MAX_NODES:,} values (an alias bomb?)",
+                    node.start_mark,
+                )
             if height[key] > MAX_DEPTH:
                 raise _HostileYAML(
-                    None, None, f"with its aliases expanded, lists or mappings nest deeper than {MAX_DEPTH} levels",
-                    node.start_mark)
+                    None,
+                    None,
+                    f"with its aliases expanded, lists or mappings nest deeper than {MAX_DEPTH} levels",
+                    node.start_mark,
+                )
             continue
         if key in size:
             continue
         if key in open_nodes:
-            raise _HostileYAML(None, None, "an alias refers to a value that contains it (a recursive "
-                                              "alias)", node.start_mark)
+            raise _HostileYAML(
+                None, None, "an alias refers to a value that contains it (a recursive alias)", node.start_mark
+            )
         open_nodes.add(key)
         stack.append((node, True))
         stack.extend((k, False) for k in kids if id(k) not in size)
@@ -173,9 +185,11 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
         if size > MAX_STUDY_BYTES:
-            raise SpaceError(f"{path}: the file is {size / 2**20:.1f} MiB; a study file may be at most "
-                             f"{MAX_STUDY_BYTES / 2**20:g} MiB. Fix: pass the study YAML (prompts and data go in "
-                             "workload files, not in the study)")
+            raise SpaceError(
+                f"{path}: the file is {size / 2**20:.1f} MiB; a study file may be at most "
+                f"{MAX_STUDY_BYTES / 2**20:g} MiB. Fix: pass the study YAML (prompts and data go in "
+                "workload files, not in the study)"
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SpaceError(
@@ -186,8 +200,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except _HostileYAML as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
-        raise SpaceError(f"{path}: refused at {where}: {exc.problem}. Fix: write the values out plainly (a study file "
-                         "needs no alias chains or deep nesting)") from None
+        raise SpaceError(
+            f"{path}: refused at {where}: {exc.problem}. Fix: write the values out plainly (a study file "
+            "needs no alias chains or deep nesting)"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"

@@ -254,8 +254,9 @@ class StudySpec:
         from autotune.core.secrets import redact_env, redact_flags
 
         s = self.server
-        return replace(self, server=replace(s, env=redact_env(s.env, s.secret_env),
-                                            flags=redact_flags(s.flags, s.secret_flags)))
+        return replace(
+            self, server=replace(s, env=redact_env(s.env, s.secret_env), flags=redact_flags(s.flags, s.secret_flags))
+        )
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready copy (for records and exports); secret values of variables and flags are redacted

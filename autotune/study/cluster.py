@@ -111,9 +111,16 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
         # binds 127.0.0.1 too. Joining a cluster (--address) is unaffected.
         loopback_only_ray()
         try:
-            ctx = ray.init(address="local", num_cpus=max(4, os.cpu_count() or 1), include_dashboard=True,
-                           dashboard_host="127.0.0.1", dashboard_port=req.dashboard_port,
-                           log_to_driver=req.verbose, _node_ip_address="127.0.0.1", **kwargs)
+            ctx = ray.init(
+                address="local",
+                num_cpus=max(4, os.cpu_count() or 1),
+                include_dashboard=True,
+                dashboard_host="127.0.0.1",
+                dashboard_port=req.dashboard_port,
+                log_to_driver=req.verbose,
+                _node_ip_address="127.0.0.1",
+                **kwargs,
+            )
         except Exception as exc:  # noqa: BLE001 - Ray's start-up failures have no common type
             if isinstance(exc, AutotuneError):
                 raise
@@ -122,7 +129,8 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
                 f"the study's local Ray cluster did not start ({type(exc).__name__}: {first[:300]}). A port it needs "
                 f"may be taken, or the machine too loaded to start it in time: see /tmp/ray/session_latest/logs, free "
                 f"some CPU or pass --dashboard-port/--metrics-port with free ports, and run the same command again "
-                f"(finished trials are kept).") from exc
+                f"(finished trials are kept)."
+            ) from exc
         started = True
         if req.state_dir is not None:
             node = getattr(ray._private.worker, "_global_node", None)
@@ -145,8 +153,9 @@ def record_session(state_dir: Path, session_dir: str) -> None:
     processes that cluster left running (by session, never by name)."""
     from autotune.trial.store import atomic_write_text
 
-    atomic_write_text(Path(state_dir) / SESSION_FILE,
-                      json.dumps({"session_dir": str(session_dir), "driver_pid": os.getpid()}))
+    atomic_write_text(
+        Path(state_dir) / SESSION_FILE, json.dumps({"session_dir": str(session_dir), "driver_pid": os.getpid()})
+    )
 
 
 def _proc_title(pid: int) -> str:
@@ -228,9 +237,11 @@ def stop_orphans(state_dir: Path, say: Callable[[str], None]) -> list[int]:
         except ProcessLookupError:
             pass
     listed = ", ".join(f"{titles[p]} (pid {p})" for p in pids)
-    say(f"stopped {len(pids)} process(es) of this study's previous Ray cluster ({os.path.basename(session_dir)}), "
+    say(
+        f"stopped {len(pids)} process(es) of this study's previous Ray cluster ({os.path.basename(session_dir)}), "
         f"left running by a driver that was killed or lost its cluster: {listed}"
-        f"{' (SIGKILL after ' + format(STOP_WAIT_S, 'g') + ' s)' if left else ''}; the ports they held are free again")
+        f"{' (SIGKILL after ' + format(STOP_WAIT_S, 'g') + ' s)' if left else ''}; the ports they held are free again"
+    )
     return pids
 
 
@@ -256,8 +267,9 @@ def check_reachable(address: str, where: str, timeout_s: float = 5.0) -> None:
         else:
             why = "no running Ray cluster was found on this machine"
         if not found:
-            raise AutotuneError(f"--address auto: {why}. Start one (`ray start --head`), or drop --address to run a "
-                                f"local Ray here.")
+            raise AutotuneError(
+                f"--address auto: {why}. Start one (`ray start --head`), or drop --address to run a local Ray here."
+            )
         address = found
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     try:

@@ -61,11 +61,23 @@ def _gain_text(d: Any) -> str:
 
 
 class StudyDriver:
-    def __init__(self, spec: StudySpec, *, results_dir: Path, address: str | None = None, num_gpus: int | None = None,
-                 max_concurrent: int | None = None, dashboard_port: int = 8265, serve_port: int = 8000,
-                 fresh: bool = False, stop_after_s: float | None = None, console: Console | None = None,
-                 storage: str | None = None, metrics_port: int | None = None,
-                 finalists_only: bool = False) -> None:
+    def __init__(
+        self,
+        spec: StudySpec,
+        *,
+        results_dir: Path,
+        address: str | None = None,
+        num_gpus: int | None = None,
+        max_concurrent: int | None = None,
+        dashboard_port: int = 8265,
+        serve_port: int = 8000,
+        fresh: bool = False,
+        stop_after_s: float | None = None,
+        console: Console | None = None,
+        storage: str | None = None,
+        metrics_port: int | None = None,
+        finalists_only: bool = False,
+    ) -> None:
         self.spec = spec
         self.finalists_only = finalists_only  # run only a (new) finalist stage of an existing study, then export
         self.finalist_store = FinalistStore(results_dir / spec.name)
@@ -132,11 +144,11 @@ class StudyDriver:
                 f"{root} holds study '{other[0]}' (its {other[1]}), not '{name}': the directory was copied or renamed. "
                 f"Resume it under its own name (--study {other[0]}, from a results directory where it is named "
                 f"{other[0]}), or start a new study '{name}' with --fresh (the directory is moved aside, nothing is "
-                f"deleted).")
+                f"deleted)."
+            )
 
     def _missing_record(self, number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
-        rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params,
-                          started_at=now_iso())
+        rec = base_record(self.spec, None, trial_id=trial_id, number=number, params=params, started_at=now_iso())
         return failed_record(rec, self.spec, FailureKind.UNKNOWN, reason)
 
     def _check_stop_rule(self, records: list[TrialRecord] | None = None) -> None:
@@ -180,7 +192,8 @@ class StudyDriver:
                 f"{self._trial_walls[0]:.0f} s here, so the stage's {self.stage_launches()} relaunches need about "
                 f"{self.stage_reserve_s():.0f} s more. The search runs the whole time box and the finalist stage is "
                 f"skipped: the export rests on single launches (no relaunch means, no tie test). Give at least "
-                f"{math.ceil(need * 1.5)} s to keep it.")
+                f"{math.ceil(need * 1.5)} s to keep it."
+            )
             self.console.say(self.no_stage_room)
 
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
@@ -200,8 +213,13 @@ class StudyDriver:
     def _start_ray(self) -> tuple[bool, float]:
         if not (self.address or os.environ.get("RAY_ADDRESS")):
             stop_orphans(self.store.root, self.console.say)  # a killed driver's cluster, found by its session
-        return start_ray(self.spec, ClusterRequest(self.address, self.num_gpus, self.dashboard_port, self.metrics_port,
-                                                   self._verbose, self.store.root), self.console.say)
+        return start_ray(
+            self.spec,
+            ClusterRequest(
+                self.address, self.num_gpus, self.dashboard_port, self.metrics_port, self._verbose, self.store.root
+            ),
+            self.console.say,
+        )
 
     def run(self) -> int:
         """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""
@@ -236,8 +254,9 @@ class StudyDriver:
             registry.check_writable()  # the local replicas register their servers there
         killed = registry.sweep(self.owner)
         if killed:
-            self.console.say(f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver "
-                             "was killed)")
+            self.console.say(
+                f"killed {len(killed)} server(s) left running by an earlier run of this study (its driver was killed)"
+            )
         self.store.ensure()
         if spec.has_secrets:
             self.store.make_private()  # its records name secret variables and flags (their values are redacted)
@@ -251,8 +270,10 @@ class StudyDriver:
         remaining = spec.trials - done
         if self.finalists_only:
             if not done:
-                raise AutotuneError(f"--finalists-only: {self.store.root} has no finished trials; run the study first "
-                                    "(the same command without --finalists-only)")
+                raise AutotuneError(
+                    f"--finalists-only: {self.store.root} has no finished trials; run the study first "
+                    "(the same command without --finalists-only)"
+                )
             if remaining > 0:
                 self.console.say(f"--finalists-only: {remaining} trial(s) of the budget are left unrun")
             remaining = 0
@@ -282,8 +303,14 @@ class StudyDriver:
     def _stopped_early(self) -> int:
         """Record why the run stopped, export what it has under a banner, and say how to resume."""
         state = self.stopped
-        self.store.append_stop({"at": now_iso(), "signal": state.signal_name or None,
-                                "infrastructure": state.infrastructure or None, "pid": os.getpid()})
+        self.store.append_stop(
+            {
+                "at": now_iso(),
+                "signal": state.signal_name or None,
+                "infrastructure": state.infrastructure or None,
+                "pid": os.getpid(),
+            }
+        )
         try:
             self._export(note=state.banner)
         except Exception as exc:  # noqa: BLE001 - the stop message matters more than a partial export
@@ -301,7 +328,9 @@ class StudyDriver:
         from ray import serve, tune
 
         spec = self.spec
-        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Ctrl-C is the driver's (autotune.study.interrupts), not Tune's
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = (
+            "1"  # Ctrl-C is the driver's (autotune.study.interrupts), not Tune's
+        )
         started, total_gpus = self._start_ray()
         try:
             gpt = spec.gpus_per_trial
@@ -316,13 +345,16 @@ class StudyDriver:
                     conc = min(conc, cap)
             self._concurrency = conc
             self._trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
-            self.console.say(f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
-                             f"trial, {conc} at a time; results in {self.store.root}")
+            self.console.say(
+                f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
+                f"trial, {conc} at a time; results in {self.store.root}"
+            )
             if self.stop_after_s is not None and self.stage_launches():
                 self.console.say(
                     f"--stop-after-s {self.stop_after_s:g}: the search stops in time to leave the finalist stage "
                     f"({self.stage_launches()} relaunches) its time, estimated from this study's own trial times"
-                    + (f" (now {self.stage_reserve_s():.0f} s)" if self._trial_walls else " once the first finishes"))
+                    + (f" (now {self.stage_reserve_s():.0f} s)" if self._trial_walls else " once the first finishes")
+                )
                 self._check_time_box()
             if port_busy(self.serve_port):
                 raise AutotuneError(
@@ -334,18 +366,30 @@ class StudyDriver:
             self._slot_pool = slots.create(self.owner, conc)
             if remaining > 0:
                 self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
-                self.console.study_started(remaining, conc, [r.phases.trial_wall_s for r in records
-                                                             if r.phases.trial_wall_s])
-                searcher = OptunaStudySearcher(spec, study, budget=remaining, on_record=self._on_record,
-                                               make_missing_record=self._missing_record, stop_after_s=self.stop_after_s,
-                                               on_raw_result=self.store.save_raw, reserve_s=self.stage_reserve_s)
+                self.console.study_started(
+                    remaining, conc, [r.phases.trial_wall_s for r in records if r.phases.trial_wall_s]
+                )
+                searcher = OptunaStudySearcher(
+                    spec,
+                    study,
+                    budget=remaining,
+                    on_record=self._on_record,
+                    make_missing_record=self._missing_record,
+                    stop_after_s=self.stop_after_s,
+                    on_raw_result=self.store.save_raw,
+                    reserve_s=self.stage_reserve_s,
+                )
                 self._searcher = searcher
                 tuner = tune.Tuner(
                     tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
-                    tune_config=tune.TuneConfig(search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc,
-                                                 reuse_actors=True),  # no new trainable process per trial
-                    run_config=tune.RunConfig(name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                              storage_path=str((self.store.root / "tune").resolve()), verbose=0),
+                    tune_config=tune.TuneConfig(
+                        search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc, reuse_actors=True
+                    ),  # no new trainable process per trial
+                    run_config=tune.RunConfig(
+                        name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                        storage_path=str((self.store.root / "tune").resolve()),
+                        verbose=0,
+                    ),
                 )
 
                 def halt() -> None:
@@ -353,8 +397,11 @@ class StudyDriver:
                     searcher.infrastructure_lost = bool(self.stopped.infrastructure)
 
                 try:
-                    with stop_handlers(self.stopped, halt, self.console.error), \
-                            RayWatchdog(self.stopped, ray_probe()), EventPump(self._monitor, self.console) as self._pump:
+                    with (
+                        stop_handlers(self.stopped, halt, self.console.error),
+                        RayWatchdog(self.stopped, ray_probe()),
+                        EventPump(self._monitor, self.console) as self._pump,
+                    ):
                         tuner.fit()
                 except StudyCancelled:
                     pass  # the running trials are cancelled below (their servers go with Serve and the sweep)
@@ -362,20 +409,27 @@ class StudyDriver:
                     halt()
                 self.stop_reason = searcher.stop_reason
                 if searcher.exhausted:
-                    self.console.say(f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured "
-                                     f"points")
+                    self.console.say(
+                        f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured points"
+                    )
                 if searcher.timed_out and not self.stopped.stopping:
-                    kept = "" if self.no_stage_room else (
-                        f" (the last {self.stage_reserve_s():.0f} s of it kept for the finalist stage)")
+                    kept = (
+                        ""
+                        if self.no_stage_room
+                        else (f" (the last {self.stage_reserve_s():.0f} s of it kept for the finalist stage)")
+                    )
                     self.time_box_note = (
                         f"STOPPED by --stop-after-s {self.stop_after_s:g}{kept}: no new trial started after that; "
                         f"{len(self.store.load())} of {spec.trials} trial(s) done. Rerun the same command to "
-                        f"continue.")
+                        f"continue."
+                    )
                     self.console.say(f"\n{self.time_box_note}")
             if not self.stop_reason and not self.stopped.stopping:
                 try:  # Ctrl-C: no new relaunch (the running one is stored); again, or SIGTERM: cancel it
-                    with stop_handlers(self.stopped, lambda: None, self.console.error), \
-                            RayWatchdog(self.stopped, ray_probe()):
+                    with (
+                        stop_handlers(self.stopped, lambda: None, self.console.error),
+                        RayWatchdog(self.stopped, ray_probe()),
+                    ):
                         self._run_finalists(conc)
                 except StudyCancelled:
                     pass  # a relaunch cut short is not stored; the stage resumes it on the next run
@@ -384,8 +438,9 @@ class StudyDriver:
             self._monitor = self._pump = None
             if self.stopped.infrastructure:
                 ignore_sigint()  # Ray's driver-side core worker may still raise SIGINT about its dead raylet
-                self.console.error(f"the Ray cluster was lost ({self.stopped.infrastructure}); cleaning up what is "
-                                   f"local")
+                self.console.error(
+                    f"the Ray cluster was lost ({self.stopped.infrastructure}); cleaning up what is local"
+                )
                 registry.sweep(self.owner)
                 if started:
                     bounded(ray.shutdown, 15.0)
@@ -402,14 +457,21 @@ class StudyDriver:
         spec = self.spec
         first = spec.objectives[0]
         finalists = stage_finalists(records, first.key, first.direction, spec.finalists.count, spec.baseline)
-        return next_stage(self.finalist_store.plans(), self.finalist_store.load(), finalists, spec.finalists.rounds,
-                          new_round=self.finalists_only)
+        return next_stage(
+            self.finalist_store.plans(),
+            self.finalist_store.load(),
+            finalists,
+            spec.finalists.rounds,
+            new_round=self.finalists_only,
+        )
 
     def _run_finalists(self, concurrency: int) -> None:
         """Relaunch the top configs (see autotune.finalists.choice), unless the study's time box has run out."""
         if self.no_stage_room:
-            self.console.say("finalist stage skipped: --stop-after-s is too short to hold it (rerun the command, or "
-                             "--finalists-only, to run it)")
+            self.console.say(
+                "finalist stage skipped: --stop-after-s is too short to hold it (rerun the command, or "
+                "--finalists-only, to run it)"
+            )
             return
         records = self.store.load()
         plan = self._stage_due(records)
@@ -428,15 +490,30 @@ class StudyDriver:
                 pump.pump()  # a relaunch's last phase lines before its result line
                 self.console.say(text)
 
-            run_stage(self.spec, plan, trials, self.finalist_store, owner=self.owner, concurrency=concurrency,
-                      say=say, halted=lambda: self.stopped.stopping)
+            run_stage(
+                self.spec,
+                plan,
+                trials,
+                self.finalist_store,
+                owner=self.owner,
+                concurrency=concurrency,
+                say=say,
+                halted=lambda: self.stopped.stopping,
+            )
 
     def finalist_outcome(self, records: list[TrialRecord]) -> FinalistOutcome:
         spec = self.spec
         first = spec.objectives[0]
-        return study_outcome(records, self.finalist_store.plans(), self.finalist_store.load(), key=first.key,
-                             direction=first.direction, alpha=spec.finalists.alpha, count=spec.finalists.count,
-                             baseline=spec.baseline)
+        return study_outcome(
+            records,
+            self.finalist_store.plans(),
+            self.finalist_store.load(),
+            key=first.key,
+            direction=first.direction,
+            alpha=spec.finalists.alpha,
+            count=spec.finalists.count,
+            baseline=spec.baseline,
+        )
 
     def _mark_dashboard(self, result: Any) -> None:
         """Name the exported config in the Optuna study, for optuna-dashboard (autotune.core.dashboard_attrs.mark_export)."""
@@ -446,8 +523,9 @@ class StudyDriver:
 
         verdict = result.verdict.headline if result.verdict is not None else result.reason
         try:
-            mark_export(self._study, result.best.number if result.best is not None else None, verdict,
-                        result.decided_by)
+            mark_export(
+                self._study, result.best.number if result.best is not None else None, verdict, result.decided_by
+            )
         except Exception as exc:  # noqa: BLE001 - the export is written; the dashboard note is a convenience
             self.console.say(f"could not mark the export in the Optuna study ({type(exc).__name__}: {exc})")
 
@@ -460,10 +538,19 @@ class StudyDriver:
         objectives = [(o.key, o.direction) for o in spec.objectives]
         levels = list(spec.plan.concurrencies)
         outcome = self.finalist_outcome(records)
-        result = export_study(self.store.root, study_name=spec.name, objectives=objectives, records=records,
-                              load_levels=levels, study_only=spec.server.study_only, finalists=outcome, note=note,
-                              stopped_early=self.stop_rule_reason, baseline=spec.baseline,
-                              http=spec.export_http)
+        result = export_study(
+            self.store.root,
+            study_name=spec.name,
+            objectives=objectives,
+            records=records,
+            load_levels=levels,
+            study_only=spec.server.study_only,
+            finalists=outcome,
+            note=note,
+            stopped_early=self.stop_rule_reason,
+            baseline=spec.baseline,
+            http=spec.export_http,
+        )
         html = write_html(result, title=f"autotune study {spec.name}")
         self._mark_dashboard(result)
         say = self.console.result
@@ -477,18 +564,25 @@ class StudyDriver:
             say(f"report: {html.resolve().as_uri()}")
             return 3
         engine = best.engine
-        label = "SIMULATED, not a measurement" if engine is None or engine.simulated else \
-            f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
+        label = (
+            "SIMULATED, not a measurement"
+            if engine is None or engine.simulated
+            else f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
+        )
         if result.verdict is not None:
             say(f"\nverdict: {result.verdict.headline}")
             for g in result.verdict.gains:
                 if g.difference is not None:
-                    say(f"  concurrency {g.concurrency:>4}: {g.metric} {g.baseline_mean:,.1f} -> "
-                        f"{g.recommended_mean:,.1f} ({_gain_text(g.difference)})")
+                    say(
+                        f"  concurrency {g.concurrency:>4}: {g.metric} {g.baseline_mean:,.1f} -> "
+                        f"{g.recommended_mean:,.1f} ({_gain_text(g.difference)})"
+                    )
             sp = result.spread
             if sp is not None:
-                say(f"  vs the worst config (trial {sp.worst}) at concurrency {sp.concurrency}: {sp.worst_mean:,.1f} -> "
-                    f"{sp.best_mean:,.1f} ({_gain_text(sp.difference)})")
+                say(
+                    f"  vs the worst config (trial {sp.worst}) at concurrency {sp.concurrency}: {sp.worst_mean:,.1f} -> "
+                    f"{sp.best_mean:,.1f} ({_gain_text(sp.difference)})"
+                )
             say("  (intervals: relaunches on this machine; another machine or day adds its own variation)")
         say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
         say(f"  decided by: {result.decided_by}: {result.reason}")
@@ -499,6 +593,8 @@ class StudyDriver:
         say(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
         say(f"report: {html.resolve().as_uri()} (one self-contained page)")
         if result.rehearsal_script is not None:
-            say("  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
-                "simulator as measured")
+            say(
+                "  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
+                "simulator as measured"
+            )
         return 0

@@ -15,8 +15,9 @@ from autotune.space import StudySpec
 from autotune.trial.records import FailureKind, TrialRecord
 
 
-def _relaunch(spec: StudySpec, params: dict[str, Any], trial_id: str, number: int,
-              owner: str | None) -> tuple[dict[str, Any], str]:
+def _relaunch(
+    spec: StudySpec, params: dict[str, Any], trial_id: str, number: int, owner: str | None
+) -> tuple[dict[str, Any], str]:
     from autotune.study.runner import run_trial
 
     record, log_text = run_trial(spec, params, trial_id=trial_id, number=number, owner=owner)
@@ -40,9 +41,17 @@ def fmt_run(run: FinalistRun, key: str) -> str:
     return f"{head} {text} {'feasible' if rec.feasible else 'INFEASIBLE'}"
 
 
-def run_stage(spec: StudySpec, plan: StagePlan, trials: Mapping[int, TrialRecord], store: FinalistStore, *,
-              owner: str | None, concurrency: int, say: Callable[[str], None],
-              halted: Callable[[], bool] = lambda: False) -> list[FinalistRun]:
+def run_stage(
+    spec: StudySpec,
+    plan: StagePlan,
+    trials: Mapping[int, TrialRecord],
+    store: FinalistStore,
+    *,
+    owner: str | None,
+    concurrency: int,
+    say: Callable[[str], None],
+    halted: Callable[[], bool] = lambda: False,
+) -> list[FinalistRun]:
     """Launch every missing run of ``plan`` (resuming a stage a killed driver left); returns the runs made now.
     Once ``halted()`` (an interrupt), no further relaunch starts; those running finish and are stored."""
     import ray
@@ -53,8 +62,10 @@ def run_stage(spec: StudySpec, plan: StagePlan, trials: Mapping[int, TrialRecord
     if not todo:
         return []
     done_before = len(plan.slots()) - len(todo)
-    say(f"finalist stage {plan.stage}: trials {', '.join(map(str, plan.finalists))}, {plan.rounds} round(s), "
-        f"{len(todo)} relaunch(es) to run" + (f" ({done_before} kept from an interrupted run)" if done_before else ""))
+    say(
+        f"finalist stage {plan.stage}: trials {', '.join(map(str, plan.finalists))}, {plan.rounds} round(s), "
+        f"{len(todo)} relaunch(es) to run" + (f" ({done_before} kept from an interrupted run)" if done_before else "")
+    )
     task = ray.remote(num_cpus=0.5, max_retries=0)(_relaunch)
     in_flight: dict[Any, tuple[int, int, str]] = {}
     made: list[FinalistRun] = []

@@ -47,11 +47,15 @@ class StopState:
     @property
     def banner(self) -> str:
         if self.infrastructure:
-            return (f"STOPPED: the Ray cluster was lost ({self.infrastructure}); the study did not finish. "
-                    f"Rerun the same command to resume it.")
+            return (
+                f"STOPPED: the Ray cluster was lost ({self.infrastructure}); the study did not finish. "
+                f"Rerun the same command to resume it."
+            )
         if self.signal_name:
-            return (f"INTERRUPTED ({self.signal_name}): the study did not finish; these results cover the trials "
-                    f"recorded so far. Rerun the same command to resume it.")
+            return (
+                f"INTERRUPTED ({self.signal_name}): the study did not finish; these results cover the trials "
+                f"recorded so far. Rerun the same command to resume it."
+            )
         return ""
 
 
@@ -71,8 +75,10 @@ def stop_handlers(state: StopState, on_first_stop: Callable[[], None], say: Call
             state.signal_name = name
             on_first_stop()
         if name == "SIGINT" and first:
-            say("\ninterrupted: no new trial will start; waiting for the running trial(s) to finish and be recorded. "
-                "Press Ctrl-C again to cancel them.")
+            say(
+                "\ninterrupted: no new trial will start; waiting for the running trial(s) to finish and be recorded. "
+                "Press Ctrl-C again to cancel them."
+            )
             return
         say(f"\n{name}: cancelling the running trial(s)")
         raise StudyCancelled(name)
@@ -95,8 +101,15 @@ class RayWatchdog:
     ``probe`` returns '' while the cluster is healthy, else what is wrong; a probe that does not return within
     ``probe_timeout_s`` counts as a lost cluster."""
 
-    def __init__(self, state: StopState, probe: Callable[[], str], *, period_s: float = 1.0,
-                 probe_timeout_s: float = 30.0, on_lost: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        state: StopState,
+        probe: Callable[[], str],
+        *,
+        period_s: float = 1.0,
+        probe_timeout_s: float = 30.0,
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
         self.state = state
         self.probe = probe
         self.period_s = period_s

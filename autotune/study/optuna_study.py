@@ -50,8 +50,9 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
     with warnings.catch_warnings():  # multivariate/group are "experimental" in Optuna, and what conditionals need
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         # constant_liar: trials still running count as poor, so k slots asked at once do not get the same point
-        return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5,
-                                          constant_liar=True)
+        return optuna.samplers.TPESampler(
+            seed=spec.seed, multivariate=True, group=True, n_startup_trials=5, constant_liar=True
+        )
 
 
 def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:

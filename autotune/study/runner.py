@@ -79,8 +79,9 @@ def resolve_config(spec: StudySpec, params: Mapping[str, Any]) -> TrialConfig:
     return replace(cfg, flags=tie_speculative_caps(cfg.flags, max(spec.plan.concurrencies)))
 
 
-def base_record(spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, number: int, params: Mapping[str, Any],
-                started_at: str) -> TrialRecord:
+def base_record(
+    spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, number: int, params: Mapping[str, Any], started_at: str
+) -> TrialRecord:
     return TrialRecord(
         study=spec.name,
         trial_id=trial_id,
@@ -99,12 +100,28 @@ def base_record(spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, numb
     )
 
 
-def failed_record(record: TrialRecord, spec: StudySpec, kind: FailureKind, message: str, log_tail: str = "",
-                  outcome: TrialOutcome = TrialOutcome.FAILED, *, finished_at: str | None = None) -> TrialRecord:
+def failed_record(
+    record: TrialRecord,
+    spec: StudySpec,
+    kind: FailureKind,
+    message: str,
+    log_tail: str = "",
+    outcome: TrialOutcome = TrialOutcome.FAILED,
+    *,
+    finished_at: str | None = None,
+) -> TrialRecord:
     s = failed_score(spec.objectives, spec.constraints)
-    return replace(record, outcome=outcome, failure=kind, message=message, log_tail=log_tail,
-                   objectives=s.objectives, constraints=s.constraints, feasible=False,
-                   finished_at=finished_at or now_iso())
+    return replace(
+        record,
+        outcome=outcome,
+        failure=kind,
+        message=message,
+        log_tail=log_tail,
+        objectives=s.objectives,
+        constraints=s.constraints,
+        feasible=False,
+        finished_at=finished_at or now_iso(),
+    )
 
 
 def sim_gpu_name(spec: StudySpec) -> str | None:
@@ -118,8 +135,9 @@ def sim_gpu_name(spec: StudySpec) -> str | None:
         return None
 
 
-def engine_info(spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int,
-                sim_gpu: str | None = None) -> EngineInfo:
+def engine_info(
+    spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int, sim_gpu: str | None = None
+) -> EngineInfo:
     """The record's engine. ``sim_gpu``: the simulator profile's GPU, for a simulated server that never answered (a
     failed launch), so that its trial names the same hardware as the study's other trials."""
     report = report or ServerReport()
@@ -175,8 +193,18 @@ def _as_failure(exc: BaseException) -> Failure:
 EventSink = Callable[[TrialEvent], None]
 
 
-def observe(replica: Replica, plan: BenchPlan, *, name: str, app: str, serve_run_s: float, t_deploy: float,
-            deploy_epoch: float, event: Callable[..., TrialEvent], send: EventSink) -> Observation:
+def observe(
+    replica: Replica,
+    plan: BenchPlan,
+    *,
+    name: str,
+    app: str,
+    serve_run_s: float,
+    t_deploy: float,
+    deploy_epoch: float,
+    event: Callable[..., TrialEvent],
+    send: EventSink,
+) -> Observation:
     """Wait for the server, benchmark it when ready, read its report, and stop it (always). Never raises.
 
     ``event(phase, **fields)`` makes the trial's progress event and ``send`` passes it on."""
@@ -203,10 +231,18 @@ def observe(replica: Replica, plan: BenchPlan, *, name: str, app: str, serve_run
     except Exception as exc:  # noqa: BLE001
         teardown = Teardown(error=f"{type(exc).__name__}: {exc}")
     init_epoch = report.init_epoch if report is not None else None
-    return Observation(app=app, serve_run_s=serve_run_s, ready=ready, bench=bench, report=report, teardown=teardown,
-                       error=error, deploy_to_ready_s=deploy_to_ready if isinstance(ready, Ready) else None,
-                       replica_start_s=(init_epoch - deploy_epoch) if init_epoch else None,
-                       teardown_s=time.monotonic() - t_down)
+    return Observation(
+        app=app,
+        serve_run_s=serve_run_s,
+        ready=ready,
+        bench=bench,
+        report=report,
+        teardown=teardown,
+        error=error,
+        deploy_to_ready_s=deploy_to_ready if isinstance(ready, Ready) else None,
+        replica_start_s=(init_epoch - deploy_epoch) if init_epoch else None,
+        teardown_s=time.monotonic() - t_down,
+    )
 
 
 def _failure_of(engine: Engine, obs: Observation) -> Failure | None:
@@ -239,24 +275,47 @@ def _notes(obs: Observation) -> list[str]:
     return notes
 
 
-def assemble(spec: StudySpec, engine: Engine, record: TrialRecord, obs: Observation, *, gpus: int,
-             trial_wall_s: float, finished_at: str, sim_gpu: str | None = None) -> TrialRecord:
+def assemble(
+    spec: StudySpec,
+    engine: Engine,
+    record: TrialRecord,
+    obs: Observation,
+    *,
+    gpus: int,
+    trial_wall_s: float,
+    finished_at: str,
+    sim_gpu: str | None = None,
+) -> TrialRecord:
     """The trial's record from what the replica said (pure: no I/O, no clock). ``sim_gpu``: ``sim_gpu_name(spec)``."""
     report = obs.report
     log_text = report.log_text if report is not None else ""
     ready_s = obs.ready.ready_s if isinstance(obs.ready, Ready) else None
     bench = obs.bench.result if obs.bench is not None else None
     phases = replace(
-        parse_log_phases(log_text), launch_to_ready_s=ready_s, deploy_to_ready_s=obs.deploy_to_ready_s,
-        bench_s=obs.bench.bench_s if obs.bench is not None else None, serve_run_s=obs.serve_run_s,
-        preflight_s=report.preflight_s if report else None, gpu_wait_s=report.gpu_wait_s if report else None,
-        replica_start_s=obs.replica_start_s, teardown_s=obs.teardown_s, trial_wall_s=trial_wall_s,
+        parse_log_phases(log_text),
+        launch_to_ready_s=ready_s,
+        deploy_to_ready_s=obs.deploy_to_ready_s,
+        bench_s=obs.bench.bench_s if obs.bench is not None else None,
+        serve_run_s=obs.serve_run_s,
+        preflight_s=report.preflight_s if report else None,
+        gpu_wait_s=report.gpu_wait_s if report else None,
+        replica_start_s=obs.replica_start_s,
+        teardown_s=obs.teardown_s,
+        trial_wall_s=trial_wall_s,
     )
-    einfo = replace(engine_info(spec, engine, report, gpus, sim_gpu), serve_app=obs.app,
-                    replica_launches=report.launches if report is not None else None)
-    record = replace(record, engine=einfo, phases=phases, bench=bench,
-                     argv=list(report.argv) if report is not None and report.argv else record.argv,
-                     unset_env=list(report.unset_env) if report is not None and report.argv else record.unset_env)
+    einfo = replace(
+        engine_info(spec, engine, report, gpus, sim_gpu),
+        serve_app=obs.app,
+        replica_launches=report.launches if report is not None else None,
+    )
+    record = replace(
+        record,
+        engine=einfo,
+        phases=phases,
+        bench=bench,
+        argv=list(report.argv) if report is not None and report.argv else record.argv,
+        unset_env=list(report.unset_env) if report is not None and report.argv else record.unset_env,
+    )
     notes = _notes(obs)
     failure = _failure_of(engine, obs)
     if failure is not None:
@@ -266,9 +325,17 @@ def assemble(spec: StudySpec, engine: Engine, record: TrialRecord, obs: Observat
         return replace(rec, rejected_flags=list(failure.flags))
     assert bench is not None  # _failure_of returns a failure unless the benchmark completed
     s = score(bench, spec.objectives, spec.constraints)
-    return replace(record, outcome=TrialOutcome.COMPLETE, failure=None, objectives=s.objectives,
-                   constraints=s.constraints, feasible=s.feasible, message="; ".join(notes), finished_at=finished_at,
-                   log_tail="\n".join(log_text.splitlines()[-20:]))
+    return replace(
+        record,
+        outcome=TrialOutcome.COMPLETE,
+        failure=None,
+        objectives=s.objectives,
+        constraints=s.constraints,
+        feasible=s.feasible,
+        message="; ".join(notes),
+        finished_at=finished_at,
+        log_tail="\n".join(log_text.splitlines()[-20:]),
+    )
 
 
 def serve_deployer(spec: StudySpec) -> Deployer:
@@ -277,8 +344,16 @@ def serve_deployer(spec: StudySpec) -> Deployer:
     return ServeDeployer(ready_wait_s=spec.ready_timeout_s + 300, bench_wait_s=spec.plan.level_timeout_s * 4)
 
 
-def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int, owner: str | None = None,
-              deployer: Deployer | None = None, send: EventSink | None = None) -> tuple[TrialRecord, str]:
+def run_trial(
+    spec: StudySpec,
+    params: Mapping[str, Any],
+    *,
+    trial_id: str,
+    number: int,
+    owner: str | None = None,
+    deployer: Deployer | None = None,
+    send: EventSink | None = None,
+) -> tuple[TrialRecord, str]:
     """Run one trial; returns its record and the server log text, secrets redacted. Never raises for trial-level
     failures. ``deployer`` puts the server on a replica (Ray Serve unless given); ``send`` takes the trial's progress
     events (the study's monitor, found by ``owner``, unless given)."""
@@ -287,15 +362,21 @@ def run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, numb
 
         send = partial(monitor.send, owner)
     try:
-        record, log_text, env = _run_trial(spec, params, trial_id=trial_id, number=number, owner=owner,
-                                           deployer=deployer, send=send)
+        record, log_text, env = _run_trial(
+            spec, params, trial_id=trial_id, number=number, owner=owner, deployer=deployer, send=send
+        )
     finally:
         send(TrialEvent(number, trial_id, Phase.ENDED))  # it no longer runs (a relaunch gets no FINISHED)
     return redact_record(record, log_text, env, spec.server.secret_env, spec.server.secret_flags)
 
 
-def redact_record(record: TrialRecord, log_text: str, env: Mapping[str, str],
-                  extra: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()) -> tuple[TrialRecord, str]:
+def redact_record(
+    record: TrialRecord,
+    log_text: str,
+    env: Mapping[str, str],
+    extra: tuple[str, ...] = (),
+    extra_flags: tuple[str, ...] = (),
+) -> tuple[TrialRecord, str]:
     """The record and log with every secret redacted (autotune.core.secrets): values of variables (``env``, the server's
     real environment, and this process's; ``extra``: the study's server.secret_env) and of flags (``--api-key``;
     ``extra_flags``: the study's server.secret_flags), in the record's fields, its argv and every text."""
@@ -306,15 +387,27 @@ def redact_record(record: TrialRecord, log_text: str, env: Mapping[str, str],
     def text(s: str) -> str:
         return redact_text(s, values)
 
-    safe = replace(record, env=redact_env(record.env, extra), message=text(record.message),
-                   flags=redact_flags(record.flags, extra_flags), log_tail=text(record.log_tail),
-                   argv=[text(a) for a in redact_argv(record.argv, extra_flags)])
+    safe = replace(
+        record,
+        env=redact_env(record.env, extra),
+        message=text(record.message),
+        flags=redact_flags(record.flags, extra_flags),
+        log_tail=text(record.log_tail),
+        argv=[text(a) for a in redact_argv(record.argv, extra_flags)],
+    )
     return safe, text(log_text)
 
 
-
-def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, number: int, owner: str | None,
-               deployer: Deployer | None, send: EventSink) -> tuple[TrialRecord, str, dict[str, str]]:
+def _run_trial(
+    spec: StudySpec,
+    params: Mapping[str, Any],
+    *,
+    trial_id: str,
+    number: int,
+    owner: str | None,
+    deployer: Deployer | None,
+    send: EventSink,
+) -> tuple[TrialRecord, str, dict[str, str]]:
     t_trial = time.monotonic()
     event = partial(TrialEvent, number, trial_id)
     send(event(Phase.STARTED, params=dict(params)))
@@ -323,8 +416,11 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso())
     problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
     if problems:
-        return failed_record(record, spec, FailureKind.INVALID_CONFIG, "; ".join(problems),
-                             outcome=TrialOutcome.INVALID), "", dict(cfg.env)
+        return (
+            failed_record(record, spec, FailureKind.INVALID_CONFIG, "; ".join(problems), outcome=TrialOutcome.INVALID),
+            "",
+            dict(cfg.env),
+        )
 
     lspec = engine.launch_spec(cfg, port=0, nccl_port=0, ready_timeout_s=spec.ready_timeout_s)
     record = replace(record, argv=list(lspec.argv), env=dict(lspec.env), unset_env=list(lspec.unset_env))
@@ -333,16 +429,42 @@ def _run_trial(spec: StudySpec, params: Mapping[str, Any], *, trial_id: str, num
     send(event(Phase.LAUNCHING))
     t_deploy = time.monotonic()
     try:
-        deployed = deployer.deploy(DeployRequest(name=name, study=spec.name, launch=lspec, owner=owner, number=number,
-                                                 trial_id=trial_id, cpu_isolation=spec.cpu_isolation != "off"))
+        deployed = deployer.deploy(
+            DeployRequest(
+                name=name,
+                study=spec.name,
+                launch=lspec,
+                owner=owner,
+                number=number,
+                trial_id=trial_id,
+                cpu_isolation=spec.cpu_isolation != "off",
+            )
+        )
     except AutotuneError as exc:
         return failed_record(record, spec, failure_kind(exc), str(exc)), "", dict(lspec.env)
-    obs = observe(deployed.replica, spec.plan, name=name, app=deployed.app, serve_run_s=deployed.serve_run_s,
-                  t_deploy=t_deploy, deploy_epoch=deployed.deploy_epoch, event=event, send=send)
+    obs = observe(
+        deployed.replica,
+        spec.plan,
+        name=name,
+        app=deployed.app,
+        serve_run_s=deployed.serve_run_s,
+        t_deploy=t_deploy,
+        deploy_epoch=deployed.deploy_epoch,
+        event=event,
+        send=send,
+    )
     release_error = deployer.release(deployed)
     obs = replace(obs, release_error=release_error)
-    record = assemble(spec, engine, record, obs, gpus=lspec.gpus, trial_wall_s=time.monotonic() - t_trial,
-                      finished_at=now_iso(), sim_gpu=sim_gpu_name(spec))
+    record = assemble(
+        spec,
+        engine,
+        record,
+        obs,
+        gpus=lspec.gpus,
+        trial_wall_s=time.monotonic() - t_trial,
+        finished_at=now_iso(),
+        sim_gpu=sim_gpu_name(spec),
+    )
     return record, obs.report.log_text if obs.report is not None else "", dict(lspec.env)
 
 
@@ -353,12 +475,20 @@ def tune_trainable(spec: StudySpec, owner: str | None = None):
         from ray import tune
 
         ctx = tune.get_context()
-        record, log_text = run_trial(spec, config["params"], trial_id=ctx.get_trial_id(), number=int(config["number"]),
-                                     owner=owner)
+        record, log_text = run_trial(
+            spec, config["params"], trial_id=ctx.get_trial_id(), number=int(config["number"]), owner=owner
+        )
         first = spec.objectives[0]
         value = record.objectives.get(objective_key(first.metric, first.level), 0.0)
-        tune.report({"objective0": value, "feasible": record.feasible, "outcome": record.outcome.value,
-                     "failure": record.failure.value if record.failure else "",
-                     "record_json": json.dumps(record.to_json()), "log_text": log_text})  # clipped by the replica (clip_log)
+        tune.report(
+            {
+                "objective0": value,
+                "feasible": record.feasible,
+                "outcome": record.outcome.value,
+                "failure": record.failure.value if record.failure else "",
+                "record_json": json.dumps(record.to_json()),
+                "log_text": log_text,
+            }
+        )  # clipped by the replica (clip_log)
 
     return trainable

@@ -124,10 +124,16 @@ class OptunaStudySearcher(Searcher):
         # launched when only as many launches of the budget remain, or when the stopping rule ends the search
         from autotune.policy.prescreen import deferred_seeds
 
-        queued = {params_key(t.params) for t in study.get_trials(deepcopy=False)
-                  if t.state is optuna.trial.TrialState.WAITING or "fixed_params" in t.system_attrs}
-        self._deferred = [p for p in deferred_seeds(spec, sizes)
-                          if params_key(p) not in self._finished and params_key(p) not in queued]
+        queued = {
+            params_key(t.params)
+            for t in study.get_trials(deepcopy=False)
+            if t.state is optuna.trial.TrialState.WAITING or "fixed_params" in t.system_attrs
+        }
+        self._deferred = [
+            p
+            for p in deferred_seeds(spec, sizes)
+            if params_key(p) not in self._finished and params_key(p) not in queued
+        ]
         self.repair = repair if repair is not None else repairer.repair
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             failure = t.user_attrs.get("failure")
@@ -212,8 +218,11 @@ class OptunaStudySearcher(Searcher):
 
     def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if self._deferred and not waiting and (self.finished_reason
-                                               or self.budget - self.suggested <= len(self._deferred)):
+        if (
+            self._deferred
+            and not waiting
+            and (self.finished_reason or self.budget - self.suggested <= len(self._deferred))
+        ):
             return self._ask_fixed(self._deferred.pop(0))  # the user's own point, launched last (prescreen)
         last: dict[str, Any] = {}
         walk = not self.exhausted
@@ -279,8 +288,7 @@ class OptunaStudySearcher(Searcher):
             kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
             why[kind] = why.get(kind, 0) + 1
         detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
-        self.exhausted = (f"search space exhausted: none of its {len(points)} points is left to launch "
-                          f"({detail})")
+        self.exhausted = f"search space exhausted: none of its {len(points)} points is left to launch ({detail})"
         return None
 
     def _ask_fixed(self, params: dict[str, Any]) -> tuple[optuna.Trial, dict[str, Any]]:
@@ -358,7 +366,9 @@ class OptunaStudySearcher(Searcher):
             except (ValueError, TypeError, KeyError) as exc:  # e.g. workers running another autotune version
                 kept = self.on_raw_result(trial.number, trial_id, str(result["record_json"]))
                 record = self.make_missing_record(
-                    trial.number, trial_id, params,
+                    trial.number,
+                    trial_id,
+                    params,
                     f"the trial's record could not be read ({type(exc).__name__}: {exc}); the raw record is kept in "
                     f"{kept}. Do the driver and the workers run the same autotune version?",
                 )

@@ -41,8 +41,10 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
     try:
         study = open_study(spec, url)
     except ImportError as exc:
-        raise AutotuneError(f"the storage {shown} needs a database driver that is not installed ({exc}); for "
-                            "PostgreSQL: pip install 'autotune[postgres]' (psycopg)") from exc
+        raise AutotuneError(
+            f"the storage {shown} needs a database driver that is not installed ({exc}); for "
+            "PostgreSQL: pip install 'autotune[postgres]' (psycopg)"
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy's errors differ by database; all mean the same here
         if isinstance(exc, AutotuneError):
             raise
@@ -53,18 +55,25 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
                 f"the study's Optuna database {url.removeprefix('sqlite:///')} cannot be read ({type(exc).__name__}: "
                 f"{first}); it may be damaged (a full disk, a copy cut short). The records are the source of truth: "
                 f"rebuild it from them with `python -m autotune.study.storage --rebuild-db {study_dir}` (the old file is "
-                f"moved aside), then run the same command again.") from exc
-        raise AutotuneError(f"cannot open the Optuna study '{spec.name}' in {shown}: {type(exc).__name__}: "
-                            f"{first}. Check the URL, that the database server runs and that the user may create "
-                            "tables.") from exc
+                f"moved aside), then run the same command again."
+            ) from exc
+        raise AutotuneError(
+            f"cannot open the Optuna study '{spec.name}' in {shown}: {type(exc).__name__}: "
+            f"{first}. Check the URL, that the database server runs and that the user may create "
+            "tables."
+        ) from exc
     if not default and not records:
-        measured = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                    if "duplicate_of" not in t.user_attrs]
+        measured = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if "duplicate_of" not in t.user_attrs
+        ]
         if measured:
             raise AutotuneError(
                 f"the study '{spec.name}' in {shown} already has {len(measured)} finished trial(s), but this results "
                 "directory has no record of them: another results directory uses that study name. Use --study with a "
-                "new name, or run from the results directory that owns it (--results-dir).")
+                "new name, or run from the results directory that owns it (--results-dir)."
+            )
     return study
 
 
@@ -107,7 +116,8 @@ class StorageLock:
         return StudyLockedError(
             f"the study '{self.study}' in {redact_url(self.url)} is already being run by {holder}, from another "
             f"results directory. Two drivers of one study would run its trials twice and each keep half the records; "
-            f"wait for that run to finish (or stop it), or use --study NEW_NAME.")
+            f"wait for that run to finish (or stop it), or use --study NEW_NAME."
+        )
 
     def _lock_file(self, db: Path) -> None:
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.study)[:80]
@@ -117,8 +127,10 @@ class StorageLock:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
-            raise AutotuneError(f"cannot create the study's lock {path} beside its database ({exc.strerror or exc}); "
-                                "the directory of the --storage file must be writable") from exc
+            raise AutotuneError(
+                f"cannot create the study's lock {path} beside its database ({exc.strerror or exc}); "
+                "the directory of the --storage file must be writable"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -147,9 +159,10 @@ class StorageLock:
                 got = self._conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
                 holder = "" if got else self._pg_holder(key)
             else:
-                got = self._conn.execute(sa.text("SELECT GET_LOCK(:n, 0)"),
-                                         {"n": f"autotune:{hashlib.sha256(self.study.encode()).hexdigest()[:40]}"}
-                                         ).scalar()
+                got = self._conn.execute(
+                    sa.text("SELECT GET_LOCK(:n, 0)"),
+                    {"n": f"autotune:{hashlib.sha256(self.study.encode()).hexdigest()[:40]}"},
+                ).scalar()
                 holder = "another autotune driver"
             self._conn.commit()
         except ImportError:
@@ -168,10 +181,13 @@ class StorageLock:
         import sqlalchemy as sa
 
         unsigned = key & 0xFFFFFFFFFFFFFFFF
-        row = self._conn.execute(sa.text(
-            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
-            "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.classid = :hi AND l.objid = :lo AND l.granted"),
-            {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}).first()
+        row = self._conn.execute(
+            sa.text(
+                "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
+                "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.classid = :hi AND l.objid = :lo AND l.granted"
+            ),
+            {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF},
+        ).first()
         if row is None:
             return "another driver (it has just let go; run the command again)"
         return str(row[0] or f"a session from {row[1]} since {row[2]}")
@@ -213,7 +229,9 @@ def _spec_of(study_dir: Path, space: Path | None) -> StudySpec:
     try:
         saved = json.loads((study_dir / "study.json").read_text())
     except (OSError, ValueError) as exc:
-        raise AutotuneError(f"{study_dir / 'study.json'} cannot be read ({exc}); it names the study to rebuild") from exc
+        raise AutotuneError(
+            f"{study_dir / 'study.json'} cannot be read ({exc}); it names the study to rebuild"
+        ) from exc
     source = space or Path(str(saved.get("source") or ""))
     if not source.is_file():
         raise AutotuneError(f"the study's file {source} is gone; pass it with --space FILE (the same study YAML)")
@@ -250,14 +268,21 @@ def rebuild_db(study_dir: Path, space: Path | None = None) -> Rebuilt:
         aside = db.with_name(f"study.db.broken-{time.strftime('%Y%m%d-%H%M%S')}")
         db.rename(aside)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=spec.name, storage=store.db_url, sampler=make_sampler(spec),
-                                directions=[o.direction for o in spec.objectives])
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=store.db_url,
+        sampler=make_sampler(spec),
+        directions=[o.direction for o in spec.objectives],
+    )
     name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
     for number in range(max(records) + 1):
         rec = records.get(number)
         if rec is None:
-            study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL,
-                                                      user_attrs={"skipped": "rebuilt: no record of this number"}))
+            study.add_trial(
+                optuna.trial.create_trial(
+                    state=optuna.trial.TrialState.FAIL, user_attrs={"skipped": "rebuilt: no record of this number"}
+                )
+            )
             continue
         params = {k: v for k, v in rec.params.items() if v is not None and any(p.name == k for p in spec.params)}
         attrs = {"outcome": rec.outcome.value, "trial_id": rec.trial_id, "rebuilt": True}
@@ -265,12 +290,17 @@ def rebuild_db(study_dir: Path, space: Path | None = None) -> Rebuilt:
             attrs["failure"] = rec.failure.value
         try:
             trial = optuna.trial.create_trial(
-                params=params, distributions={k: _distribution(spec, k) for k in params},
-                values=objective_values(spec, rec), user_attrs=attrs,
-                system_attrs={"constraints": list(constraint_values(spec, rec).values())})
+                params=params,
+                distributions={k: _distribution(spec, k) for k in params},
+                values=objective_values(spec, rec),
+                user_attrs=attrs,
+                system_attrs={"constraints": list(constraint_values(spec, rec).values())},
+            )
         except ValueError as exc:  # a value outside the study file's range now (the file was edited)
-            raise AutotuneError(f"trial {number}'s parameters do not fit the study file's ranges ({exc}); pass the "
-                                "study YAML the study ran with, --space FILE") from exc
+            raise AutotuneError(
+                f"trial {number}'s parameters do not fit the study file's ranges ({exc}); pass the "
+                "study YAML the study ran with, --space FILE"
+            ) from exc
         study.add_trial(trial)
     return Rebuilt(db, aside, max(records) + 1, len(records))
 
@@ -282,9 +312,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from autotune.study.studylock import StudyLock
 
-    p = argparse.ArgumentParser(prog="python -m autotune.study.storage",
-                                description="Rebuild a study's Optuna database (study.db) from its records; the old "
-                                "file is moved aside. Then resume the study with the same command as before.")
+    p = argparse.ArgumentParser(
+        prog="python -m autotune.study.storage",
+        description="Rebuild a study's Optuna database (study.db) from its records; the old "
+        "file is moved aside. Then resume the study with the same command as before.",
+    )
     p.add_argument("--rebuild-db", type=Path, required=True, metavar="STUDY_DIR")
     p.add_argument("--space", type=Path, help="the study YAML (default: the one study.json names)")
     args = p.parse_args(argv)

@@ -41,8 +41,10 @@ class StudyLock:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
-            raise AutotuneError(f"cannot use {self.root} for the study's results ({exc.strerror or exc}); pass "
-                                f"--results-dir with a writable directory") from exc
+            raise AutotuneError(
+                f"cannot use {self.root} for the study's results ({exc.strerror or exc}); pass "
+                f"--results-dir with a writable directory"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -74,8 +76,12 @@ class StudyLock:
 
 def holder_info() -> dict[str, Any]:
     """Who holds a lock: this process's pid, host, start time and command line."""
-    return {"pid": os.getpid(), "host": socket.gethostname(),
-            "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+    }
 
 
 def _read_holder(fd: int) -> str:

@@ -103,7 +103,9 @@ class ServerProcess:
                     kind = classify_failure(tail, ready=False)
                     why = key_error_line(tail)
                     raise LaunchError(
-                        kind, f"server exited with code {code} before it was ready ({kind.value}): {why}", tail,
+                        kind,
+                        f"server exited with code {code} before it was ready ({kind.value}): {why}",
+                        tail,
                         flags=rejected_flags_in_log(tail),
                     )
                 try:

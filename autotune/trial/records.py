@@ -36,7 +36,9 @@ class EngineInfo:
     serve_app: str | None = None  # the Ray Serve application whose replica ran the server (a study's GPU slot)
     replica_launches: int | None = None  # engines that replica had started, this one included (> 1: a reused slot)
     cpus: str | None = None  # the CPU list the server and its benchmark client were pinned to ("0-7"), if known
-    cpu_isolation: str | None = None  # how that set was chosen (autotune.core.cpusets: disjoint, whole node, shared, off)
+    cpu_isolation: str | None = (
+        None  # how that set was chosen (autotune.core.cpusets: disjoint, whole node, shared, off)
+    )
 
 
 # Version of the record layout written to ``trials.jsonl``; a reader keeps, and reports, fields it does not know.
@@ -126,8 +128,10 @@ def _split(kind: type, value: Any, prefix: str) -> tuple[dict[str, Any], dict[st
     if not isinstance(value, dict):
         raise TypeError(f"{prefix} is a {type(value).__name__}, not an object")
     names = {f.name for f in fields(kind)}
-    return ({k: v for k, v in value.items() if k in names},
-            {f"{prefix}.{k}": v for k, v in value.items() if k not in names})
+    return (
+        {k: v for k, v in value.items() if k in names},
+        {f"{prefix}.{k}": v for k, v in value.items() if k not in names},
+    )
 
 
 def _jsonable(value: Any) -> Any:

@@ -56,22 +56,30 @@ def safe_dir(directory: Path) -> Path:
     except OSError as exc:
         raise RegistryError(_unwritable(directory, exc)) from exc
     if stat.S_ISLNK(st.st_mode):
-        raise RegistryError(f"server registry {directory} is a symlink; refusing to use it. Remove it, or set "
-                            f"AUTOTUNE_SERVER_REGISTRY to a directory of your own.")
+        raise RegistryError(
+            f"server registry {directory} is a symlink; refusing to use it. Remove it, or set "
+            f"AUTOTUNE_SERVER_REGISTRY to a directory of your own."
+        )
     if not stat.S_ISDIR(st.st_mode):
-        raise RegistryError(f"server registry {directory} is not a directory; remove it or set AUTOTUNE_SERVER_REGISTRY.")
+        raise RegistryError(
+            f"server registry {directory} is not a directory; remove it or set AUTOTUNE_SERVER_REGISTRY."
+        )
     if st.st_uid != os.getuid():
-        raise RegistryError(f"server registry {directory} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}); "
-                            f"refusing to use it. Set AUTOTUNE_SERVER_REGISTRY to a directory of your own.")
+        raise RegistryError(
+            f"server registry {directory} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}); "
+            f"refusing to use it. Set AUTOTUNE_SERVER_REGISTRY to a directory of your own."
+        )
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(directory, 0o700)
     return directory
 
 
 def _unwritable(directory: Path, exc: OSError) -> str:
-    return (f"server registry {directory} cannot be used ({exc.strerror or exc}): autotune notes each server it "
-            f"starts there so that it can stop them after a crash. Set AUTOTUNE_SERVER_REGISTRY to a writable "
-            f"directory of your own (on every node), or fix that directory's permissions.")
+    return (
+        f"server registry {directory} cannot be used ({exc.strerror or exc}): autotune notes each server it "
+        f"starts there so that it can stop them after a crash. Set AUTOTUNE_SERVER_REGISTRY to a writable "
+        f"directory of your own (on every node), or fix that directory's permissions."
+    )
 
 
 def check_writable(directory: Path | None = None) -> None:
@@ -101,11 +109,14 @@ def identity(pid: int) -> ProcIdentity | None:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return None
-    rest = raw[raw.rfind(")") + 2:].split()  # after "pid (comm) ": field 3 (state) is rest[0]
+    rest = raw[raw.rfind(")") + 2 :].split()  # after "pid (comm) ": field 3 (state) is rest[0]
     try:
-        return ProcIdentity(start_ticks=int(rest[19]), cmdline=tuple(a.decode("utf-8", "replace")
-                                                                     for a in cmd.split(b"\0") if a),
-                            pgrp=int(rest[2]), session=int(rest[3]))
+        return ProcIdentity(
+            start_ticks=int(rest[19]),
+            cmdline=tuple(a.decode("utf-8", "replace") for a in cmd.split(b"\0") if a),
+            pgrp=int(rest[2]),
+            session=int(rest[3]),
+        )
     except (IndexError, ValueError):
         return None
 
@@ -115,8 +126,14 @@ def register(pgid: int, owner: str, argv: list[str], directory: Path | None = No
     directory = safe_dir(directory or DEFAULT_DIR)
     path = directory / f"{pgid}.json"
     ident = identity(pgid)
-    entry = {"pgid": pgid, "owner": owner, "argv": argv, "parent": parent or os.getpid(),
-             "start_ticks": ident.start_ticks if ident else None, "cmdline": list(ident.cmdline) if ident else None}
+    entry = {
+        "pgid": pgid,
+        "owner": owner,
+        "argv": argv,
+        "parent": parent or os.getpid(),
+        "start_ticks": ident.start_ticks if ident else None,
+        "cmdline": list(ident.cmdline) if ident else None,
+    }
     tmp = directory / f".{pgid}.json.{os.getpid()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -217,8 +234,11 @@ def _sweep(owner: str, directory: Path, select: Callable[[dict[str, Any]], bool]
                 os.killpg(int(entry["pgid"]), signal.SIGKILL)
             killed.append(entry)
         elif isinstance(entry.get("pgid"), int) and entry["pgid"] > 1 and group_alive(entry["pgid"]):
-            print(f"warning: not signalling process group {entry.get('pgid')} from {path}: {why_not}; the entry is "
-                  f"forgotten", file=sys.stderr)
+            print(
+                f"warning: not signalling process group {entry.get('pgid')} from {path}: {why_not}; the entry is "
+                f"forgotten",
+                file=sys.stderr,
+            )
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
     return killed

@@ -25,10 +25,10 @@ def clip_log(text: str, keep: int = LOG_KEEP) -> str:
     crash), with a line saying how much was left out between them. A shorter log is returned whole."""
     if len(text) <= keep:
         return text
-    head, tail = text[: keep // 2], text[-(keep // 2):]
+    head, tail = text[: keep // 2], text[-(keep // 2) :]
     head = head[: head.rfind("\n") + 1] or head  # whole lines where there are any
     cut = tail.find("\n")
-    tail = tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
+    tail = tail[cut + 1 :] if 0 <= cut < len(tail) - 1 else tail
     return f"{head}[... {len(text) - len(head) - len(tail):,} characters of the log left out ...]\n{tail}"
 
 

@@ -73,6 +73,8 @@ def acquire(pool: Any, timeout_s: float = 600.0, poll_s: float = 0.1) -> int:
         if slot is not None:
             return int(slot)
         if time.monotonic() > deadline:
-            raise AutotuneError(f"no free GPU slot after {timeout_s:g} s: more trials run at once than the study has "
-                                "slots (a bug: report it with the driver's output)")
+            raise AutotuneError(
+                f"no free GPU slot after {timeout_s:g} s: more trials run at once than the study has "
+                "slots (a bug: report it with the driver's output)"
+            )
         time.sleep(poll_s)

@@ -39,10 +39,15 @@ class LoadReport:
 
     def problems(self) -> list[str]:
         out = [f"unreadable record, skipped: {u}" for u in self.unreadable]
-        out += [f"restored from {r}: its record is missing from trials.jsonl (an unreadable line); it is appended "
-                f"again and not rerun" for r in self.restored]
-        out += [f"record from a newer autotune (schema > {SCHEMA_VERSION}), unknown fields kept: {u}"
-                for u in self.unknown_fields]
+        out += [
+            f"restored from {r}: its record is missing from trials.jsonl (an unreadable line); it is appended "
+            f"again and not rerun"
+            for r in self.restored
+        ]
+        out += [
+            f"record from a newer autotune (schema > {SCHEMA_VERSION}), unknown fields kept: {u}"
+            for u in self.unknown_fields
+        ]
         if self.torn_tail:
             out.append(f"the last line of trials.jsonl is incomplete (a write cut short): {self.torn_tail[:80]!r}")
         return out
@@ -58,7 +63,7 @@ def _tail_after_last_newline(fh: Any, size: int, block: int = 65536) -> bytes:
         tail = fh.read(step) + tail
         cut = tail.rfind(b"\n")
         if cut >= 0:
-            return tail[cut + 1:]
+            return tail[cut + 1 :]
     return tail
 
 
@@ -131,8 +136,10 @@ class StudyStore:
             fh.flush()
             os.fsync(fh.fileno())
         fragment = data.decode("utf-8", "replace")
-        warn(f"{path}: the last line was cut short (a disk-full or a killed driver mid-write); its {len(data)} bytes "
-             f"were moved to {self.torn_path} and the file now ends at the last complete record.")
+        warn(
+            f"{path}: the last line was cut short (a disk-full or a killed driver mid-write); its {len(data)} bytes "
+            f"were moved to {self.torn_path} and the file now ends at the last complete record."
+        )
         return fragment
 
     def restore(self) -> list[str]:
@@ -148,8 +155,10 @@ class StudyStore:
                 fh.write(json.dumps(by_file[name].to_json(), sort_keys=True) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        warn(f"{self.records_path}: restored {len(report.restored)} record(s) from trials/ "
-             f"({', '.join(Path(n).name for n in report.restored)}); the unreadable line(s) stay and are reported")
+        warn(
+            f"{self.records_path}: restored {len(report.restored)} record(s) from trials/ "
+            f"({', '.join(Path(n).name for n in report.restored)}); the unreadable line(s) stay and are reported"
+        )
         return report.restored
 
     def append(self, record: TrialRecord, log_text: str = "") -> None:
@@ -206,8 +215,10 @@ class StudyStore:
                 unreadable.append(f"{self.records_path} line {lineno}: {type(exc).__name__}: {exc} ({raw[:80]!r})")
                 continue
             if rec.extra:
-                unknown.append(f"{self.records_path} line {lineno} (trial {rec.number}, schema "
-                               f"{rec.schema_version}): {', '.join(rec.unknown_fields())}")
+                unknown.append(
+                    f"{self.records_path} line {lineno} (trial {rec.number}, schema "
+                    f"{rec.schema_version}): {', '.join(rec.unknown_fields())}"
+                )
             by_number[rec.number] = rec
         restored = self._restore_from_copies(by_number) if unreadable or torn else []
         return LoadReport([by_number[k] for k in sorted(by_number)], unreadable, unknown, torn, restored)

@@ -54,27 +54,48 @@ class Target:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m autotune.verify", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m autotune.verify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("study_dir", type=Path, help="the study's results folder, e.g. results/speculative")
-    p.add_argument("--script", choices=["auto", "launch", "rehearsal"], default="auto",
-                   help="auto: rehearse_sim.sh for a study tuned on the simulator, launch.sh otherwise")
-    p.add_argument("--as-measured", action="store_true",
-                   help="add the study's benchmark-only settings back (e.g. --load-format dummy where the machine has "
-                   "no real weights)")
+    p.add_argument(
+        "--script",
+        choices=["auto", "launch", "rehearsal"],
+        default="auto",
+        help="auto: rehearse_sim.sh for a study tuned on the simulator, launch.sh otherwise",
+    )
+    p.add_argument(
+        "--as-measured",
+        action="store_true",
+        help="add the study's benchmark-only settings back (e.g. --load-format dummy where the machine has "
+        "no real weights)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="HOST for the script (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="PORT for the script (default: a free port)")
     p.add_argument("--ready-timeout", type=float, help="seconds to wait for /health (default: the study's)")
-    p.add_argument("--bench-serving", action="store_true",
-                   help="also run `python -m sglang.bench_serving` at every level (needs SGLang installed)")
-    p.add_argument("--metrics", default=",".join(JUDGED_DEFAULT),
-                   help=f"metrics that decide the exit status (of {', '.join(METRICS)})")
-    p.add_argument("--tolerance", type=float, default=0.10,
-                   help="relative tolerance where the study recorded no interval (default 0.10)")
+    p.add_argument(
+        "--bench-serving",
+        action="store_true",
+        help="also run `python -m sglang.bench_serving` at every level (needs SGLang installed)",
+    )
+    p.add_argument(
+        "--metrics",
+        default=",".join(JUDGED_DEFAULT),
+        help=f"metrics that decide the exit status (of {', '.join(METRICS)})",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.10,
+        help="relative tolerance where the study recorded no interval (default 0.10)",
+    )
     p.add_argument("--out", type=Path, help="output folder (default: <study_dir>/verify)")
-    p.add_argument("--reexport", action="store_true",
-                   help="first write <study_dir>/best/ again with this version of the export (a study exported by an "
-                   "older autotune); the records are not changed")
+    p.add_argument(
+        "--reexport",
+        action="store_true",
+        help="first write <study_dir>/best/ again with this version of the export (a study exported by an "
+        "older autotune); the records are not changed",
+    )
     return p
 
 
@@ -141,8 +162,9 @@ def launch_spec(target: Target, host: str, port: int, ready_timeout_s: float) ->
     argv = ("bash", str(target.script), *(("--", *target.extra_args) if target.extra_args else ()))
     env = {"HOST": host, "PORT": str(port), "PYTHON": os.environ.get("PYTHON") or sys.executable}
     env.update(dict(target.extra_env))
-    return LaunchSpec(engine=target.kind, argv=argv, env=env, host=host, port=port, gpus=0,
-                      ready_timeout_s=ready_timeout_s)
+    return LaunchSpec(
+        engine=target.kind, argv=argv, env=env, host=host, port=port, gpus=0, ready_timeout_s=ready_timeout_s
+    )
 
 
 @dataclass(frozen=True)
@@ -163,15 +185,25 @@ def study_basis(doc: dict[str, Any]) -> StudyBasis:
     launches = int(fin.get("winner_launches") or 0)
     number = doc["best"]["number"]
     levels = list(fin.get("winner_levels") or [])
-    predicts = any(iv.get("new_launch_low") is not None or iv.get("low") is not None
-                   for lv in levels for iv in (lv.get("intervals") or {}).values())
+    predicts = any(
+        iv.get("new_launch_low") is not None or iv.get("low") is not None
+        for lv in levels
+        for iv in (lv.get("intervals") or {}).values()
+    )
     if levels and predicts and decision.get("winner") == number:
-        return StudyBasis(levels,
-                          f"the mean of the {launches} clean finalist relaunch{'es' if launches != 1 else ''} of trial "
-                          f"{number}; a figure is judged against the 95% interval for one new launch (report.md's 'new "
-                          "launch': from the launch-to-launch spread of the finalist relaunches)", True)
-    return StudyBasis(list(doc["best"]["levels"]), "the trial's own launch: the mean of its windows, with the 95% "
-                      "interval across windows (within one launch; a new launch varies more)", False)
+        return StudyBasis(
+            levels,
+            f"the mean of the {launches} clean finalist relaunch{'es' if launches != 1 else ''} of trial "
+            f"{number}; a figure is judged against the 95% interval for one new launch (report.md's 'new "
+            "launch': from the launch-to-launch spread of the finalist relaunches)",
+            True,
+        )
+    return StudyBasis(
+        list(doc["best"]["levels"]),
+        "the trial's own launch: the mean of its windows, with the 95% "
+        "interval across windows (within one launch; a new launch varies more)",
+        False,
+    )
 
 
 def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
@@ -196,11 +228,19 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     spec = launch_spec(target, args.host, port, args.ready_timeout or study_ready_s)
     server = ServerProcess(spec, out_dir / "server.log")
     report: dict[str, Any] = {
-        "study": doc["study"], "trial": doc["best"]["number"], "engine_banner": doc["engine_banner"],
-        "script": str(target.script), "kind": target.kind, "as_measured": target.as_measured,
-        "extra_args": list(target.extra_args), "extra_env": dict(target.extra_env),
-        "python": spec.env["PYTHON"], "base_url": spec.base_url, "site": dict(site_policy().env),
-        "load_levels": list(plan.concurrencies), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "study": doc["study"],
+        "trial": doc["best"]["number"],
+        "engine_banner": doc["engine_banner"],
+        "script": str(target.script),
+        "kind": target.kind,
+        "as_measured": target.as_measured,
+        "extra_args": list(target.extra_args),
+        "extra_env": dict(target.extra_env),
+        "python": spec.env["PYTHON"],
+        "base_url": spec.base_url,
+        "site": dict(site_policy().env),
+        "load_levels": list(plan.concurrencies),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
     def checkpoint() -> None:
@@ -230,26 +270,37 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
         report["server_alive_after_teardown"] = server.alive()
     basis = study_basis(doc)
     report["study_basis"] = basis.text
-    figures = compare(basis.levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance,
-                      new_launch=basis.new_launch)
+    figures = compare(
+        basis.levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance, new_launch=basis.new_launch
+    )
     report["tolerance"] = args.tolerance
     report["judged"] = judged
     report["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in figures]
     bs_levels = (report.get("bench_serving") or {}).get("levels")
     bs_figures: tuple[Figure, ...] = ()
     if bs_levels:
-        bs_figures = tuple(f for f in compare(basis.levels, bench_serving_levels(bs_levels), judged=judged,
-                                              tolerance=args.tolerance, new_launch=basis.new_launch)
-                           if f.verdict != "not measured")
+        bs_figures = tuple(
+            f
+            for f in compare(
+                basis.levels,
+                bench_serving_levels(bs_levels),
+                judged=judged,
+                tolerance=args.tolerance,
+                new_launch=basis.new_launch,
+            )
+            if f.verdict != "not measured"
+        )
         report["bench_serving"]["figures"] = [{**asdict(f), "ok": f.ok, "rel_diff": f.rel_diff} for f in bs_figures]
-        report["bench_serving"]["vs_autotune_client"] = client_offsets(report["autotune"]["levels"],
-                                                                       bench_serving_levels(bs_levels))
+        report["bench_serving"]["vs_autotune_client"] = client_offsets(
+            report["autotune"]["levels"], bench_serving_levels(bs_levels)
+        )
     report["ok"] = all(f.ok for f in (*figures, *bs_figures))
     return report, figures
 
 
-def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir: Path,
-                   on_level: Callable[[dict[str, Any]], None]) -> str | None:
+def _bench_serving(
+    doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir: Path, on_level: Callable[[dict[str, Any]], None]
+) -> str | None:
     """``python -m sglang.bench_serving`` at every level, each result passed to ``on_level`` as it finishes; returns
     why it was skipped, or None when it ran."""
     if not bench_serving_available():
@@ -260,7 +311,9 @@ def _bench_serving(doc: dict[str, Any], plan: BenchPlan, base_url: str, out_dir:
     if "--model-path" not in production:
         return "no --model-path in the export: bench_serving needs the tokenizer"
     model = production[production.index("--model-path") + 1]
-    run_bench_serving(plan, base_url, model, out_dir, prompts_per_level(doc, plan), on_level=lambda r: on_level(asdict(r)))
+    run_bench_serving(
+        plan, base_url, model, out_dir, prompts_per_level(doc, plan), on_level=lambda r: on_level(asdict(r))
+    )
     return None
 
 

@@ -29,8 +29,13 @@ METRICS: Mapping[str, tuple[str, str | None]] = {
 JUDGED_DEFAULT = ("output_tok_per_s", "tpot_ms.median")
 
 Verdict = Literal[
-    "within interval", "intervals overlap", "outside interval", "beyond machine variation", "within tolerance",
-    "outside tolerance", "not measured"
+    "within interval",
+    "intervals overlap",
+    "outside interval",
+    "beyond machine variation",
+    "within tolerance",
+    "outside tolerance",
+    "not measured",
 ]
 # The machine-to-machine variation known so far (relative to the study's figure): an H200 study's exported winner,
 # relaunched on another node two days later, measured 9-12% above its study's figures at concurrency 16 and 64. A study's
@@ -75,8 +80,9 @@ def level_value(level: Mapping[str, Any], metric: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def level_interval(level: Mapping[str, Any], metric: str,
-                   new_launch: bool = False) -> tuple[float | None, float | None, int | None]:
+def level_interval(
+    level: Mapping[str, Any], metric: str, new_launch: bool = False
+) -> tuple[float | None, float | None, int | None]:
     """The study's 95% interval of ``metric`` at a level, or Nones when the record has none. ``new_launch``: the
     interval for one new launch where the level pools several launches (``across_launches``), else the mean's."""
     iv = (level.get("intervals") or {}).get(metric)
@@ -116,8 +122,9 @@ def launch_spread(configs: Sequence[Sequence[Sequence[Mapping[str, Any]]]]) -> d
     return {k: p for k, g in groups.items() if (p := pooled_relative_sd(g)) is not None}
 
 
-def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]], spread: Spread | None = None,
-                    spread_basis: str = "") -> list[dict[str, Any]]:
+def across_launches(
+    launches: Sequence[Sequence[Mapping[str, Any]]], spread: Spread | None = None, spread_basis: str = ""
+) -> list[dict[str, Any]]:
     """Level summaries of several launches of one config pooled into one: per level and metric, the mean of the
     launches' figures and its 95% interval across launches (``n`` = launches), so launch-to-launch variation counts,
     and the 95% interval for ONE new launch. ``spread`` (``launch_spread`` over this config and others measured the
@@ -147,11 +154,17 @@ def across_launches(launches: Sequence[Sequence[Mapping[str, Any]]], spread: Spr
             if new is not None:  # every metric here is >= 0: a normal model's bound below 0 says only "0"
                 new = (max(new[0], 0.0), new[1])
             if iv.low is not None or new is not None:
-                pooled["intervals"][metric] = {"mean": iv.mean, "sd": iv.sd, "n": iv.n, "low": iv.low, "high": iv.high,
-                                               "new_launch_low": new[0] if new else None,
-                                               "new_launch_high": new[1] if new else None,
-                                               "new_launch_df": df if new else None,
-                                               "new_launch_basis": basis if new else None}
+                pooled["intervals"][metric] = {
+                    "mean": iv.mean,
+                    "sd": iv.sd,
+                    "n": iv.n,
+                    "low": iv.low,
+                    "high": iv.high,
+                    "new_launch_low": new[0] if new else None,
+                    "new_launch_high": new[1] if new else None,
+                    "new_launch_df": df if new else None,
+                    "new_launch_basis": basis if new else None,
+                }
         out.append(pooled)
     return out
 
@@ -191,8 +204,14 @@ def compare(
 Bounds = tuple[float | None, float | None]
 
 
-def _verdict(study: float | None, interval: Bounds, measured: float | None, again: Bounds, tolerance: float,
-             machine_variation: float | None = None) -> Verdict:
+def _verdict(
+    study: float | None,
+    interval: Bounds,
+    measured: float | None,
+    again: Bounds,
+    tolerance: float,
+    machine_variation: float | None = None,
+) -> Verdict:
     """Within the study's interval; else, when verify has an interval of its own (its windows) that overlaps the
     study's, "intervals overlap" (reported, not a pass); else outside, and "beyond machine variation" when it is
     outside by more than ``machine_variation`` of the study's figure. Without a study interval: within ``tolerance``
@@ -215,13 +234,22 @@ def _verdict(study: float | None, interval: Bounds, measured: float | None, agai
 
 def bench_serving_levels(levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """bench_serving's results in the shape of a level summary, for ``compare``."""
-    return [{"concurrency": r["concurrency"], "output_tok_per_s": r["output_tok_per_s"],
-             "ttft_ms": {"p99": r["ttft_ms_p99"], "median": r["ttft_ms_median"]},
-             "tpot_ms": {"median": r["tpot_ms_median"]}} for r in levels]
+    return [
+        {
+            "concurrency": r["concurrency"],
+            "output_tok_per_s": r["output_tok_per_s"],
+            "ttft_ms": {"p99": r["ttft_ms_p99"], "median": r["ttft_ms_median"]},
+            "tpot_ms": {"median": r["tpot_ms_median"]},
+        }
+        for r in levels
+    ]
 
 
-def client_offsets(autotune_levels: Sequence[Mapping[str, Any]], other_levels: Sequence[Mapping[str, Any]],
-                   metrics: Sequence[str] = ("output_tok_per_s", "tpot_ms.median")) -> list[dict[str, Any]]:
+def client_offsets(
+    autotune_levels: Sequence[Mapping[str, Any]],
+    other_levels: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str] = ("output_tok_per_s", "tpot_ms.median"),
+) -> list[dict[str, Any]]:
     """Another client's figures (``bench_serving_levels``) against autotune's client on the same launch, per level:
     ``other / autotune - 1`` per metric (None where either lacks the figure). The two clients differ by this much on
     one server; a study interval narrower than it cannot be met by both."""

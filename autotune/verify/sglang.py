@@ -43,8 +43,9 @@ def bench_serving_available() -> bool:
     return importlib.util.find_spec("sglang") is not None
 
 
-def bench_serving_argv(plan: BenchPlan, base_url: str, model: str, concurrency: int, output: Path,
-                       num_prompts: int | None = None) -> list[str]:
+def bench_serving_argv(
+    plan: BenchPlan, base_url: str, model: str, concurrency: int, output: Path, num_prompts: int | None = None
+) -> list[str]:
     w = plan.workload
     prompts = num_prompts if num_prompts is not None else requests_for_level(plan, concurrency)
     return [
@@ -83,9 +84,14 @@ def parse_result(text: str, concurrency: int, num_prompts: int) -> BenchServingL
     )
 
 
-def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path,
-                      prompts: Mapping[int, int] | None = None,
-                      on_level: Callable[[BenchServingLevel], object] | None = None) -> list[BenchServingLevel]:
+def run_bench_serving(
+    plan: BenchPlan,
+    base_url: str,
+    model: str,
+    out_dir: Path,
+    prompts: Mapping[int, int] | None = None,
+    on_level: Callable[[BenchServingLevel], object] | None = None,
+) -> list[BenchServingLevel]:
     """One bench_serving run per load level of ``plan`` (``prompts``: requests per level, default one window's
     worth; ``on_level``: called with each level's result as it finishes); raises BenchError naming the log of a run
     that failed."""
@@ -101,11 +107,13 @@ def run_bench_serving(plan: BenchPlan, base_url: str, model: str, out_dir: Path,
             fh.write(shlex.join(argv) + "\n")
             fh.flush()
             try:
-                proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=plan.level_timeout_s,
-                                      check=False)
+                proc = subprocess.run(
+                    argv, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=plan.level_timeout_s, check=False
+                )
             except subprocess.TimeoutExpired as exc:
-                raise BenchError(f"bench_serving at concurrency {c} did not finish in {plan.level_timeout_s:g} s; "
-                                 f"see {log}") from exc
+                raise BenchError(
+                    f"bench_serving at concurrency {c} did not finish in {plan.level_timeout_s:g} s; see {log}"
+                ) from exc
         if proc.returncode != 0 or not output.exists():
             raise BenchError(f"bench_serving at concurrency {c} failed (exit {proc.returncode}); see {log}")
         results.append(parse_result(output.read_text(), c, n))

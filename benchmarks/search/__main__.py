@@ -45,11 +45,21 @@ def load_space(name: str) -> StudySpec:
 def cache_key(space: str, land: Landscape) -> str:
     """The study's content that decides the landscape (not its file's comments), the variant and the version."""
     spec = land.spec
-    content = (spec.params, spec.objectives, spec.constraints, spec.points_to_evaluate, spec.server, spec.sim,
-               spec.workload, spec.workload_properties, spec.plan.concurrencies)
+    content = (
+        spec.params,
+        spec.objectives,
+        spec.constraints,
+        spec.points_to_evaluate,
+        spec.server,
+        spec.sim,
+        spec.workload,
+        spec.workload_properties,
+        spec.plan.concurrencies,
+    )
     return hashlib.sha256(
-        (space + repr(content) + land.variant.key()
-         + f"{landscape_mod.LANDSCAPE_VERSION}/{landscape_mod.KV_BUCKET}").encode()
+        (
+            space + repr(content) + land.variant.key() + f"{landscape_mod.LANDSCAPE_VERSION}/{landscape_mod.KV_BUCKET}"
+        ).encode()
     ).hexdigest()[:16]
 
 
@@ -67,13 +77,31 @@ def cached_optimum(space: str, land: Landscape) -> Optimum:
 
 def cmd_run(a: argparse.Namespace) -> int:
     variants = {v.name: v for v in VARIANTS}
-    tasks = [dict(space=s, variant=v, noise=a.noise, seeds=a.seeds, first_seed=a.first_seed, methods=a.methods,
-                  launches=a.launches,
-                  slots=a.slots, autotune_as=a.autotune_as, finalists=list(a.finalists))
-             for s in a.spaces for v in a.variants
-             if variants[v].affects(load_space(s))]  # a drafter-only variant of a space without one: the base again
-    doc: dict[str, Any] = {"command": "python -m benchmarks.search " + " ".join(sys.argv[1:]), "launches": a.launches,
-                           "slots": a.slots, "simulated": True, "complete": False, "runs": []}
+    tasks = [
+        dict(
+            space=s,
+            variant=v,
+            noise=a.noise,
+            seeds=a.seeds,
+            first_seed=a.first_seed,
+            methods=a.methods,
+            launches=a.launches,
+            slots=a.slots,
+            autotune_as=a.autotune_as,
+            finalists=list(a.finalists),
+        )
+        for s in a.spaces
+        for v in a.variants
+        if variants[v].affects(load_space(s))
+    ]  # a drafter-only variant of a space without one: the base again
+    doc: dict[str, Any] = {
+        "command": "python -m benchmarks.search " + " ".join(sys.argv[1:]),
+        "launches": a.launches,
+        "slots": a.slots,
+        "simulated": True,
+        "complete": False,
+        "runs": [],
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
 
     def keep(part: list[dict[str, Any]], done: int) -> None:  # written after every landscape: a partial sweep counts
@@ -100,9 +128,12 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
     methods = list(dict.fromkeys(r["method"] for r in runs))
     spaces = list(dict.fromkeys(r["space"] for r in runs))
     lines = [
-        "| noise | space | method | runs | median launches to 98% | reached | regret@" + " | regret@".join(map(str, BUDGETS))
+        "| noise | space | method | runs | median launches to 98% | reached | regret@"
+        + " | regret@".join(map(str, BUDGETS))
         + " | export < 95% at 40 | within 2% at 40 | after the seeds | launches made |",
-        "| --- | --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in BUDGETS) + " | ---: | ---: | ---: | ---: |",
+        "| --- | --- | --- | ---: | ---: | ---: | "
+        + " | ".join("---:" for _ in BUDGETS)
+        + " | ---: | ---: | ---: | ---: |",
     ]
     with_stage = any(r.get("finalist_launches") for r in runs)
     if with_stage:
@@ -111,7 +142,11 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
     for noise in sorted({r["noise"] for r in runs}):
         for space in [*spaces, "pooled"]:
             for m in methods:
-                sel = [r for r in runs if r["noise"] == noise and r["method"] == m and (space == "pooled" or r["space"] == space)]
+                sel = [
+                    r
+                    for r in runs
+                    if r["noise"] == noise and r["method"] == m and (space == "pooled" or r["space"] == space)
+                ]
                 if not sel:
                     continue
                 s = summarize(sel)
@@ -119,8 +154,7 @@ def table(doc: dict[str, Any], *, hard: bool = False) -> str:
                     f"| {noise:.0%} | {space} | {m} | {s.runs} | {fmt_launches(s.median_launches, cap)} | {s.reached:.0%} | "
                     + " | ".join(f"{s.regret[b]:.3f}" for b in BUDGETS)
                     + f" | {s.below_poor:.0%} | {s.within_2pct_at_40:.0%} | {fmt_launches(s.median_after_seeds, cap)} | "
-                    f"{s.mean_launches:.1f} |"
-                    + (finalist_cells(sel) if with_stage else "")
+                    f"{s.mean_launches:.1f} |" + (finalist_cells(sel) if with_stage else "")
                 )
     return "\n".join(lines)
 
@@ -149,8 +183,9 @@ def seed_launches(run: dict[str, Any]) -> int:
         from benchmarks.search.landscape import vary_spec
 
         spec = vary_spec(load_space(run["space"]), next(v for v in VARIANTS if v.name == run["variant"]))
-        _SEEDS[key] = [json.dumps(dict(p), sort_keys=True, default=str)
-                       for p in [*spec.points_to_evaluate, *uncapped_seeds(spec)]]
+        _SEEDS[key] = [
+            json.dumps(dict(p), sort_keys=True, default=str) for p in [*spec.points_to_evaluate, *uncapped_seeds(spec)]
+        ]
     n = 0
     for params in run["launched"]:
         if json.dumps(params, sort_keys=True, default=str) not in _SEEDS[key]:
@@ -161,8 +196,9 @@ def seed_launches(run: dict[str, Any]) -> int:
 
 def cmd_table(a: argparse.Namespace) -> int:
     docs = [jsonio.load(f) for f in a.files]
-    print(table({"launches": min(d["launches"] for d in docs), "runs": [r for d in docs for r in d["runs"]]},
-                hard=a.hard))
+    print(
+        table({"launches": min(d["launches"] for d in docs), "runs": [r for d in docs for r in d["runs"]]}, hard=a.hard)
+    )
     return 0
 
 
@@ -188,8 +224,9 @@ def cmd_rescore(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="simulate studies and write their runs")
     r.add_argument("--spaces", nargs="+", default=list(SPACES), choices=ALL_SPACES)
@@ -198,15 +235,30 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--first-seed", type=int, default=0, help="seeds FIRST .. FIRST + SEEDS - 1 (a second sample)")
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04])
     r.add_argument("--launches", type=int, default=60, help="launches per simulated study")
-    r.add_argument("--methods", nargs="+", default=["autotune", "random", "grid"], choices=["autotune", "random", "grid", "autotune-before"],
-                   help="autotune-before: the searcher before issue #14 (benchmarks/search/baseline.py)")
+    r.add_argument(
+        "--methods",
+        nargs="+",
+        default=["autotune", "random", "grid"],
+        choices=["autotune", "random", "grid", "autotune-before"],
+        help="autotune-before: the searcher before issue #14 (benchmarks/search/baseline.py)",
+    )
     r.add_argument("--slots", type=int, default=1, help="trials in flight at once (searcher methods)")
     r.add_argument("--jobs", type=int, default=1, help="landscapes simulated in parallel processes")
-    r.add_argument("--autotune-as", default="", help="name the autotune method's runs so (e.g. the searcher of "
-                   "another checkout: PYTHONPATH=/that/checkout:$PWD)")
-    r.add_argument("--finalists", type=int, nargs=2, default=[0, 0], metavar=("COUNT", "ROUNDS"),
-                   help="after the budget, the study's finalist stage: the top COUNT feasible configs relaunched ROUNDS "
-                   "times each, the winner decided as autotune.finalists.choice does (default 0 0: none)")
+    r.add_argument(
+        "--autotune-as",
+        default="",
+        help="name the autotune method's runs so (e.g. the searcher of "
+        "another checkout: PYTHONPATH=/that/checkout:$PWD)",
+    )
+    r.add_argument(
+        "--finalists",
+        type=int,
+        nargs=2,
+        default=[0, 0],
+        metavar=("COUNT", "ROUNDS"),
+        help="after the budget, the study's finalist stage: the top COUNT feasible configs relaunched ROUNDS "
+        "times each, the winner decided as autotune.finalists.choice does (default 0 0: none)",
+    )
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("table", help="print the summary table of a results file")
@@ -224,4 +276,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

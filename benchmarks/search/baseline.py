@@ -21,9 +21,13 @@ def open_baseline_study(spec: StudySpec) -> optuna.Study:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler: optuna.samplers.BaseSampler = (
-            optuna.samplers.RandomSampler(seed=spec.seed) if spec.sampler == "random"
-            else optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5))
-    study = optuna.create_study(study_name=spec.name, sampler=sampler, directions=[o.direction for o in spec.objectives])
+            optuna.samplers.RandomSampler(seed=spec.seed)
+            if spec.sampler == "random"
+            else optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, group=True, n_startup_trials=5)
+        )
+    study = optuna.create_study(
+        study_name=spec.name, sampler=sampler, directions=[o.direction for o in spec.objectives]
+    )
     for point in spec.points_to_evaluate:
         study.enqueue_trial(dict(point), skip_if_exists=True)
     return study

@@ -107,16 +107,35 @@ class Lab:
             cons: dict[str, float] = {}
             for c in spec.constraints:
                 k = objective_key(c.metric, c.level)
-                parts = ([metrics[k] - c.max] if c.max is not None else []) + ([c.min - metrics[k]] if c.min is not None else [])
+                parts = ([metrics[k] - c.max] if c.max is not None else []) + (
+                    [c.min - metrics[k]] if c.min is not None else []
+                )
                 cons[k] = max(parts) if parts else 0.0
             # the searcher reads the accept length SGLang reports (a broken drafter); the other level fields are unused
-            level = LevelSummary(concurrency=self.land.top, requests=0, failed=0, duration_s=0.0,
-                                 output_tok_per_s=value, request_per_s=0.0, input_tok_per_s=0.0, ttft_ms=None,
-                                 itl_ms=None, tpot_ms=None, e2e_ms=None, accept_length=out.accept_length)
+            level = LevelSummary(
+                concurrency=self.land.top,
+                requests=0,
+                failed=0,
+                duration_s=0.0,
+                output_tok_per_s=value,
+                request_per_s=0.0,
+                input_tok_per_s=0.0,
+                ttft_ms=None,
+                itl_ms=None,
+                tpot_ms=None,
+                e2e_ms=None,
+                accept_length=out.accept_length,
+            )
             # the KV cache SGLang logs at launch ("KV Cache is allocated. #tokens: N"), as the runner keeps it
-            rec = TrialRecord(**base, outcome=TrialOutcome.COMPLETE, objectives={self.land.objective_key: value},
-                              constraints=cons, feasible=all(v <= 0 for v in cons.values()),
-                              bench=BenchResult(levels=(level,)), phases=PhaseTimings(kv_cache_tokens=out.kv_tokens))
+            rec = TrialRecord(
+                **base,
+                outcome=TrialOutcome.COMPLETE,
+                objectives={self.land.objective_key: value},
+                constraints=cons,
+                feasible=all(v <= 0 for v in cons.values()),
+                bench=BenchResult(levels=(level,)),
+                phases=PhaseTimings(kv_cache_tokens=out.kv_tokens),
+            )
         return rec
 
     def finalists(self, count: int, rounds: int) -> tuple[float | None, int, str]:
@@ -129,11 +148,25 @@ class Lab:
         if not chosen:
             return None, 0, ""
         trials = {r.number: r for r in self.records if r.number in chosen}
-        runs = [FinalistRun(stage=1, round=rnd, repeats=n, repeats_trial_id=trials[n].trial_id,
-                            record=self.measure(n, run_trial_id(trials[n].trial_id, 1, rnd), dict(trials[n].params)))
-                for rnd, n in StagePlan(1, chosen, rounds).slots()]
-        decision = study_outcome(self.records, [StagePlan(1, chosen, rounds)], runs, key=obj.key,
-                                 direction=obj.direction, alpha=0.05, count=count).decision
+        runs = [
+            FinalistRun(
+                stage=1,
+                round=rnd,
+                repeats=n,
+                repeats_trial_id=trials[n].trial_id,
+                record=self.measure(n, run_trial_id(trials[n].trial_id, 1, rnd), dict(trials[n].params)),
+            )
+            for rnd, n in StagePlan(1, chosen, rounds).slots()
+        ]
+        decision = study_outcome(
+            self.records,
+            [StagePlan(1, chosen, rounds)],
+            runs,
+            key=obj.key,
+            direction=obj.direction,
+            alpha=0.05,
+            count=count,
+        ).decision
         winner = trials[decision.winner] if decision is not None and decision.winner is not None else None
         true = self.land.evaluate(dict(winner.params)).true_value if winner is not None else 0.0
         return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), decision.method if decision else ""
@@ -142,14 +175,40 @@ class Lab:
         spec = self.land.spec
         seeds_true = [self.land.evaluate(dict(p)).true_value for p in spec.points_to_evaluate]
         f_ratio, f_launches, f_method = self.finalists(*finalists)
-        return Run(method, spec.name, self.land.variant.name, self.noise, seed, self.optimum, tuple(self.ratios),
-                   tuple(self.launched), suggested, self.invalid, self.failed, self.infeasible, self.repeats,
-                   any(v >= 0.98 * self.optimum for v in seeds_true), f_ratio, f_launches, f_method)
+        return Run(
+            method,
+            spec.name,
+            self.land.variant.name,
+            self.noise,
+            seed,
+            self.optimum,
+            tuple(self.ratios),
+            tuple(self.launched),
+            suggested,
+            self.invalid,
+            self.failed,
+            self.infeasible,
+            self.repeats,
+            any(v >= 0.98 * self.optimum for v in seeds_true),
+            f_ratio,
+            f_launches,
+            f_method,
+        )
 
 
-def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, noise: float, launches: int,
-                 slots: int = 1, method: str | None = None, baseline: bool = False,
-                 finalists: tuple[int, int] = (0, 0)) -> Run:
+def run_searcher(
+    land: Landscape,
+    optimum: float,
+    *,
+    sampler: str,
+    seed: int,
+    noise: float,
+    launches: int,
+    slots: int = 1,
+    method: str | None = None,
+    baseline: bool = False,
+    finalists: tuple[int, int] = (0, 0),
+) -> Run:
     """The study's own searcher: ``suggest`` for up to ``slots`` trials at once, ``on_trial_complete`` in order.
     ``baseline``: the searcher before issue #14 (``benchmarks.search.baseline``); with ``sampler="random"`` it is
     plain random sampling after the study file's seed points."""
@@ -165,8 +224,9 @@ def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, no
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
 
-    searcher = make_searcher(spec, study, budget=launches * 20, on_record=lambda r, log: None,
-                             make_missing_record=missing)
+    searcher = make_searcher(
+        spec, study, budget=launches * 20, on_record=lambda r, log: None, make_missing_record=missing
+    )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
     finished = False
@@ -187,8 +247,9 @@ def run_searcher(land: Landscape, optimum: float, *, sampler: str, seed: int, no
     return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n, finalists)
 
 
-def run_grid(land: Landscape, optimum: float, *, seed: int, noise: float, launches: int,
-             finalists: tuple[int, int] = (0, 0)) -> Run:
+def run_grid(
+    land: Landscape, optimum: float, *, seed: int, noise: float, launches: int, finalists: tuple[int, int] = (0, 0)
+) -> Run:
     """The study's seed points, then the grid (floats at ``GRID_FLOAT_POINTS`` values) in a seeded random order."""
     lab = Lab(land, noise, seed, optimum)
     grid = enumerate_points(land.spec, float_points=GRID_FLOAT_POINTS)

@@ -111,15 +111,20 @@ def compare(runs: list[dict[str, Any]], rule: Rule) -> list[dict[str, Any]]:
             lands[k] = cached_landscape(*k)[0]
         base, other = replay(run, lands[k], rule)
         if any(abs(a - b) > 1e-9 for a, b in zip(base, run["ratios"], strict=False)):
-            raise SystemExit(f"{k} seed {run['seed']}: the replay does not reproduce the run (another searcher or "
-                             f"landscape version?)")
+            raise SystemExit(
+                f"{k} seed {run['seed']}: the replay does not reproduce the run (another searcher or "
+                f"landscape version?)"
+            )
         out.append({**{f: run[f] for f in ("space", "variant", "noise", "seed")}, "base": base, "other": other})
     return out
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| noise | space | runs | rule | median launches to 98% | within 4 | mean launches (41: never) "
-             "| within 2% at 10 | within 2% at 40 |", "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| noise | space | runs | rule | median launches to 98% | within 4 | mean launches (41: never) "
+        "| within 2% at 10 | within 2% at 40 |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for noise in sorted({r["noise"] for r in rows}):
         for space in [*sorted({r["space"] for r in rows}), "pooled"]:
             sel = [r for r in rows if r["noise"] == noise and space in ("pooled", r["space"])]
@@ -130,21 +135,29 @@ def table(rows: list[dict[str, Any]]) -> str:
                     f"{statistics.median(steps):g} | {sum(x <= 4 for x in steps) / len(sel):.1%} | "
                     f"{statistics.fmean(min(x, 41) for x in steps):.2f} | "
                     f"{sum(r[which][min(9, len(r[which]) - 1)] >= 0.98 for r in sel) / len(sel):.1%} | "
-                    f"{sum(r[which][-1] >= 0.98 for r in sel) / len(sel):.1%} |")
+                    f"{sum(r[which][-1] >= 0.98 for r in sel) / len(sel):.1%} |"
+                )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.search.export_rules", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.search.export_rules",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("files", nargs="+")
     ap.add_argument("--rule", choices=sorted(RULES), default="gp")
     ap.add_argument("--method", default="autotune")
     ap.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04])
     ap.add_argument("--hard", action="store_true", help="only landscapes where no seed point is within 2%%")
     a = ap.parse_args(argv)
-    runs = [r for f in a.files for r in jsonio.load(f)["runs"]
-            if r["method"] == a.method and r["noise"] in a.noise and not (a.hard and r["seed_within_2pct"])]
+    runs = [
+        r
+        for f in a.files
+        for r in jsonio.load(f)["runs"]
+        if r["method"] == a.method and r["noise"] in a.noise and not (a.hard and r["seed_within_2pct"])
+    ]
     if not runs:
         print("no runs match", file=sys.stderr)
         return 1

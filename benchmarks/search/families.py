@@ -41,8 +41,17 @@ from autotune.trial.score import objective_key
 from benchmarks.search.landscape import Optimum, Outcome, enumerate_points
 
 MEM_FLAG = "mem-fraction-static"
-FAMILIES = ("spec-nonmonotone", "spec-step-cost", "memory-shapes", "capacity", "interactions", "needle", "plateau",
-            "infeasible-small", "infeasible-large")
+FAMILIES = (
+    "spec-nonmonotone",
+    "spec-step-cost",
+    "memory-shapes",
+    "capacity",
+    "interactions",
+    "needle",
+    "plateau",
+    "infeasible-small",
+    "infeasible-large",
+)
 SPEC_FAMILIES = {"spec-nonmonotone", "spec-step-cost"}
 # Families looked at while designing any change to the searcher (issue #29); every other family judges it.
 DESIGN_FAMILIES = ("interactions", "plateau")
@@ -94,7 +103,7 @@ class FamilyLandscape:
         names = [p.name for p in self.spec.params if p.flag != MEM_FLAG]
         self.pairs = []
         if self.pair_sigma and len(names) >= 2:
-            pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+            pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
             self.pairs = rng.sample(pairs, min(len(pairs), rng.randint(2, 4)))
         self._effects: dict[str, float] = {}
         self.base = _u(rng, 1000.0, 5000.0)
@@ -197,12 +206,12 @@ class FamilyLandscape:
         kv_tokens: int | None = None
         if self.sizes is not None:
             pred = fit.predict(self.sizes, flags, tp_size=tc.tp_size)
-            if pred.kv_tokens is not None and pred.kv_tokens <= 0 or (
-                    pred.failure is FailureKind.OOM_AT_LAUNCH):
+            if pred.kv_tokens is not None and pred.kv_tokens <= 0 or (pred.failure is FailureKind.OOM_AT_LAUNCH):
                 return Outcome("failed", FailureKind.OOM_AT_LAUNCH, 0.0, {}, False, "no memory left for the KV cache")
             if isinstance(frac, float) and self.mem_edge:
-                moved = fit.predict(self.sizes, {**flags, MEM_FLAG: min(frac - self.mem_edge, 0.99)},
-                                    tp_size=tc.tp_size)
+                moved = fit.predict(
+                    self.sizes, {**flags, MEM_FLAG: min(frac - self.mem_edge, 0.99)}, tp_size=tc.tp_size
+                )
                 failure = moved.failure
             else:
                 failure = pred.failure
@@ -215,7 +224,7 @@ class FamilyLandscape:
         if kv_tokens is not None:
             running = max(min(running, kv_tokens // max(self.tokens, 1)), 1)
         share = running / self.top
-        value = self.base * share ** self.batch_power
+        value = self.base * share**self.batch_power
         if kv_tokens is not None:
             need = running * self.tokens
             value *= min(kv_tokens / need, 1.0) ** self.kv_power if need else 1.0
@@ -248,10 +257,10 @@ class FamilyLandscape:
         if topk > 1:
             a_tree = 1 - (1 - a) ** topk
             tokens = int(flags.get(sglang_rules.DRAFT_TOKENS) or steps + 1)
-            accept = min(sum(a_tree ** i for i in range(steps + 1)), tokens + 1.0)
+            accept = min(sum(a_tree**i for i in range(steps + 1)), tokens + 1.0)
             cost = 1 + self.step_cost * steps + self.tree_cost * tokens
         else:
-            accept = sum(a ** i for i in range(steps + 1))
+            accept = sum(a**i for i in range(steps + 1))
             cost = 1 + (sum(self.step_costs[:steps]) if self.family == "spec-step-cost" else self.step_cost * steps)
         speed = accept / cost * self.spec_gain
         if self.family == "spec-nonmonotone":

@@ -74,8 +74,9 @@ class AblatedSearcher(OptunaStudySearcher):
             self._deferred = []
 
 
-def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int, noise: float,
-               launches: int) -> dict[str, Any]:
+def run_method(
+    land: FamilyLandscape, optimum: float, method: str, *, seed: int, noise: float, launches: int
+) -> dict[str, Any]:
     if method == "grid":
         run = run_grid(land, optimum, seed=seed, noise=noise, launches=launches)  # type: ignore[arg-type]
         return run.to_json()
@@ -91,15 +92,17 @@ def run_method(land: FamilyLandscape, optimum: float, method: str, *, seed: int,
 
         with warnings.catch_warnings():  # multivariate/group are "experimental", as in autotune.study.optuna_study
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True,
-                                                       n_startup_trials=STARTUP_TRIALS[method])
+            study.sampler = optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS[method]
+            )
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
 
-    searcher = AblatedSearcher(spec, study, budget=launches * 20, on_record=lambda r, log: None,
-                               make_missing_record=missing, removed=removed)
+    searcher = AblatedSearcher(
+        spec, study, budget=launches * 20, on_record=lambda r, log: None, make_missing_record=missing, removed=removed
+    )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
     while len(lab.ratios) < launches:
@@ -134,8 +137,11 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
     opt = family_optimum(land)
     out = []
     for noise in task["noise"]:
-        methods = task["methods"] if noise in task["ablation_noise"] else [m for m in task["methods"]
-                                                                           if m in task["headline"]]
+        methods = (
+            task["methods"]
+            if noise in task["ablation_noise"]
+            else [m for m in task["methods"] if m in task["headline"]]
+        )
         for seed in range(task["seeds"]):
             own: dict[str, Any] = {}
             for m in sorted(methods, key=lambda m: m != "autotune"):
@@ -149,21 +155,45 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                     r["method"] = task["autotune_as"]
                 r.pop("launched", None)
                 out.append(r)
-    print(f"{land.name}: optimum {opt.value:.0f} ({opt.feasible}/{opt.points} feasible), {len(out)} runs in "
-          f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"{land.name}: optimum {opt.value:.0f} ({opt.feasible}/{opt.points} feasible), {len(out)} runs in "
+        f"{time.monotonic() - t0:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     from benchmarks.search.__main__ import load_space
 
-    tasks = [dict(space=s, family=f, instance=i, noise=a.noise, seeds=a.seeds, methods=a.methods,
-                  launches=a.launches, ablation_noise=a.ablation_noise, headline=a.headline, autotune_as=a.autotune_as)
-             for f in a.families for s in a.spaces if applies(f, load_space(s))
-             for i in range(a.first_instance, a.first_instance + a.instances)]
-    doc: dict[str, Any] = {"command": "python -m benchmarks.search.family_bench " + " ".join(sys.argv[1:]),
-                           "launches": a.launches, "synthetic": True, "family_version": FAMILY_VERSION,
-                           "design_families": list(DESIGN_FAMILIES), "complete": False, "runs": []}
+    tasks = [
+        dict(
+            space=s,
+            family=f,
+            instance=i,
+            noise=a.noise,
+            seeds=a.seeds,
+            methods=a.methods,
+            launches=a.launches,
+            ablation_noise=a.ablation_noise,
+            headline=a.headline,
+            autotune_as=a.autotune_as,
+        )
+        for f in a.families
+        for s in a.spaces
+        if applies(f, load_space(s))
+        for i in range(a.first_instance, a.first_instance + a.instances)
+    ]
+    doc: dict[str, Any] = {
+        "command": "python -m benchmarks.search.family_bench " + " ".join(sys.argv[1:]),
+        "launches": a.launches,
+        "synthetic": True,
+        "family_version": FAMILY_VERSION,
+        "design_families": list(DESIGN_FAMILIES),
+        "complete": False,
+        "runs": [],
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     for i, t in enumerate(tasks, 1):
         doc["runs"].extend(one_landscape(t))
@@ -190,8 +220,14 @@ def summary(runs: list[dict[str, Any]], cap: int) -> dict[str, Any]:
     launches = [launches_to(r["ratios"], TARGET) for r in runs]
     med, lo, hi = _median_ci(launches, rng)
     below = [ratio_at(r["ratios"], cap) < POOR for r in runs]
-    return {"runs": len(runs), "median": med, "lo": lo, "hi": hi, "below": sum(below) / len(below),
-            "mean_capped": statistics.fmean(min(x, 2 * cap) for x in launches)}
+    return {
+        "runs": len(runs),
+        "median": med,
+        "lo": lo,
+        "hi": hi,
+        "below": sum(below) / len(below),
+        "mean_capped": statistics.fmean(min(x, 2 * cap) for x in launches),
+    }
 
 
 def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> str:
@@ -205,9 +241,11 @@ def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> 
     for noise in sorted({r["noise"] for r in runs}):
         ms = [m for m in methods if any(r["method"] == m and r["noise"] == noise for r in runs)]
         paired = "autotune" in ms and "pipeline-random" in ms
-        lines += [f"\n**noise {noise:.0%}** (median launches to 98% [90% interval] / export < 95% at {cap})\n",
-                  "| family | " + " | ".join(ms) + (" | autotune / pipeline-random (mean) |" if paired else " |"),
-                  "| --- |" + " ---: |" * (len(ms) + paired)]
+        lines += [
+            f"\n**noise {noise:.0%}** (median launches to 98% [90% interval] / export < 95% at {cap})\n",
+            "| family | " + " | ".join(ms) + (" | autotune / pipeline-random (mean) |" if paired else " |"),
+            "| --- |" + " ---: |" * (len(ms) + paired),
+        ]
         ratios: dict[str, list[tuple[str, float]]] = {m: [] for m in ms}
         for f in [*fams, "all"]:
             cells = []
@@ -217,14 +255,21 @@ def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> 
                     cells.append("-")
                     continue
                 s = summary(sel, cap)
-                cells.append(f"{_fmt(s['median'], cap)} [{_fmt(s['lo'], cap)}-{_fmt(s['hi'], cap)}] / "
-                             f"{s['below']:.0%}")
+                cells.append(f"{_fmt(s['median'], cap)} [{_fmt(s['lo'], cap)}-{_fmt(s['hi'], cap)}] / {s['below']:.0%}")
                 if f != "all":
                     ratios[m].append((f, s["mean_capped"]))
             if paired:
-                means = {m: summary([r for r in runs if r["noise"] == noise and r["method"] == m
-                                     and (f == "all" or r["family"] == f)], cap)["mean_capped"]
-                         for m in ("autotune", "pipeline-random")}
+                means = {
+                    m: summary(
+                        [
+                            r
+                            for r in runs
+                            if r["noise"] == noise and r["method"] == m and (f == "all" or r["family"] == f)
+                        ],
+                        cap,
+                    )["mean_capped"]
+                    for m in ("autotune", "pipeline-random")
+                }
                 cells.append(f"{means['autotune'] / means['pipeline-random']:.2f}")
             lines.append(f"| {f} | " + " | ".join(cells) + " |")
         base = dict(ratios.get("pipeline-random", []))
@@ -237,8 +282,11 @@ def table(runs: list[dict[str, Any]], cap: int, *, judge_only: bool = False) -> 
                     worst.append(f"{w:.2f} ({f})")
                 else:
                     worst.append("-")
-            lines.append("| worst family: mean launches to 98% / pipeline-random's | " + " | ".join(worst)
-                         + (" | |" if paired else " |"))
+            lines.append(
+                "| worst family: mean launches to 98% / pipeline-random's | "
+                + " | ".join(worst)
+                + (" | |" if paired else " |")
+            )
     return "\n".join(lines)
 
 
@@ -249,20 +297,30 @@ def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
     without. A positive difference is the rule's gain."""
     judge = [r for r in runs if r["family"] not in DESIGN_FAMILIES]
     own = {(r["space"], r["variant"], r["noise"], r["seed"]): r for r in judge if r["method"] == "autotune"}
-    lines = ["| method (a rule removed, or another searcher) | paired runs | launches to 98%: method - autotune [90% "
-             "interval] | export < 95%: autotune / method |", "| --- | ---: | ---: | ---: |"]
+    lines = [
+        "| method (a rule removed, or another searcher) | paired runs | launches to 98%: method - autotune [90% "
+        "interval] | export < 95%: autotune / method |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     rng = random.Random(0)
     for m in dict.fromkeys(r["method"] for r in judge if r["method"] not in ("autotune", "grid")):
-        pairs = [(own[k], r) for r in judge if r["method"] == m and "copied_from" not in r
-                 and (k := (r["space"], r["variant"], r["noise"], r["seed"])) in own]
+        pairs = [
+            (own[k], r)
+            for r in judge
+            if r["method"] == m
+            and "copied_from" not in r
+            and (k := (r["space"], r["variant"], r["noise"], r["seed"])) in own
+        ]
         if not pairs:
             continue
         diffs = [min(launches_to(b["ratios"]), 2 * cap) - min(launches_to(a["ratios"]), 2 * cap) for a, b in pairs]
         boots = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(1000))
         poor_a = sum(ratio_at(a["ratios"], cap) < POOR for a, _ in pairs)
         poor_b = sum(ratio_at(b["ratios"], cap) < POOR for _, b in pairs)
-        lines.append(f"| {m} | {len(pairs)} | {statistics.fmean(diffs):+.1f} [{boots[50]:+.1f}, {boots[949]:+.1f}] | "
-                     f"{poor_a} / {poor_b} |")
+        lines.append(
+            f"| {m} | {len(pairs)} | {statistics.fmean(diffs):+.1f} [{boots[50]:+.1f}, {boots[949]:+.1f}] | "
+            f"{poor_a} / {poor_b} |"
+        )
     return "\n".join(lines)
 
 
@@ -277,8 +335,11 @@ def cmd_table(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.search.family_bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.search.family_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
@@ -288,10 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seeds", type=int, default=6)
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04, 0.1])
     r.add_argument("--launches", type=int, default=40)
-    r.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random", "grid"],
-                   choices=[*METHODS, "grid"])
-    r.add_argument("--headline", nargs="+", default=["autotune", "pipeline-random", "grid"],
-                   help="methods run at every noise level; the others only at --ablation-noise")
+    r.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random", "grid"], choices=[*METHODS, "grid"])
+    r.add_argument(
+        "--headline",
+        nargs="+",
+        default=["autotune", "pipeline-random", "grid"],
+        help="methods run at every noise level; the others only at --ablation-noise",
+    )
     r.add_argument("--ablation-noise", type=float, nargs="+", default=[0.04])
     r.add_argument("--autotune-as", default="", help="name the searcher's runs so (e.g. after a change)")
     r.add_argument("--out", required=True)

@@ -88,11 +88,13 @@ class Variant:
 # ("good-drafter") it does, uncapped, which is the case the user story hopes for.
 VARIANTS: tuple[Variant, ...] = (
     Variant("base"),
-    Variant("good-drafter", accept_scale=1.3, drafter_cost_scale=0.3, allreduce_scale=0.8, mem_scale=0.97,
-            accept_len=3.5),
+    Variant(
+        "good-drafter", accept_scale=1.3, drafter_cost_scale=0.3, allreduce_scale=0.8, mem_scale=0.97, accept_len=3.5
+    ),
     Variant("slow-links", accept_scale=0.85, allreduce_scale=1.5, per_seq_scale=1.2, accept_len=2.2),
-    Variant("tight-memory", accept_scale=1.1, drafter_cost_scale=0.5, mem_scale=0.92, per_seq_scale=0.8,
-            accept_len=2.8),
+    Variant(
+        "tight-memory", accept_scale=1.1, drafter_cost_scale=0.5, mem_scale=0.92, per_seq_scale=0.8, accept_len=2.8
+    ),
     Variant("fast-links", accept_scale=0.95, allreduce_scale=0.6, per_seq_scale=0.9),
     Variant("poor-drafter", accept_scale=0.75, drafter_cost_scale=1.3, accept_len=1.6),
     Variant("big-memory", mem_scale=1.15, per_seq_scale=1.1, accept_scale=1.05),
@@ -112,8 +114,12 @@ VARIANTS: tuple[Variant, ...] = (
 def vary_spec(spec: StudySpec, v: Variant) -> StudySpec:
     """The study as the variant sees it: SLO bounds scaled by ``slo_scale``, the top load level by ``top_scale``."""
     if v.slo_scale != 1.0:
-        spec = dataclasses.replace(spec, constraints=tuple(
-            dataclasses.replace(c, max=c.max * v.slo_scale if c.max is not None else None) for c in spec.constraints))
+        spec = dataclasses.replace(
+            spec,
+            constraints=tuple(
+                dataclasses.replace(c, max=c.max * v.slo_scale if c.max is not None else None) for c in spec.constraints
+            ),
+        )
     if v.top_scale != 1.0:
         levels = spec.plan.concurrencies
         top = max(levels)
@@ -141,9 +147,14 @@ def perturb(profile: Profile, v: Variant) -> Profile:
     if v.repaired_drafter and working:
         best = max(working, key=lambda d: sum(d.accept_probs))
         drafters = tuple(
-            d if d in working else dataclasses.replace(
-                d, accept_probs=tuple(min(p * v.repaired_drafter, 0.95) for p in best.accept_probs),
-                accept_decay=best.accept_decay, topk_miss_ratio=best.topk_miss_ratio)
+            d
+            if d in working
+            else dataclasses.replace(
+                d,
+                accept_probs=tuple(min(p * v.repaired_drafter, 0.95) for p in best.accept_probs),
+                accept_decay=best.accept_decay,
+                topk_miss_ratio=best.topk_miss_ratio,
+            )
             for d in drafters
         )
     drafters = tuple(
@@ -257,35 +268,57 @@ class Landscape:
         except ArgsFailure as exc:
             return Outcome("failed", FailureKind.CRASHED_AT_LAUNCH, 0.0, {}, False, str(exc))
         if cfg.failure is not None:
-            return Outcome("failed", _FAILURE_BY_PHASE.get(cfg.failure.phase, FailureKind.CRASHED_AT_LAUNCH),
-                           0.0, {}, False, cfg.failure.lines[0])
+            return Outcome(
+                "failed",
+                _FAILURE_BY_PHASE.get(cfg.failure.phase, FailureKind.CRASHED_AT_LAUNCH),
+                0.0,
+                {},
+                False,
+                cfg.failure.lines[0],
+            )
         metrics = self._run(cfg, tc.flags, env)
         objective = metrics[self.spec.objectives[0].metric]
         cons: dict[str, float] = {}
         feasible = True
         for c in self.spec.constraints:
             if c.metric not in metrics:
-                raise LandscapeError(f"constraint metric {c.metric!r} is not simulated here; use one of {sorted(metrics)}")
+                raise LandscapeError(
+                    f"constraint metric {c.metric!r} is not simulated here; use one of {sorted(metrics)}"
+                )
             v = metrics[c.metric]
             cons[objective_key(c.metric, c.level)] = v
             if (c.max is not None and v > c.max) or (c.min is not None and v < c.min):
                 feasible = False
-        return Outcome("complete", None, objective, cons, feasible,
-                       accept_length=metrics.get("accept_length") if cfg.spec is not None else None,
-                       kv_tokens=cfg.kv_tokens)
+        return Outcome(
+            "complete",
+            None,
+            objective,
+            cons,
+            feasible,
+            accept_length=metrics.get("accept_length") if cfg.spec is not None else None,
+            kv_tokens=cfg.kv_tokens,
+        )
 
     def _run(self, cfg: SimConfig, flags: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, float]:
         # the cache cannot hold more than the running batch needs: the top load or the running cap, whichever is less
         ceiling = min(self.top, cfg.max_running_requests) * (self.input_len + self.output_len) * 1.1
         kv = min(cfg.kv_tokens, ceiling)
         bucket = round(math.log(max(kv, 1.0)) / math.log(KV_BUCKET))
-        key = (tuple(sorted((k, repr(v)) for k, v in flags.items() if k != MEM_FLAG)),
-               tuple(sorted(env.items())), bucket)
+        key = (
+            tuple(sorted((k, repr(v)) for k, v in flags.items() if k != MEM_FLAG)),
+            tuple(sorted(env.items())),
+            bucket,
+        )
         hit = self._runs.get(key)
         if hit is None:
-            kv_tokens = int(KV_BUCKET ** bucket) if cfg.kv_tokens < ceiling else cfg.kv_tokens
-            hit = self._runs[key] = closed_loop(dataclasses.replace(cfg, kv_tokens=kv_tokens), self.top,
-                                                 max(2 * self.top, 16), self.input_len, self.output_len)
+            kv_tokens = int(KV_BUCKET**bucket) if cfg.kv_tokens < ceiling else cfg.kv_tokens
+            hit = self._runs[key] = closed_loop(
+                dataclasses.replace(cfg, kv_tokens=kv_tokens),
+                self.top,
+                max(2 * self.top, 16),
+                self.input_len,
+                self.output_len,
+            )
         return hit
 
 
@@ -381,10 +414,22 @@ def _mem_param(spec: StudySpec) -> str | None:
 
 def noisy(outcome: Outcome, noise: float, rng: random.Random) -> tuple[float, dict[str, float]]:
     """A measurement: the objective and each constraint metric times an independent factor 1 + noise * N(0, 1)."""
+
     def f() -> float:
         return max(1.0 + noise * rng.gauss(0.0, 1.0), 0.5) if noise > 0 else 1.0
+
     return outcome.objective * f(), {k: v * f() for k, v in outcome.metrics.items()}
 
 
-__all__ = ["Landscape", "Optimum", "Outcome", "VARIANTS", "Variant", "enumerate_points", "noisy", "optimum", "perturb",
-           "vary_spec"]
+__all__ = [
+    "Landscape",
+    "Optimum",
+    "Outcome",
+    "VARIANTS",
+    "Variant",
+    "enumerate_points",
+    "noisy",
+    "optimum",
+    "perturb",
+    "vary_spec",
+]

@@ -14,16 +14,25 @@ from benchmarks.search import jsonio
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.search.merge_baseline", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.search.merge_baseline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("files", nargs="+")
     ap.add_argument("--rename", required=True, help="the name the files' autotune runs get")
     ap.add_argument("--drop-variant", nargs="*", default=[], help="variants left out (every space)")
     ap.add_argument("--drop", nargs="*", default=[], help="SPACE/VARIANT landscapes left out")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    out: dict[str, Any] = {"commands": [], "launches": None, "simulated": True, "complete": True, "runs": [],
-                           "merged_by": "python -m benchmarks.search.merge_baseline"}
+    out: dict[str, Any] = {
+        "commands": [],
+        "launches": None,
+        "simulated": True,
+        "complete": True,
+        "runs": [],
+        "merged_by": "python -m benchmarks.search.merge_baseline",
+    }
     for f in a.files:
         doc = jsonio.load(f)
         out["commands"].append(doc["command"])

@@ -45,10 +45,16 @@ class Summary:
     mean_launches: float  # launches the search made (fewer than the budget where it stopped early), finalists apart
 
     def to_json(self) -> dict[str, Any]:
-        return {"runs": self.runs, "median_launches": self.median_launches, "reached": self.reached,
-                "regret": {str(k): v for k, v in self.regret.items()}, "below_poor": self.below_poor,
-                "within_2pct_at_40": self.within_2pct_at_40, "median_after_seeds": self.median_after_seeds,
-                "mean_launches": self.mean_launches}
+        return {
+            "runs": self.runs,
+            "median_launches": self.median_launches,
+            "reached": self.reached,
+            "regret": {str(k): v for k, v in self.regret.items()},
+            "below_poor": self.below_poor,
+            "within_2pct_at_40": self.within_2pct_at_40,
+            "median_after_seeds": self.median_after_seeds,
+            "mean_launches": self.mean_launches,
+        }
 
 
 def summarize(runs: Iterable[dict[str, Any]]) -> Summary:

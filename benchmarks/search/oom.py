@@ -41,7 +41,9 @@ def evaluate(study_dir: Path, gpu_bytes: float) -> list[Row]:
     spec = json.loads((study_dir / "study.json").read_text())
     server = spec["server"]
     drafters = tuple(
-        str(c) for p in spec["params"] for c in (p.get("choices") or ())
+        str(c)
+        for p in spec["params"]
+        for c in (p.get("choices") or ())
         if p.get("flag") == sglang_rules.DRAFT_MODEL and c
     )
     sizes = fit.from_model_dir(server["model_path"], gpu_bytes, drafters=drafters)
@@ -51,8 +53,18 @@ def evaluate(study_dir: Path, gpu_bytes: float) -> list[Row]:
         if r["outcome"] == "invalid":
             continue  # never launched
         pred = fit.predict(sizes, r["flags"], tp_size=int(server["tp_size"]))
-        rows.append(Row(study_dir.name, r["number"], r["outcome"], r.get("failure"), pred.fits, pred.reason,
-                        pred.kv_tokens, (r.get("phases") or {}).get("kv_cache_tokens")))
+        rows.append(
+            Row(
+                study_dir.name,
+                r["number"],
+                r["outcome"],
+                r.get("failure"),
+                pred.fits,
+                pred.reason,
+                pred.kv_tokens,
+                (r.get("phases") or {}).get("kv_cache_tokens"),
+            )
+        )
     return rows
 
 
@@ -69,19 +81,25 @@ def summary(rows: list[Row]) -> str:
         o = [r for r in sel if r in oom]
         g = [r for r in sel if r in good]
         x = [r for r in sel if r in other]
-        lines.append(f"| {study} | {len(sel)} | {len(o)} | {sum(not r.predicted_fits for r in o)} | {len(g)} | "
-                     f"{sum(not r.predicted_fits for r in g)} | {len(x)} ({sum(not r.predicted_fits for r in x)}) |")
+        lines.append(
+            f"| {study} | {len(sel)} | {len(o)} | {sum(not r.predicted_fits for r in o)} | {len(g)} | "
+            f"{sum(not r.predicted_fits for r in g)} | {len(x)} ({sum(not r.predicted_fits for r in x)}) |"
+        )
     kv = [(r.kv_predicted, r.kv_actual) for r in rows if r.kv_predicted and r.kv_actual]
     if kv:
         errs = [p / a - 1 for p, a in kv]
-        lines.append(f"\nKV-cache tokens predicted vs allocated ({len(kv)} launches): error "
-                     f"{min(errs):+.1%} .. {max(errs):+.1%}")
+        lines.append(
+            f"\nKV-cache tokens predicted vs allocated ({len(kv)} launches): error {min(errs):+.1%} .. {max(errs):+.1%}"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.search.oom", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.search.oom",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("dirs", nargs="*", type=Path)
     ap.add_argument("--gpu-mib", type=float, default=H200_MIB)
     ap.add_argument("--json", type=Path, help="also write every row here")

@@ -38,17 +38,29 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
         for seed in range(first, first + task["seeds"]):
             for method in task["methods"]:
                 if method == "grid":
-                    run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"],
-                                   finalists=stage)
+                    run = run_grid(land, opt.value, seed=seed, noise=noise, launches=task["launches"], finalists=stage)
                 else:
                     sampler = "random" if method == "random" else "tpe"
                     name = task["autotune_as"] if method == "autotune" and task["autotune_as"] else method
-                    run = run_searcher(land, opt.value, sampler=sampler, seed=seed, noise=noise,
-                                       launches=task["launches"], slots=task["slots"], method=name,
-                                       baseline=method in ("autotune-before", "random"), finalists=stage)
+                    run = run_searcher(
+                        land,
+                        opt.value,
+                        sampler=sampler,
+                        seed=seed,
+                        noise=noise,
+                        launches=task["launches"],
+                        slots=task["slots"],
+                        method=name,
+                        baseline=method in ("autotune-before", "random"),
+                        finalists=stage,
+                    )
                 out.append(run.to_json())
     CACHE.mkdir(exist_ok=True)
     runs_file.write_text(json.dumps(land.dump_runs()))
-    print(f"{space}/{land.variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
-          f"{len(out)} runs in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"{space}/{land.variant.name}: optimum {opt.value:.1f} ({opt.feasible}/{opt.points} feasible), "
+        f"{len(out)} runs in {time.monotonic() - t0:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return out

@@ -31,11 +31,22 @@ BUILD = (
 def build_speed(n: int, repeats: int) -> dict[str, object]:
     secs = []
     for seed in range(repeats):
-        out = subprocess.run([sys.executable, "-c", BUILD.format(seed=seed, n=n)], check=True, capture_output=True,
-                             text=True, env={**os.environ}).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", BUILD.format(seed=seed, n=n)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ},
+        ).stdout.split()
         secs.append(float(out[0]))
-    return {"conversations": n, "repeats": repeats, "seconds": secs, "median_s": statistics.median(secs),
-            "min_s": min(secs), "max_s": max(secs)}
+    return {
+        "conversations": n,
+        "repeats": repeats,
+        "seconds": secs,
+        "median_s": statistics.median(secs),
+        "min_s": min(secs),
+        "max_s": max(secs),
+    }
 
 
 async def _pace(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
@@ -55,14 +66,21 @@ async def _pace(url: str, rate: float, n: int, seed: int) -> dict[str, float]:
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, trust_env=False) as client:
         await fetch_server_info(client, url)  # the server is up
         # scale 1: the schedule is in wall seconds (50 req/s of wall time), whatever the sim's own time scale.
-        run = await run_open_window(client, units, plan, Load.at_rate(rate), seed, 1.0, time.perf_counter,
-                                    virtual=False)
+        run = await run_open_window(
+            client, units, plan, Load.at_rate(rate), seed, 1.0, time.perf_counter, virtual=False
+        )
     late = run.lateness
-    return {"requests": len(run.samples), "failed": sum(1 for s in run.samples if not s.ok),
-            "scheduled_rate": (len(units) - 1) / float(arrival_times(Load.at_rate(rate), len(units), seed, seed)[-1]),
-            "sent_rate": run.offered_rate, "lateness_mean_ms": 1000 * late.mean_s,
-            "lateness_p99_ms": 1000 * late.p99_s, "lateness_max_ms": 1000 * late.max_s, "late_sends": late.late,
-            "schedule_shift_ms": 1000 * late.shift_s}
+    return {
+        "requests": len(run.samples),
+        "failed": sum(1 for s in run.samples if not s.ok),
+        "scheduled_rate": (len(units) - 1) / float(arrival_times(Load.at_rate(rate), len(units), seed, seed)[-1]),
+        "sent_rate": run.offered_rate,
+        "lateness_mean_ms": 1000 * late.mean_s,
+        "lateness_p99_ms": 1000 * late.p99_s,
+        "lateness_max_ms": 1000 * late.max_s,
+        "late_sends": late.late,
+        "schedule_shift_ms": 1000 * late.shift_s,
+    }
 
 
 def pacing(rate: float, n: int, repeats: int) -> dict[str, object]:

@@ -70,8 +70,14 @@ def good_stream(n_tokens: int = 3) -> Handler:
 
 
 def plan(**kw: Any) -> BenchPlan:
-    base: dict[str, Any] = {"workload": SPEC, "concurrencies": (1,), "warmup_requests": 0, "requests_per_level": 1,
-                            "min_windows": 1, "max_windows": 1}  # one window: these tests check its mechanics
+    base: dict[str, Any] = {
+        "workload": SPEC,
+        "concurrencies": (1,),
+        "warmup_requests": 0,
+        "requests_per_level": 1,
+        "min_windows": 1,
+        "max_windows": 1,
+    }  # one window: these tests check its mechanics
     return BenchPlan(**{**base, **kw})
 
 

@@ -95,8 +95,9 @@ SPEC = WorkloadSpec(input_len=4, output_len=3, vocab_size=100)
 def test_streams_through_the_default_transport_and_ignores_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
         monkeypatch.setenv(var, "http://127.0.0.1:9")  # a proxy that does not exist: trust_env must be off
-    plan = BenchPlan(workload=SPEC, concurrencies=(1, 4), requests_per_level=6, warmup_requests=1,
-                     min_windows=1, max_windows=1)
+    plan = BenchPlan(
+        workload=SPEC, concurrencies=(1, 4), requests_per_level=6, warmup_requests=1, min_windows=1, max_windows=1
+    )
     result = run_against(complete, plan)
     assert [(lv.requests, lv.failed) for lv in result.levels] == [(6, 0), (6, 0)]
     lv = result.level(4)
@@ -108,8 +109,15 @@ def test_broken_stream_and_read_timeout_are_failed_samples() -> None:
     async def mixed(n: int, w: asyncio.StreamWriter) -> None:
         await (complete, broken, hang)[(n - 1) % 3](n, w)
 
-    plan = BenchPlan(workload=SPEC, concurrencies=(1,), requests_per_level=3, warmup_requests=0, request_timeout_s=0.3,
-                     min_windows=1, max_windows=1)
+    plan = BenchPlan(
+        workload=SPEC,
+        concurrencies=(1,),
+        requests_per_level=3,
+        warmup_requests=0,
+        request_timeout_s=0.3,
+        min_windows=1,
+        max_windows=1,
+    )
     lv = run_against(mixed, plan).level(1)
     assert (lv.requests, lv.failed) == (3, 2)
     assert any(e.startswith("broken stream: RemoteProtocolError") for e in lv.errors), lv.errors

@@ -135,8 +135,13 @@ def test_plan_in_a_client_subprocess(sim_url: str, monkeypatch: pytest.MonkeyPat
     assert "OMP_NUM_THREADS" not in clean_env() and clean_env()["PATH"] == os.environ["PATH"]
     levels: list[tuple[int, int, int]] = []
     cpus = sorted(os.sched_getaffinity(0))[:1]
-    plan = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1, 2), requests_per_level=4,
-                     warmup_requests=1, max_windows=2)
+    plan = BenchPlan(
+        workload=WorkloadSpec(input_len=16, output_len=8),
+        concurrencies=(1, 2),
+        requests_per_level=4,
+        warmup_requests=1,
+        max_windows=2,
+    )
     result = asyncio.run(arun_plan_in_subprocess(sim_url, plan, cpus=cpus, on_level=lambda *a: levels.append(a)))
     assert [lv.concurrency for lv in result.levels] == [1, 2] and result.level_order == (1, 2)
     assert levels == [(1, 2, 1), (2, 2, 2)]
@@ -156,14 +161,26 @@ def test_client_subprocess_reports_a_dead_server() -> None:
 
 def _greedy_plan() -> BenchPlan:
     spec = WorkloadSpec(input_len=32, output_len=24, seed=3, vocab_size=32000)
-    return BenchPlan(workload=spec, concurrencies=(1, 4), requests_per_level=8, warmup_requests=1,
-                     greedy_prompts=4, greedy_max_new_tokens=12)
+    return BenchPlan(
+        workload=spec,
+        concurrencies=(1, 4),
+        requests_per_level=8,
+        warmup_requests=1,
+        greedy_prompts=4,
+        greedy_max_new_tokens=12,
+    )
 
 
 def test_greedy_sample_and_per_level_server_accept_length() -> None:
     """Each level's /server_info accept length covers that level alone (counters zeroed by /set_internal_state)."""
-    proc, url = _start("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4",
-                       "--speculative-ngram-max-bfs-breadth", "1")
+    proc, url = _start(
+        "--speculative-algorithm",
+        "NGRAM",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--speculative-ngram-max-bfs-breadth",
+        "1",
+    )
     try:
         result = run_plan(url, _greedy_plan())
     finally:
@@ -180,8 +197,12 @@ def test_the_fault_mode_corrupts_outputs_only_under_speculation() -> None:
     """AUTOTUNE_SIM_FAULT=spec-corrupt-output: a speculative server's greedy outputs differ from a plain one's."""
     fault = {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"}
     samples = []
-    for flags, env in (((), None), ((), fault), (("--speculative-algorithm", "NGRAM"), None),
-                       (("--speculative-algorithm", "NGRAM"), fault)):
+    for flags, env in (
+        ((), None),
+        ((), fault),
+        (("--speculative-algorithm", "NGRAM"), None),
+        (("--speculative-algorithm", "NGRAM"), fault),
+    ):
         proc, url = _start(*flags, env=env)
         try:
             samples.append(run_plan(url, _greedy_plan()).greedy)
@@ -202,17 +223,22 @@ def test_the_output_gate_catches_the_fault_mode_and_passes_correct_speculation()
 
     ngram = ("--speculative-algorithm", "NGRAM")
     runs = {}
-    for name, flags, env in (("plain", (), None), ("spec", ngram, None),
-                             ("faulty", ngram, {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"})):
+    for name, flags, env in (
+        ("plain", (), None),
+        ("spec", ngram, None),
+        ("faulty", ngram, {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"}),
+    ):
         proc, url = _start(*flags, env=env)
         try:
             runs[name] = run_plan(url, _greedy_plan())
         finally:
             _stop(proc)
     fl = {"speculative-algorithm": "NGRAM"}
-    records = [replace(make_record(0, tputs={1: 10.0, 4: 30.0}), bench=runs["plain"]),
-               replace(make_record(1, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["spec"]),
-               replace(make_record(2, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["faulty"])]
+    records = [
+        replace(make_record(0, tputs={1: 10.0, 4: 30.0}), bench=runs["plain"]),
+        replace(make_record(1, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["spec"]),
+        replace(make_record(2, tputs={1: 10.0, 4: 30.0}, flags=fl), bench=runs["faulty"]),
+    ]
     assert output_gate(records[1], records).status == PASSED
     bad = output_gate(records[2], records)
     assert bad.status == FAILED and bad.identical == 0

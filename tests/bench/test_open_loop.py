@@ -23,7 +23,11 @@ SPEC = WorkloadSpec(input_len=4, output_len=3, vocab_size=100, seed=3)
 
 
 def sse(ct: int) -> bytes:
-    return b"data: " + json.dumps({"text": "x", "meta_info": {"completion_tokens": ct, "prompt_tokens": 4}}).encode() + b"\n\n"
+    return (
+        b"data: "
+        + json.dumps({"text": "x", "meta_info": {"completion_tokens": ct, "prompt_tokens": 4}}).encode()
+        + b"\n\n"
+    )
 
 
 def slow_server(delay_s: float, arrivals: list[float], block: dict[int, float] | None = None) -> httpx.MockTransport:
@@ -49,8 +53,15 @@ def slow_server(delay_s: float, arrivals: list[float], block: dict[int, float] |
 
 
 def plan(load: Load, **kw: Any) -> BenchPlan:
-    base: dict[str, Any] = {"workload": SPEC, "concurrencies": (), "loads": (load,), "warmup_requests": 0,
-                            "min_windows": 1, "max_windows": 1, "flush_cache": False}
+    base: dict[str, Any] = {
+        "workload": SPEC,
+        "concurrencies": (),
+        "loads": (load,),
+        "warmup_requests": 0,
+        "min_windows": 1,
+        "max_windows": 1,
+        "flush_cache": False,
+    }
     return BenchPlan(**{**base, **kw})
 
 
@@ -73,8 +84,9 @@ def test_sends_keep_the_schedule_while_the_server_is_slow() -> None:
 def test_no_catch_up_after_the_client_fell_behind() -> None:
     arrivals: list[float] = []
     load = Load.at_rate(40.0)
-    result = run_plan("http://fake", plan(load, requests_per_level=40),
-                      transport=slow_server(0.05, arrivals, block={10: 0.6}))
+    result = run_plan(
+        "http://fake", plan(load, requests_per_level=40), transport=slow_server(0.05, arrivals, block={10: 0.6})
+    )
     sched = arrival_times(load, 40, SPEC.seed, 0)
     got = np.asarray(arrivals) - arrivals[0]
     # Send 11 went out ~0.6 s late; the rest keep the schedule's gaps from there (shifted), not a burst to catch up:
@@ -100,8 +112,13 @@ def test_an_over_saturated_level_stops_and_says_so() -> None:
 
 def test_mixed_levels_run_in_order_with_goodput() -> None:
     arrivals: list[float] = []
-    p = plan(Load.at_rate(100.0), loads=(Load.closed(2), Load.at_rate(100.0)), concurrencies=(2,),
-             requests_per_level=6, slo=SLO(ttft_ms=10_000))
+    p = plan(
+        Load.at_rate(100.0),
+        loads=(Load.closed(2), Load.at_rate(100.0)),
+        concurrencies=(2,),
+        requests_per_level=6,
+        slo=SLO(ttft_ms=10_000),
+    )
     result = run_plan("http://fake", p, transport=slow_server(0.01, arrivals))
     assert result.level_order == (2, "rate100")
     assert [lv.key for lv in result.levels] == [2, "rate100"]

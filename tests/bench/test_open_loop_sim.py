@@ -25,8 +25,15 @@ def sim_url() -> Iterator[str]:
 
 def test_rate_levels_on_the_virtual_clock(sim_url: str) -> None:
     spec = WorkloadSpec(kind="random", input_len=64, output_len=32)
-    plan = BenchPlan(workload=spec, concurrencies=(1,), loads=(Load.closed(1), Load.at_rate(4), Load.at_rate(400)),
-                     requests_per_level=40, warmup_requests=1, max_windows=2, slo=SLO(ttft_ms=100))
+    plan = BenchPlan(
+        workload=spec,
+        concurrencies=(1,),
+        loads=(Load.closed(1), Load.at_rate(4), Load.at_rate(400)),
+        requests_per_level=40,
+        warmup_requests=1,
+        max_windows=2,
+        slo=SLO(ttft_ms=100),
+    )
     result = run_plan(sim_url, plan)
     assert result.level_order == (1, "rate4", "rate400")
     low, high = result.level("rate4"), result.level("rate400")
@@ -41,13 +48,26 @@ def test_rate_levels_on_the_virtual_clock(sim_url: str) -> None:
 
 
 def test_multi_turn_conversations_on_the_sim(sim_url: str, tmp_path: Path) -> None:
-    convs = [{"conversations": [{"from": "human" if k % 2 == 0 else "gpt", "value": f"turn {k} of {i} " * 6}
-                                for k in range(6)]} for i in range(30)]
+    convs = [
+        {
+            "conversations": [
+                {"from": "human" if k % 2 == 0 else "gpt", "value": f"turn {k} of {i} " * 6} for k in range(6)
+            ]
+        }
+        for i in range(30)
+    ]
     path = tmp_path / "c.json"
     path.write_text(json.dumps(convs))
     spec = WorkloadSpec(kind="multi-turn", path=str(path), think_time_s=0.5)
-    plan = BenchPlan(workload=spec, concurrencies=(2,), loads=(Load.closed(2), Load.at_rate(2)),
-                     requests_per_level=4, warmup_requests=0, min_windows=2, max_windows=2)
+    plan = BenchPlan(
+        workload=spec,
+        concurrencies=(2,),
+        loads=(Load.closed(2), Load.at_rate(2)),
+        requests_per_level=4,
+        warmup_requests=0,
+        min_windows=2,
+        max_windows=2,
+    )
     result = run_plan(sim_url, plan)
     for lv in result.levels:
         assert lv.failed == 0 and lv.requests == 2 * 4 * 3  # two windows of four conversations of three turns
@@ -57,13 +77,21 @@ def test_multi_turn_conversations_on_the_sim(sim_url: str, tmp_path: Path) -> No
 
 
 def test_trace_replay_at_its_own_times_on_the_sim(sim_url: str, tmp_path: Path) -> None:
-    rows = [{"timestamp": 250 * i, "input_length": 40 + i, "output_length": 8, "hash_ids": [i % 3, 100 + i]}
-            for i in range(12)]
+    rows = [
+        {"timestamp": 250 * i, "input_length": 40 + i, "output_length": 8, "hash_ids": [i % 3, 100 + i]}
+        for i in range(12)
+    ]
     path = tmp_path / "trace.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     spec = WorkloadSpec(kind="trace", path=str(path), trace_block_size=16)
-    plan = BenchPlan(workload=spec, concurrencies=(1,), loads=(Load.closed(1), Load.replay(0.5)), warmup_requests=0,
-                     min_windows=2, max_windows=2)
+    plan = BenchPlan(
+        workload=spec,
+        concurrencies=(1,),
+        loads=(Load.closed(1), Load.replay(0.5)),
+        warmup_requests=0,
+        min_windows=2,
+        max_windows=2,
+    )
     result = run_plan(sim_url, plan)
     lv = result.level("trace0.5")
     assert lv.failed == 0 and lv.requests == 2 * 12  # a window replays the whole trace

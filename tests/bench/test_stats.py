@@ -56,8 +56,20 @@ def test_welch_by_hand() -> None:
 
 def window(tput: float, ttft_p99: float = 50.0) -> LevelSummary:
     d = Dist(mean=ttft_p99 / 2, median=ttft_p99 / 2, p90=ttft_p99 * 0.9, p99=ttft_p99, count=4)
-    return LevelSummary(concurrency=8, requests=4, failed=0, duration_s=2.0, output_tok_per_s=tput, request_per_s=2.0,
-                        input_tok_per_s=tput / 2, ttft_ms=d, itl_ms=None, tpot_ms=d, e2e_ms=d, accept_length=None)
+    return LevelSummary(
+        concurrency=8,
+        requests=4,
+        failed=0,
+        duration_s=2.0,
+        output_tok_per_s=tput,
+        request_per_s=2.0,
+        input_tok_per_s=tput / 2,
+        ttft_ms=d,
+        itl_ms=None,
+        tpot_ms=d,
+        e2e_ms=d,
+        accept_length=None,
+    )
 
 
 PLAN = BenchPlan(workload=WorkloadSpec(), min_windows=2, max_windows=4, target_rel_ci=0.05, max_level_wall_s=60.0)

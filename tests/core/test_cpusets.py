@@ -61,8 +61,11 @@ def test_apply_pins_a_child() -> None:
     import sys
 
     mine = sorted(os.sched_getaffinity(0))
-    plan = plan_for_slot(available=mine, part=len(mine) - 1, parts=len(mine)) if len(mine) > 1 else \
-        plan_for_slot(available=mine, part=0, parts=1)
+    plan = (
+        plan_for_slot(available=mine, part=len(mine) - 1, parts=len(mine))
+        if len(mine) > 1
+        else plan_for_slot(available=mine, part=0, parts=1)
+    )
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
     try:
         assert cpusets.apply(child.pid, plan) == ""

@@ -19,8 +19,9 @@ from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 from autotune.trial.store import StudyStore
 
-optuna_dashboard = pytest.importorskip("optuna_dashboard", reason="optuna-dashboard is a dev dependency: "
-                                       "pip install -e '.[dev]'")
+optuna_dashboard = pytest.importorskip(
+    "optuna_dashboard", reason="optuna-dashboard is a dev dependency: pip install -e '.[dev]'"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "output_tok_per_s@max"
@@ -29,7 +30,13 @@ KEY = "output_tok_per_s@max"
 def _record(spec, number: int, trial_id: str, params: dict, kind: str) -> TrialRecord:  # type: ignore[no-untyped-def]
     ok = kind != "failed"
     return TrialRecord(
-        study=spec.name, trial_id=trial_id, number=number, params=params, flags={}, env={}, argv=[],
+        study=spec.name,
+        trial_id=trial_id,
+        number=number,
+        params=params,
+        flags={},
+        env={},
+        argv=[],
         outcome=TrialOutcome.COMPLETE if ok else TrialOutcome.FAILED,
         failure=None if ok else FailureKind.OOM_AT_LAUNCH,
         objectives={KEY: 1000.0 + number} if ok else {KEY: 0.0},
@@ -53,8 +60,13 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
-    searcher = OptunaStudySearcher(spec, study, budget=3, on_record=lambda r, log: store.append(r, log),
-                                   make_missing_record=lambda n, tid, p, why: _record(spec, n, tid, p, "failed"))
+    searcher = OptunaStudySearcher(
+        spec,
+        study,
+        budget=3,
+        on_record=lambda r, log: store.append(r, log),
+        make_missing_record=lambda n, tid, p, why: _record(spec, n, tid, p, "failed"),
+    )
     kinds = {"a": "ok", "b": "slow", "c": "failed"}
     for tid, kind in kinds.items():
         cfg = searcher.suggest(tid)
@@ -91,18 +103,27 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
 
 def test_a_repeated_point_shows_which_trial_it_repeats(tmp_path: Path) -> None:
     """A point already measured is not launched again nor told again: the dashboard shows a FAIL trial that says so."""
-    spec = replace(load_study(ROOT / "search_spaces" / "smoke.yaml"), params=load_study(
-        ROOT / "search_spaces" / "smoke.yaml").params[:1], points_to_evaluate=())
+    spec = replace(
+        load_study(ROOT / "search_spaces" / "smoke.yaml"),
+        params=load_study(ROOT / "search_spaces" / "smoke.yaml").params[:1],
+        points_to_evaluate=(),
+    )
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
     study.enqueue_trial({"mem_fraction_static": 0.8})
     study.enqueue_trial({"mem_fraction_static": 0.8})
-    searcher = OptunaStudySearcher(spec, study, budget=2, on_record=lambda r, log: store.append(r, log),
-                                   make_missing_record=lambda n, tid, p, why: _record(spec, n, tid, p, "failed"))
+    searcher = OptunaStudySearcher(
+        spec,
+        study,
+        budget=2,
+        on_record=lambda r, log: store.append(r, log),
+        make_missing_record=lambda n, tid, p, why: _record(spec, n, tid, p, "failed"),
+    )
     cfg = searcher.suggest("a")
-    searcher.on_trial_complete("a", {"record_json": json.dumps(_record(spec, cfg["number"], "a", cfg["params"],
-                                                                       "slow").to_json())})
+    searcher.on_trial_complete(
+        "a", {"record_json": json.dumps(_record(spec, cfg["number"], "a", cfg["params"], "slow").to_json())}
+    )
     second = searcher.suggest("b")  # the same point again: set aside, then a new point is asked
     assert second["params"] != cfg["params"]
     repeats = [t for t in study.trials if "duplicate_of" in t.user_attrs]

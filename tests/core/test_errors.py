@@ -8,18 +8,24 @@ from autotune.core import errors
 from autotune.core.failures import FailureKind
 
 
-@pytest.mark.parametrize(("exc", "kind"), [
-    (errors.UnknownFlagError("x", flags=["a"]), FailureKind.UNKNOWN_FLAG),
-    (errors.InvalidValueError("x", flags=["a"]), FailureKind.INVALID_VALUE),
-    (errors.EngineUnavailableError("x"), FailureKind.ENGINE_UNAVAILABLE),
-    (errors.HelpTimeoutError("x"), FailureKind.HELP_TIMEOUT),
-    (errors.SpaceError("x"), FailureKind.INVALID_CONFIG),
-    (errors.BenchError("x"), FailureKind.BENCH_ERROR),
-    (errors.ReplicaError("x"), FailureKind.DEPLOY_ERROR),
-    (errors.LaunchError(FailureKind.NCCL_ERROR, "x"), FailureKind.NCCL_ERROR),
-    (errors.AutotuneError("invalid choice: unrecognized arguments"), FailureKind.UNKNOWN),  # the message is not read
-    (ValueError("x"), FailureKind.UNKNOWN),
-])
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (errors.UnknownFlagError("x", flags=["a"]), FailureKind.UNKNOWN_FLAG),
+        (errors.InvalidValueError("x", flags=["a"]), FailureKind.INVALID_VALUE),
+        (errors.EngineUnavailableError("x"), FailureKind.ENGINE_UNAVAILABLE),
+        (errors.HelpTimeoutError("x"), FailureKind.HELP_TIMEOUT),
+        (errors.SpaceError("x"), FailureKind.INVALID_CONFIG),
+        (errors.BenchError("x"), FailureKind.BENCH_ERROR),
+        (errors.ReplicaError("x"), FailureKind.DEPLOY_ERROR),
+        (errors.LaunchError(FailureKind.NCCL_ERROR, "x"), FailureKind.NCCL_ERROR),
+        (
+            errors.AutotuneError("invalid choice: unrecognized arguments"),
+            FailureKind.UNKNOWN,
+        ),  # the message is not read
+        (ValueError("x"), FailureKind.UNKNOWN),
+    ],
+)
 def test_failure_kind_by_type(exc: BaseException, kind: FailureKind) -> None:
     assert errors.failure_kind(exc) is kind
 

@@ -24,8 +24,11 @@ FILES = {"RayJob": "rayjobs.v1.schema.json", "RayService": "rayservices.v1.schem
 def _closed(node: Any) -> Any:
     if isinstance(node, dict):
         out = {k: _closed(v) for k, v in node.items()}
-        if ("properties" in out and "additionalProperties" not in out
-                and not out.get("x-kubernetes-preserve-unknown-fields")):
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
             out["additionalProperties"] = False
         return out
     if isinstance(node, list):

@@ -56,18 +56,43 @@ def speculative_cases() -> Iterator[Case]:
     for algo, drafter, steps, topk, draft, page, backend, env in dims:
         if algo == "NEXTN" and drafter is None:
             continue
-        if algo in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE") and steps is topk is draft is None and page > 1 \
-                and backend not in PAGED_TREE_BACKENDS:
+        if (
+            algo in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+            and steps is topk is draft is None
+            and page > 1
+            and backend not in PAGED_TREE_BACKENDS
+        ):
             continue
-        yield Case({"speculative-algorithm": algo, "speculative-draft-model-path": drafter if algo else None,
-                    "speculative-num-steps": steps, "speculative-eagle-topk": topk,
-                    "speculative-num-draft-tokens": draft, "page-size": page, "attention-backend": backend}, env)
+        yield Case(
+            {
+                "speculative-algorithm": algo,
+                "speculative-draft-model-path": drafter if algo else None,
+                "speculative-num-steps": steps,
+                "speculative-eagle-topk": topk,
+                "speculative-num-draft-tokens": draft,
+                "page-size": page,
+                "attention-backend": backend,
+            },
+            env,
+        )
 
 
 def nccl_cases() -> Iterator[Case]:
     """NCCL_ALGO at tensor parallel 1 and 2 (two GPUs of the H200 x2 profile)."""
-    for tp, algo in itertools.product((1, 2), (None, "Ring", "Tree", "ring,tree", "^ring", "allreduce:tree",
-                                               "allgather:tree", "allreduce:tree;allgather:ring", "bogus")):
+    for tp, algo in itertools.product(
+        (1, 2),
+        (
+            None,
+            "Ring",
+            "Tree",
+            "ring,tree",
+            "^ring",
+            "allreduce:tree",
+            "allgather:tree",
+            "allreduce:tree;allgather:ring",
+            "bogus",
+        ),
+    ):
         yield Case({}, {"NCCL_ALGO": algo} if algo else {}, tp_size=tp, profile="h200x2-llama-8b")
 
 
@@ -89,8 +114,15 @@ def _parser() -> argparse.ArgumentParser:
 def sim_config(case: Case) -> SimConfig:
     """The simulated server's resolved configuration for the case's command line (``sim.args.parse_args``, with the
     parser built once)."""
-    argv = ["--sim-profile", case.profile, "--model-path", "m", "--tp-size", str(case.tp_size),
-            *flags_to_argv(case.flags)]
+    argv = [
+        "--sim-profile",
+        case.profile,
+        "--model-path",
+        "m",
+        "--tp-size",
+        str(case.tp_size),
+        *flags_to_argv(case.flags),
+    ]
     ns = vars(_parser().parse_args(argv))
     args = ServerArgs(**{f.name: ns[f.name] for f in fields(ServerArgs) if f.name in ns})
     return resolve(args, _profile(case.profile), case.env)

@@ -14,8 +14,13 @@ from autotune.trial.records import FailureKind
 CFG = TrialConfig(
     model_path="/models/m",
     tp_size=2,
-    flags={"speculative-algorithm": "EAGLE3", "speculative-num-steps": 3, "disable-custom-all-reduce": True,
-           "enable-torch-compile": False, "page-size": None},
+    flags={
+        "speculative-algorithm": "EAGLE3",
+        "speculative-num-steps": 3,
+        "disable-custom-all-reduce": True,
+        "enable-torch-compile": False,
+        "page-size": None,
+    },
     env={"NCCL_ALGO": "allreduce:ring"},
 )
 
@@ -28,9 +33,24 @@ def test_flags_to_argv_switches_and_omissions() -> None:
 def test_sglang_launch_spec_is_exact(site_multicast_off: dict[str, str]) -> None:
     spec = get_engine("sglang", python="python3").launch_spec(CFG, port=31000, nccl_port=31001)
     assert spec.argv == (
-        "python3", "-m", "sglang.launch_server", "--model-path", "/models/m", "--tp-size", "2",
-        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3", "--disable-custom-all-reduce",
-        "--host", "127.0.0.1", "--port", "31000", "--nccl-port", "31001",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/m",
+        "--tp-size",
+        "2",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--disable-custom-all-reduce",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "31000",
+        "--nccl-port",
+        "31001",
     )
     assert spec.env["NCCL_ALGO"] == "allreduce:ring"
     assert {k: spec.env[k] for k in site_multicast_off} == site_multicast_off  # the site's variables are kept
@@ -66,8 +86,12 @@ HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZ
 def test_check_argv_accepts_known_and_translates_aliases() -> None:
     known = flags_in_help(HELP)
     assert {"model-path", "tp-size", "cuda-graph-max-bs-decode", "disable-custom-all-reduce"} <= known
-    out = check_argv(["--tp-size", "2", "--cuda-graph-max-bs", "64"], known,
-                     [("cuda-graph-max-bs", "cuda-graph-max-bs-decode")], release="sglang 0.5.23")
+    out = check_argv(
+        ["--tp-size", "2", "--cuda-graph-max-bs", "64"],
+        known,
+        [("cuda-graph-max-bs", "cuda-graph-max-bs-decode")],
+        release="sglang 0.5.23",
+    )
     assert out == ["--tp-size", "2", "--cuda-graph-max-bs-decode", "64"]
 
 
@@ -104,11 +128,18 @@ def test_parse_log_phases_empty() -> None:
 @pytest.mark.parametrize(
     ("tail", "ready", "kind"),
     [
-        ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", False,
-         FailureKind.OOM_AT_LAUNCH),
+        (
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+            False,
+            FailureKind.OOM_AT_LAUNCH,
+        ),
         ("Exception: Capture cuda graph failed: CUDA out of memory", False, FailureKind.GRAPH_CAPTURE_FAILED),
-        ("NCCL WARN Error : no algorithm/protocol available\nException: Capture cuda graph failed: NCCL error: "
-         "invalid usage", False, FailureKind.NCCL_ERROR),
+        (
+            "NCCL WARN Error : no algorithm/protocol available\nException: Capture cuda graph failed: NCCL error: "
+            "invalid usage",
+            False,
+            FailureKind.NCCL_ERROR,
+        ),
         ("launch_server.py: error: unrecognized arguments: --foo", False, FailureKind.UNKNOWN_FLAG),
         ("Segmentation fault", False, FailureKind.CRASHED_AT_LAUNCH),
         ("Segmentation fault", True, FailureKind.CRASHED_UNDER_LOAD),

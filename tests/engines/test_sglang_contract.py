@@ -30,8 +30,16 @@ LOG_CASES = (
 # a few configurations each side refuses for its own reason, to keep the broken-copy tests fast
 TREE_CASES = (
     Case({**EAGLE3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 32}),
-    Case({**EAGLE3, "speculative-num-steps": 3, "speculative-eagle-topk": 2, "speculative-num-draft-tokens": 4,
-          "page-size": 16, "attention-backend": "torch_native"}),
+    Case(
+        {
+            **EAGLE3,
+            "speculative-num-steps": 3,
+            "speculative-eagle-topk": 2,
+            "speculative-num-draft-tokens": 4,
+            "page-size": 16,
+            "attention-backend": "torch_native",
+        }
+    ),
     Case({**EAGLE3, "speculative-num-steps": 3, "speculative-eagle-topk": 2, "speculative-num-draft-tokens": 8}),
 )
 

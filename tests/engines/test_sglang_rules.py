@@ -158,8 +158,10 @@ def test_simulated_accept_length_needs_steps_plus_one_draft_tokens() -> None:
     assert "at least 5 draft tokens" in msg and "SGLANG_SIMULATE_ACC_LEN" in msg
     ok(point)  # real acceptance never exceeds the tree
     ok(point, {"SGLANG_SIMULATE_ACC_LEN": "-1"})  # SGLang's "off"
-    ok(spec(speculative_num_steps=4, speculative_eagle_topk=2, speculative_num_draft_tokens=5),
-       {"SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    ok(
+        spec(speculative_num_steps=4, speculative_eagle_topk=2, speculative_num_draft_tokens=5),
+        {"SGLANG_SIMULATE_ACC_LEN": "3.0"},
+    )
     ok(spec(speculative_num_steps=3, speculative_eagle_topk=1), {"SGLANG_SIMULATE_ACC_LEN": "3.0"})  # chain: steps + 1
 
 

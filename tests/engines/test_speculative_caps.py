@@ -32,9 +32,16 @@ def test_the_runner_ties_them_in_a_study_that_asks(tmp_path) -> None:  # type: i
     from tests.study.test_searcher import ngram_space
 
     spec = ngram_space(tmp_path)
-    cfg = resolve_config(spec, {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 4,
-                                "speculative_ngram_max_bfs_breadth": 1, "speculative_ngram_max_trie_depth": 18,
-                                "speculative_ngram_capacity": 10000000})
+    cfg = resolve_config(
+        spec,
+        {
+            "speculative_algorithm": "NGRAM",
+            "speculative_num_draft_tokens": 4,
+            "speculative_ngram_max_bfs_breadth": 1,
+            "speculative_ngram_max_trie_depth": 18,
+            "speculative_ngram_capacity": 10000000,
+        },
+    )
     assert cfg.flags["max-running-requests"] == 32 and cfg.flags["cuda-graph-max-bs-decode"] == 32
     assert "max-running-requests" not in resolve_config(spec, {"speculative_algorithm": None}).flags
     legacy = load_study("search_spaces/speculative.yaml")  # speculative_caps: sglang-default keeps SGLang's 48
@@ -46,8 +53,10 @@ def test_an_ngram_store_smaller_than_its_window_is_invalid() -> None:
     bad = violations({**NGRAM, "speculative-ngram-capacity": 8}, {}, tp_size=1)
     assert bad and "--speculative-ngram-capacity 8" in bad[0] and "Fix:" in bad[0]
     assert violations({**NGRAM, "speculative-ngram-capacity": 64}, {}, tp_size=1) == []
-    assert violations({**NGRAM, "speculative-ngram-capacity": 4, "speculative-ngram-max-trie-depth": 4}, {},
-                      tp_size=1) == []
+    assert (
+        violations({**NGRAM, "speculative-ngram-capacity": 4, "speculative-ngram-max-trie-depth": 4}, {}, tp_size=1)
+        == []
+    )
 
 
 def test_accept_source_says_measured_or_simulated() -> None:

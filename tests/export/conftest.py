@@ -32,7 +32,13 @@ def dist(median: float, p99: float | None = None) -> Dist:
 
 
 def level(
-    c: int, tput: float, *, tpot: float = 10.0, ttft_p99: float = 100.0, accept: float | None = None, failed: int = 0,
+    c: int,
+    tput: float,
+    *,
+    tpot: float = 10.0,
+    ttft_p99: float = 100.0,
+    accept: float | None = None,
+    failed: int = 0,
     window_pct: float | None = None,
 ) -> LevelSummary:
     w = (window_pct or 0.0) / 100.0
@@ -50,7 +56,9 @@ def level(
         e2e_ms=dist(tpot * 256),
         accept_length=accept,
         # its measurement windows' 95% interval, +-window_pct (None: one window, no interval)
-        intervals={"output_tok_per_s": Interval(tput, tput * w, 3, tput * (1 - w), tput * (1 + w))} if window_pct else {},
+        intervals={"output_tok_per_s": Interval(tput, tput * w, 3, tput * (1 - w), tput * (1 + w))}
+        if window_pct
+        else {},
     )
 
 
@@ -88,8 +96,10 @@ def make_record(
     bench = None
     if tputs is not None:
         tpots = tpots or {}
-        levels = tuple(level(c, t, tpot=tpots.get(c, 10.0 + c / 8), accept=accept, window_pct=window_pct)
-                       for c, t in sorted(tputs.items()))
+        levels = tuple(
+            level(c, t, tpot=tpots.get(c, 10.0 + c / 8), accept=accept, window_pct=window_pct)
+            for c, t in sorted(tputs.items())
+        )
         bench = BenchResult(levels=levels, server_accept_length=server_accept)
     constraints = dict(constraints if constraints is not None else {"ttft_ms.p99@max": -100.0})
     complete = outcome is TrialOutcome.COMPLETE
@@ -128,10 +138,15 @@ def study_records(window_pct: float | None = None) -> list[TrialRecord]:
     5-7: failures."""
     return [
         make_record(
-            0, window_pct=window_pct, tputs={1: 60, 8: 400, 32: 1200, 128: 2370}, tpots={1: 15.0}, flags={"mem-fraction-static": 0.85}
+            0,
+            window_pct=window_pct,
+            tputs={1: 60, 8: 400, 32: 1200, 128: 2370},
+            tpots={1: 15.0},
+            flags={"mem-fraction-static": 0.85},
         ),
         make_record(
-            1, window_pct=window_pct,
+            1,
+            window_pct=window_pct,
             tputs={1: 90, 8: 600, 32: 1100, 128: 849},
             tpots={1: 10.0},
             flags=_eagle(PUBLIC_DRAFTER),
@@ -140,23 +155,32 @@ def study_records(window_pct: float | None = None) -> list[TrialRecord]:
             constraints={"ttft_ms.p99@max": 500.0},
         ),
         make_record(
-            2, window_pct=window_pct,
+            2,
+            window_pct=window_pct,
             tputs={1: 40.8, 8: 250, 32: 500, 128: 597},
             tpots={1: 24.5},
             flags=_eagle(CUSTOM_DRAFTER),
             accept=1.0,
             server_accept=1.0,
         ),
-        make_record(3, window_pct=window_pct, tputs={1: 58, 8: 380, 32: 1100, 128: 2000}, tpots={1: 16.0}, flags={"mem-fraction-static": 0.8}),
         make_record(
-            4, window_pct=window_pct,
+            3,
+            window_pct=window_pct,
+            tputs={1: 58, 8: 380, 32: 1100, 128: 2000},
+            tpots={1: 16.0},
+            flags={"mem-fraction-static": 0.8},
+        ),
+        make_record(
+            4,
+            window_pct=window_pct,
             tputs={1: 95, 8: 620, 32: 1150, 128: 2100},
             tpots={1: 9.0},
             flags=_eagle(PUBLIC_DRAFTER, **{"max-running-requests": 128}),
             accept=2.3,
         ),
         make_record(
-            5, window_pct=window_pct,
+            5,
+            window_pct=window_pct,
             outcome=TrialOutcome.FAILED,
             failure=FailureKind.OOM_AT_LAUNCH,
             flags={"mem-fraction-static": 0.5},
@@ -164,7 +188,8 @@ def study_records(window_pct: float | None = None) -> list[TrialRecord]:
             log_tail="loading...\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static\n\n",
         ),
         make_record(
-            6, window_pct=window_pct,
+            6,
+            window_pct=window_pct,
             outcome=TrialOutcome.INVALID,
             failure=FailureKind.INVALID_CONFIG,
             flags=_eagle(PUBLIC_DRAFTER, **{"speculative-num-steps": 3}),
@@ -172,7 +197,8 @@ def study_records(window_pct: float | None = None) -> list[TrialRecord]:
             engine=None,
         ),
         make_record(
-            7, window_pct=window_pct,
+            7,
+            window_pct=window_pct,
             outcome=TrialOutcome.FAILED,
             failure=FailureKind.OOM_AT_LAUNCH,
             flags={"mem-fraction-static": 0.55},

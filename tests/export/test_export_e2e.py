@@ -40,9 +40,28 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     space.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if k not in MULTICAST_VARS and k not in ("PYTHON", "PORT", "HOST")}
     proc = subprocess.run(
-        [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--trials", "2", "--results-dir",
-         str(tmp / "results"), "--dashboard-port", str(free_port()), "--serve-port", str(free_port())],
-        capture_output=True, text=True, timeout=600, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "autotune.search",
+            "--space",
+            str(space),
+            "--finalists",
+            "0",
+            "--trials",
+            "2",
+            "--results-dir",
+            str(tmp / "results"),
+            "--dashboard-port",
+            str(free_port()),
+            "--serve-port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return tmp / "results" / "speculative"
@@ -50,8 +69,14 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_launch_sh_dry_run_is_the_portable_sglang_command(study: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PORT", "HOST", "DRY_RUN")}
-    out = subprocess.run(["bash", str(study / "best" / "launch.sh"), "--dry-run"], capture_output=True, text=True,
-                         timeout=30, env=env, check=True).stdout
+    out = subprocess.run(
+        ["bash", str(study / "best" / "launch.sh"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=True,
+    ).stdout
     command = shlex.split(out.splitlines()[-1])
     start = command.index("-m")
     assert command[start - 1] == "python3" and command[start + 1] == "sglang.launch_server"
@@ -73,8 +98,13 @@ def test_launch_sh_dry_run_is_the_portable_sglang_command(study: Path) -> None:
 
 
 def test_verify_measures_the_export_again(study: Path, tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "autotune.verify", str(study), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune.verify", str(study), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     report = json.loads((tmp_path / "verify.json").read_text())
     assert proc.returncode == (0 if report["ok"] else 1), proc.stderr[-2000:]
     assert report["kind"] == "rehearsal" and not report["server_alive_after_teardown"]

@@ -20,8 +20,9 @@ def test_intervals_beside_figures(tmp_path: Path, record_factory, objectives, le
         aggregate_windows(lv.concurrency, [replace(lv, output_tok_per_s=t) for t in (1000.0, 1100.0, 1200.0)], "max")
         for lv in base
     ]
-    rec = replace(rec, bench=BenchResult(levels=tuple(agg)),
-                  objectives={**rec.objectives, "output_tok_per_s@max": 1100.0})
+    rec = replace(
+        rec, bench=BenchResult(levels=tuple(agg)), objectives={**rec.objectives, "output_tok_per_s@max": 1100.0}
+    )
     text = format_summary_table([rec, plain], objectives, levels)
     assert "1100.00 ±22.6%" in text and "900.00 ±" not in text
     assert "95% interval" in text

@@ -34,10 +34,28 @@ TRIAL_PORT, TRIAL_NCCL_PORT = "31123", "31124"
 def _sim_record(record_factory, env=None):
     rec = record_factory(3, tputs={1: 60, 8: 400}, flags={"mem-fraction-static": 0.83})
     argv = [
-        sys.executable, "-m", "autotune.sim.server", "--sim-profile", "kimi-k2.5-int4-8x-rtxpro6000",
-        "--sim-time-scale", "5.0", "--model-path", "/models/My Model", "--tp-size", "8", "--load-format", "dummy",
-        "--trust-remote-code", "--mem-fraction-static", "0.83", "--host", "127.0.0.1", "--port", TRIAL_PORT,
-        "--nccl-port", TRIAL_NCCL_PORT,
+        sys.executable,
+        "-m",
+        "autotune.sim.server",
+        "--sim-profile",
+        "kimi-k2.5-int4-8x-rtxpro6000",
+        "--sim-time-scale",
+        "5.0",
+        "--model-path",
+        "/models/My Model",
+        "--tp-size",
+        "8",
+        "--load-format",
+        "dummy",
+        "--trust-remote-code",
+        "--mem-fraction-static",
+        "0.83",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        TRIAL_PORT,
+        "--nccl-port",
+        TRIAL_NCCL_PORT,
     ]
     env = env if env is not None else {"NCCL_ALGO": "Ring", "ODD": ODD_VALUE, "SGLANG_SIMULATE_ACC_LEN": "3.0"}
     return replace(rec, argv=argv, env=env)
@@ -66,8 +84,14 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def _dry_run(script: Path, *args: str, **env: str) -> list[str]:
-    out = subprocess.run(["bash", str(script), "--dry-run", *args], capture_output=True, text=True, timeout=30,
-                         env=_clean_env(**env), check=True).stdout
+    out = subprocess.run(
+        ["bash", str(script), "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=_clean_env(**env),
+        check=True,
+    ).stdout
     return out.splitlines()
 
 
@@ -83,13 +107,29 @@ def test_simulated_study_exports_the_sglang_command(record_factory, tmp_path, le
     assert lines[0] == "# dry run: nothing started"
     assert "export NCCL_ALGO=Ring" in lines and not any("SGLANG_SIMULATE_ACC_LEN" in ln for ln in lines)
     assert shlex.split(lines[-1]) == [
-        "env", "-u", "OMP_NUM_THREADS", "python3", "-m", "sglang.launch_server", "--model-path", "/models/My Model",
-        "--tp-size", "8", "--trust-remote-code", "--mem-fraction-static", "0.83", "--host", "127.0.0.1",
-        "--port", "30000",
+        "env",
+        "-u",
+        "OMP_NUM_THREADS",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/My Model",
+        "--tp-size",
+        "8",
+        "--trust-remote-code",
+        "--mem-fraction-static",
+        "0.83",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
     ]
     odd_line = next(ln for ln in lines if ln.startswith("export ODD="))
-    assert subprocess.run(["bash", "-c", f'{odd_line}; printf %s "$ODD"'], capture_output=True, text=True).stdout \
+    assert (
+        subprocess.run(["bash", "-c", f'{odd_line}; printf %s "$ODD"'], capture_output=True, text=True).stdout
         == ODD_VALUE
+    )
 
 
 def test_host_port_python_and_extra_args(record_factory, tmp_path, levels):
@@ -103,10 +143,12 @@ def test_real_run_execs_sglang_with_the_measured_environment(record_factory, tmp
     marker = tmp_path / "ran.json"
     rec = _sim_record(record_factory)
     script = _write(tmp_path, render_launch_script(rec, study_name="demo", load_levels=levels))
-    env = _clean_env(PYTHON=sys.executable, PYTHONPATH=str(stub_sglang), MARKER=str(marker), OMP_NUM_THREADS="7",
-                     PORT="5555")
-    subprocess.run([str(script), "--", "--load-format", "dummy"], capture_output=True, text=True, timeout=60,
-                   env=env, check=True)
+    env = _clean_env(
+        PYTHON=sys.executable, PYTHONPATH=str(stub_sglang), MARKER=str(marker), OMP_NUM_THREADS="7", PORT="5555"
+    )
+    subprocess.run(
+        [str(script), "--", "--load-format", "dummy"], capture_output=True, text=True, timeout=60, env=env, check=True
+    )
     seen = json.loads(marker.read_text())
     assert seen["odd"] == ODD_VALUE and seen["omp"] is None and seen["acc"] is None
     assert seen["argv"][-6:] == ["--host", "127.0.0.1", "--port", "5555", "--load-format", "dummy"]

@@ -34,8 +34,9 @@ def _sim(rec):
 
 
 def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_engine):
-    rec = replace(record_factory(0, tputs={1: 60}, env={"NCCL_PROTO": "LL128", "NCCL_NVLS_ENABLE": "0"}),
-                  engine=real_engine)
+    rec = replace(
+        record_factory(0, tputs={1: 60}, env={"NCCL_PROTO": "LL128", "NCCL_NVLS_ENABLE": "0"}), engine=real_engine
+    )
     text = render_serve_config(rec, study_name="my study!")
     doc = yaml.safe_load(text)
     model = ServeDeploySchema.model_validate(doc)
@@ -50,15 +51,36 @@ def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_
     args = app.args
     # No interpreter path and no trial port: the replica runs "-m sglang.launch_server" on its own Python, on a
     # free port of its node.
-    assert args["argv"] == ["-m", "sglang.launch_server", "--model-path", "/models/kimi-k2.5", "--tp-size", "8",
-                            "--host", "127.0.0.1", "--port", "0"]
+    assert args["argv"] == [
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/kimi-k2.5",
+        "--tp-size",
+        "8",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
     assert args["env"] == {"NCCL_PROTO": "LL128", "NCCL_NVLS_ENABLE": "0"}
     assert args["engine"] == "sglang" and args["gpus"] == 8
     assert (args["host"], args["port"]) == ("127.0.0.1", 0)
     assert args["unset_env"] == ["OMP_NUM_THREADS"] and args["ready_timeout_s"] >= 900
     assert args["wait_ready_in_constructor"] is True and args["health_follows_engine"] is True
-    assert set(args) == {"name", "engine", "argv", "env", "unset_env", "host", "port", "gpus", "ready_timeout_s",
-                         "wait_ready_in_constructor", "health_follows_engine"}
+    assert set(args) == {
+        "name",
+        "engine",
+        "argv",
+        "env",
+        "unset_env",
+        "host",
+        "port",
+        "gpus",
+        "ready_timeout_s",
+        "wait_ready_in_constructor",
+        "health_follows_engine",
+    }
     assert "# Engine: SGLang 0.5.17 on 2 x NVIDIA H200" in text
     assert "serve deploy serve_config.yaml" in text
 
@@ -87,7 +109,12 @@ def test_simulated_study_exports_sglang_and_a_rehearsal(record_factory):
     assert "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement" in text
     rehearsal = render_serve_config(rec, study_name="demo", rehearsal=True)
     app = _app(rehearsal)
-    assert app["args"]["engine"] == "sim" and app["args"]["argv"][:4] == ["-m", "autotune.sim.server", "--sim-profile", "p"]
+    assert app["args"]["engine"] == "sim" and app["args"]["argv"][:4] == [
+        "-m",
+        "autotune.sim.server",
+        "--sim-profile",
+        "p",
+    ]
     assert app["args"]["env"]["SGLANG_SIMULATE_ACC_LEN"] == "3.0" and app["name"] == "demo-best-rehearsal"
     assert app["deployments"][0]["ray_actor_options"]["num_gpus"] == 0
 
@@ -118,12 +145,17 @@ def test_validator_rejects_what_serve_would_reject_or_drop(record_factory, mutat
 def test_ray_serve_llm_config_carries_the_sglang_server_args(record_factory):
     from autotune.export.ray_llm import SERVER_CLS, engine_kwargs, ray_llm_config
 
-    rec = record_factory(0, tputs={1: 60}, flags={"mem-fraction-static": 0.83, "enable-torch-compile": True},
-                         env={"NCCL_ALGO": "Ring"})
+    rec = record_factory(
+        0, tputs={1: 60}, flags={"mem-fraction-static": 0.83, "enable-torch-compile": True}, env={"NCCL_ALGO": "Ring"}
+    )
     cmd = exported_server(rec).production
     kwargs = engine_kwargs(cmd)
-    assert kwargs == {"model_path": "/models/kimi-k2.5", "tp_size": 8, "mem_fraction_static": 0.83,
-                      "enable_torch_compile": True}
+    assert kwargs == {
+        "model_path": "/models/kimi-k2.5",
+        "tp_size": 8,
+        "mem_fraction_static": 0.83,
+        "enable_torch_compile": True,
+    }
     doc = ray_llm_config(cmd, study_name="demo")
     (app,) = doc["applications"]
     (llm,) = app["args"]["llm_configs"]

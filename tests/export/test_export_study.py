@@ -33,8 +33,15 @@ def exported(tmp_path, objectives, levels):
 def test_writes_every_artifact(exported):
     result, best_dir = exported
     names = sorted(p.name for p in result.paths)
-    expected = ["best.json", "launch.sh", "pareto.json", "pareto.svg", "rayservice.yaml", "report.md",
-                "serve_config.yaml"]
+    expected = [
+        "best.json",
+        "launch.sh",
+        "pareto.json",
+        "pareto.svg",
+        "rayservice.yaml",
+        "report.md",
+        "serve_config.yaml",
+    ]
     expected += ["ray_serve_llm.yaml"] if ray_llm_available() else []
     assert names == sorted([*expected, "throughput_vs_concurrency.svg"])
     assert all(p.parent == best_dir and p.is_file() for p in result.paths)
@@ -62,10 +69,20 @@ def test_best_json_launch_sh_and_serve_config_agree(exported, records):
     # launch.sh, best.json's export section and serve_config.yaml name the same server: the trial's argv without the
     # interpreter, host and port (which the scripts and the replica set).
     rest = best["argv"][3:]
-    trial_args = [a for i, a in enumerate(rest) if a not in ("--host", "--port") and rest[i - 1] not in ("--host", "--port")]
+    trial_args = [
+        a for i, a in enumerate(rest) if a not in ("--host", "--port") and rest[i - 1] not in ("--host", "--port")
+    ]
     assert production["args"] == trial_args and production["env"] == best["env"]
-    assert shlex.split(dry.stdout.splitlines()[-1])[3:] == ["python3", "-m", "sglang.launch_server", *trial_args,
-                                                           "--host", "127.0.0.1", "--port", "30000"]
+    assert shlex.split(dry.stdout.splitlines()[-1])[3:] == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        *trial_args,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+    ]
     app = ServeDeploySchema.model_validate(yaml.safe_load((best_dir / "serve_config.yaml").read_text())).applications[0]
     assert app.args["argv"] == ["-m", "sglang.launch_server", *trial_args, "--host", "127.0.0.1", "--port", "0"]
     assert app.args["env"] == best["env"] and app.args["unset_env"] == production["unset_env"] == ["OMP_NUM_THREADS"]

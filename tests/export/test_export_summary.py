@@ -30,9 +30,14 @@ def test_summary_without_feasible_trial(record_factory, objectives, levels):
 
 
 def test_summary_keeps_long_speculative_params_whole(record_factory, objectives, levels):
-    params = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct",
-              "speculative_num_steps": 5, "speculative_eagle_topk": 8, "speculative_num_draft_tokens": 32,
-              "max_running_requests": 128}
+    params = {
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": "lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct",
+        "speculative_num_steps": 5,
+        "speculative_eagle_topk": 8,
+        "speculative_num_draft_tokens": 32,
+        "max_running_requests": 128,
+    }
     rec = record_factory(0, tputs={1: 10, 128: 20}, params=params)
     text = format_summary_table([rec], objectives, levels)
     row = text.splitlines()[3]

@@ -15,8 +15,15 @@ TRAFFIC = TrafficStats(100, 250.0, 120.0, 900.0, 200.0, 140.0, 800.0, 0.25)
 
 def with_rate(rec: TrialRecord, tput: float, goodput: float, *, workload: dict | None = None) -> TrialRecord:
     assert rec.bench is not None
-    rate = dataclasses.replace(level(0, tput), load="rate8", goodput=goodput, slo_attainment=goodput / 8,
-                               traffic=TRAFFIC, lateness=Lateness(0.001, 0.004, 0.01, 0), offered_rate=7.9)
+    rate = dataclasses.replace(
+        level(0, tput),
+        load="rate8",
+        goodput=goodput,
+        slo_attainment=goodput / 8,
+        traffic=TRAFFIC,
+        lateness=Lateness(0.001, 0.004, 0.01, 0),
+        offered_rate=7.9,
+    )
     bench = BenchResult(levels=(*rec.bench.levels, rate), workload=workload)
     return dataclasses.replace(rec, bench=bench)
 
@@ -45,8 +52,15 @@ def test_a_constraint_names_a_rate_level_and_a_config_missing_it_is_recommended_
 def test_traffic_section_for_dataset_workloads_only() -> None:
     plain = make_record(1, tputs={1: 100.0})
     assert traffic_section([plain]) == []
-    rec = with_rate(make_record(1, tputs={1: 100.0}), 1000.0, 2.0,
-                    workload={"kind": "sharegpt", "token_rule": "chars/4", "kept": 120, "dropped": {"empty": 3}})
+    rec = with_rate(
+        make_record(1, tputs={1: 100.0}),
+        1000.0,
+        2.0,
+        workload={"kind": "sharegpt", "token_rule": "chars/4", "kept": 120, "dropped": {"empty": 3}},
+    )
     text = "\n".join(traffic_section([rec]))
-    assert "Workload `sharegpt`, tokens counted by chars/4; 120 entries passed its filters so far, dropped: empty 3" in text
+    assert (
+        "Workload `sharegpt`, tokens counted by chars/4; 120 entries passed its filters so far, dropped: empty 3"
+        in text
+    )
     assert "| rate8 | 100 | 250 / 120 / 900 | 200 / 140 / 800 | 25.0% | 7.90 | 4.0 |" in text

@@ -31,14 +31,25 @@ def _study(spec_at_8: list[float], plain_at_8: list[float], base_at_8: list[floa
     per_trial = {0: (50, base_at_8), 1: (90, spec_at_8), 2: (60, plain_at_8)}
     for n, (low, values) in per_trial.items():
         for r, v in enumerate(values, start=1):
-            rec = replace(make_record(n, tputs={1: low * (1 + r / 100), 8: v}, flags=records[n].flags),
-                          trial_id=f"t{n:04d}-f1r{r}")
+            rec = replace(
+                make_record(n, tputs={1: low * (1 + r / 100), 8: v}, flags=records[n].flags),
+                trial_id=f"t{n:04d}-f1r{r}",
+            )
             runs.append(FinalistRun(stage=1, round=r, repeats=n, repeats_trial_id=f"t{n:04d}", record=rec))
     rounds = len(spec_at_8)
-    outcome = study_outcome(records, [StagePlan(1, finalists, rounds)], runs, key=KEY, direction="maximize",
-                            alpha=0.05, count=2, baseline=BASE)
-    return analyze(study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS, finalists=outcome,
-                   baseline=BASE)
+    outcome = study_outcome(
+        records,
+        [StagePlan(1, finalists, rounds)],
+        runs,
+        key=KEY,
+        direction="maximize",
+        alpha=0.05,
+        count=2,
+        baseline=BASE,
+    )
+    return analyze(
+        study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS, finalists=outcome, baseline=BASE
+    )
 
 
 def test_a_tie_in_the_finalist_stage_is_a_tie_in_the_regimes_and_in_speculation_on_vs_off() -> None:
@@ -84,18 +95,19 @@ def test_no_config_beats_the_baseline_beyond_the_noise() -> None:
 
 
 def test_no_regime_recommends_an_infeasible_config() -> None:
-    fast_but_over_slo = make_record(0, tputs={1: 200, 8: 3000}, flags=SPEC, window_pct=2.0,
-                                    constraints={"ttft_ms.p99@max": 50.0})
+    fast_but_over_slo = make_record(
+        0, tputs={1: 200, 8: 3000}, flags=SPEC, window_pct=2.0, constraints={"ttft_ms.p99@max": 50.0}
+    )
     slower = make_record(1, tputs={1: 100, 8: 1000}, flags=BASE, window_pct=2.0)
-    a = analyze(study_name="demo", objectives=OBJECTIVES, records=[fast_but_over_slo, slower], load_levels=LEVELS,
-                baseline=SPEC)
+    a = analyze(
+        study_name="demo", objectives=OBJECTIVES, records=[fast_but_over_slo, slower], load_levels=LEVELS, baseline=SPEC
+    )
     for choice in a.regimes:
         assert choice.record is not None and choice.record.number == 1
     # the baseline misses the constraints: the verdict says so and recommends the feasible config
     assert a.verdict is not None and a.verdict.baseline == 0 and a.verdict.recommended == 1
     assert "misses the study's constraints" in a.verdict.headline
-    only_infeasible = analyze(study_name="demo", objectives=OBJECTIVES, records=[fast_but_over_slo],
-                              load_levels=LEVELS)
+    only_infeasible = analyze(study_name="demo", objectives=OBJECTIVES, records=[fast_but_over_slo], load_levels=LEVELS)
     assert all(c.record is None for c in only_infeasible.regimes)
     assert "none meets the study's constraints" in render_report(only_infeasible)
 
@@ -105,22 +117,45 @@ def test_the_report_says_what_its_intervals_cover_and_shows_a_verify_runs_variat
 
     from autotune.export import export_study
 
-    records = [make_record(0, tputs={1: 50, 8: 1000}, flags=BASE, window_pct=2.0),
-               make_record(1, tputs={1: 60, 8: 1300}, flags={"mem-fraction-static": 0.8}, window_pct=2.0)]
-    kwargs = {"study_name": "demo", "objectives": OBJECTIVES, "records": records, "load_levels": LEVELS,
-              "baseline": BASE}
+    records = [
+        make_record(0, tputs={1: 50, 8: 1000}, flags=BASE, window_pct=2.0),
+        make_record(1, tputs={1: 60, 8: 1300}, flags={"mem-fraction-static": 0.8}, window_pct=2.0),
+    ]
+    kwargs = {
+        "study_name": "demo",
+        "objectives": OBJECTIVES,
+        "records": records,
+        "load_levels": LEVELS,
+        "baseline": BASE,
+    }
     first = export_study(tmp_path, **kwargs).report.read_text()
     assert "relaunches on the measured machine" in first and "no between-machine measurement yet" in first
     doc = json.loads((tmp_path / "best" / "best.json").read_text())
     assert doc["verdict"].startswith("Recommended: trial 1") and doc["baseline"]["baseline_trial"] == 0
     assert "relaunches on the measured machine" in doc["intervals_cover"]
     (tmp_path / "verify").mkdir()
-    (tmp_path / "verify" / "verify.json").write_text(json.dumps({
-        "complete": True, "trial": 1, "engine_banner": "Engine: SGLang on node b",
-        "figures": [{"concurrency": 8, "metric": "output_tok_per_s", "rel_diff": 0.11, "verdict": "outside interval",
-                     "judged": True}]}))
+    (tmp_path / "verify" / "verify.json").write_text(
+        json.dumps(
+            {
+                "complete": True,
+                "trial": 1,
+                "engine_banner": "Engine: SGLang on node b",
+                "figures": [
+                    {
+                        "concurrency": 8,
+                        "metric": "output_tok_per_s",
+                        "rel_diff": 0.11,
+                        "verdict": "outside interval",
+                        "judged": True,
+                    }
+                ],
+            }
+        )
+    )
     again = export_study(tmp_path, **kwargs).report.read_text()
-    assert "Between-machine variation measured by a verify run" in again and "| 8 | output_tok_per_s | +11.0% |" in again
+    assert (
+        "Between-machine variation measured by a verify run" in again and "| 8 | output_tok_per_s | +11.0% |" in again
+    )
     assert json.loads((tmp_path / "best" / "best.json").read_text())["between_machine_variation"]["rows"]
 
 
@@ -131,6 +166,9 @@ def test_a_simulated_launch_script_names_the_model_its_profile_stands_for() -> N
     assert _simulated_model(rec) == ["# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)."]
     dummy = replace(rec, argv=[a if a != "/models/kimi-k2.5" else "dummy-model" for a in rec.argv])
     assert "the command names --model-path dummy-model: point it at that model's weights" in _simulated_model(dummy)[0]
-    llama = replace(rec, engine=replace(rec.engine, profile="h200-llama-1b"),
-                    argv=[a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv])
+    llama = replace(
+        rec,
+        engine=replace(rec.engine, profile="h200-llama-1b"),
+        argv=[a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv],
+    )
     assert _simulated_model(llama) == ["# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)."]

@@ -18,8 +18,7 @@ def _doc(text: str) -> dict:
 
 
 def test_export_writes_a_valid_rayservice_beside_serve_config(tmp_path, records, objectives, levels):
-    result = export_study(tmp_path, study_name="demo study", objectives=objectives, records=records,
-                          load_levels=levels)
+    result = export_study(tmp_path, study_name="demo study", objectives=objectives, records=records, load_levels=levels)
     assert result.rayservice is not None and result.rayservice.parent == result.serve_config.parent
     doc = _doc(result.rayservice.read_text())
     assert errors(doc) == []
@@ -42,8 +41,9 @@ def test_secret_variables_come_from_a_secret_not_the_file(record_factory, real_e
     assert errors(doc) == []
     assert "hf_abc" not in yaml.safe_dump(doc)
     (worker,) = doc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
-    assert worker["env"] == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s-best-env",
-                                                                                  "key": "HF_TOKEN"}}}]
+    assert worker["env"] == [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s-best-env", "key": "HF_TOKEN"}}}
+    ]
 
 
 def test_name_is_a_dns_label():

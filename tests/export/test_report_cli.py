@@ -27,8 +27,16 @@ def _study_dir(tmp_path: Path, records, objectives, levels) -> Path:  # type: ig
     for rec in records:
         store.append(rec)
     objs = [{"metric": k.split("@")[0], "level": k.split("@")[1], "direction": d} for k, d in objectives]
-    store.write_json("study.json", {"name": "demo", "objectives": objs, "plan": {"concurrencies": list(levels)},
-                                    "server": {"study_only": {}}, "trials": len(records)})
+    store.write_json(
+        "study.json",
+        {
+            "name": "demo",
+            "objectives": objs,
+            "plan": {"concurrencies": list(levels)},
+            "server": {"study_only": {}},
+            "trials": len(records),
+        },
+    )
     return root
 
 
@@ -41,12 +49,16 @@ class _Balance(HTMLParser):
         self.refs: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.refs += [v or "" for k, v in attrs if k in ("src", "href") or (k == "xlink:href" and not (v or "").startswith("#"))]
+        self.refs += [
+            v or "" for k, v in attrs if k in ("src", "href") or (k == "xlink:href" and not (v or "").startswith("#"))
+        ]
         if tag not in self.VOID:
             self.stack.append(tag)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.refs += [v or "" for k, v in attrs if k in ("src", "href") or (k == "xlink:href" and not (v or "").startswith("#"))]
+        self.refs += [
+            v or "" for k, v in attrs if k in ("src", "href") or (k == "xlink:href" and not (v or "").startswith("#"))
+        ]
 
     def handle_endtag(self, tag: str) -> None:
         assert self.stack and self.stack[-1] == tag, (tag, self.stack[-5:])
@@ -112,7 +124,7 @@ def test_pareto_labels_never_overlap_each_other_or_the_points() -> None:
     assert len(boxes) >= 8, "most labels found a free place"
     assert {b.text for b in boxes} >= {"#20", "#21"}
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             assert not a.overlaps(b), (a, b)
     centers = [ax.transData.transform((x, y)) for x, y, _ in pts]
     for box in boxes:
@@ -139,8 +151,10 @@ def test_report_html_opens_in_a_headless_browser(tmp_path, records, objectives, 
     """The page as a real browser parses it: both charts are SVG elements of the DOM, and it renders."""
     browser = next((b for b in BROWSERS if shutil.which(b)), None)
     if browser is None:
-        pytest.skip("no headless Chromium here (Debian: apt-get install chromium-headless-shell); the page is still "
-                    "checked as well-formed and self-contained by the tests above")
+        pytest.skip(
+            "no headless Chromium here (Debian: apt-get install chromium-headless-shell); the page is still "
+            "checked as well-formed and self-contained by the tests above"
+        )
     root = _study_dir(tmp_path, records, objectives, levels)
     assert main([str(root), "--quiet"]) == 0
     url = (root / "best" / "report.html").resolve().as_uri()
@@ -149,6 +163,10 @@ def test_report_html_opens_in_a_headless_browser(tmp_path, records, objectives, 
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert dom.stdout.count("<svg") == 2 and "Recommendation" in dom.stdout
     shot = tmp_path / "report.png"
-    run = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,2000", url],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [browser, *flags, f"--screenshot={shot}", "--window-size=1200,2000", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]

@@ -23,9 +23,16 @@ def records() -> list:
 def test_each_level_runs_the_fastest_choice_and_off_where_speculation_loses() -> None:
     s = speculation_schedule(records(), LEVELS)
     assert [(r.concurrency, r.choice, r.speculative) for r in s.levels] == [
-        (1, 1, True), (8, 2, True), (32, 2, True), (128, 0, False)]
+        (1, 1, True),
+        (8, 2, True),
+        (32, 2, True),
+        (128, 0, False),
+    ]
     assert [(r.low, r.high, r.trial, r.speculative) for r in s.ranges] == [
-        (1, 1, 1, True), (8, 32, 2, True), (128, 128, 0, False)]
+        (1, 1, 1, True),
+        (8, 32, 2, True),
+        (128, 128, 0, False),
+    ]
     assert s.ranges[1].flags == SMALL
     row = s.levels[0]
     assert row.ratio == 1.8 and row.spec_accept_length == 2.4
@@ -40,12 +47,20 @@ def test_a_config_the_gate_blocked_is_never_scheduled() -> None:
 
 
 def test_adaptive_is_compared_with_the_best_static_setting_at_every_level() -> None:
-    adaptive = make_record(3, tputs={1: 200, 8: 800, 32: 2300, 128: 3500},
-                           flags={"speculative-algorithm": "EAGLE3", "speculative-adaptive": True}, engine=REAL)
+    adaptive = make_record(
+        3,
+        tputs={1: 200, 8: 800, 32: 2300, 128: 3500},
+        flags={"speculative-algorithm": "EAGLE3", "speculative-adaptive": True},
+        engine=REAL,
+    )
     s = speculation_schedule([*records(), adaptive], LEVELS)
     assert s.any_adaptive
     assert [(r.adaptive_tok_per_s, r.static_tok_per_s) for r in s.levels] == [
-        (200, 180), (800, 1000), (2300, 2500), (3500, 4000)]
+        (200, 180),
+        (800, 1000),
+        (2300, 2500),
+        (3500, 4000),
+    ]
     assert s.levels[0].choice == 3
 
 

@@ -24,31 +24,55 @@ from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 KEY = "output_tok_per_s@max"
 
 
-def trial(number: int, value: float | None, *, feasible: bool = True, ttft: float = 100.0,
-          mem: float | None = None) -> TrialRecord:
+def trial(
+    number: int, value: float | None, *, feasible: bool = True, ttft: float = 100.0, mem: float | None = None
+) -> TrialRecord:
     complete = value is not None
     d = Dist(mean=ttft / 2, median=ttft / 2, p90=ttft, p99=ttft, count=8)
-    lv = LevelSummary(concurrency=32, requests=8, failed=0, duration_s=1.0, output_tok_per_s=value or 0.0,
-                      request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=d, itl_ms=d, tpot_ms=d, e2e_ms=d,
-                      accept_length=None)
+    lv = LevelSummary(
+        concurrency=32,
+        requests=8,
+        failed=0,
+        duration_s=1.0,
+        output_tok_per_s=value or 0.0,
+        request_per_s=1.0,
+        input_tok_per_s=1.0,
+        ttft_ms=d,
+        itl_ms=d,
+        tpot_ms=d,
+        e2e_ms=d,
+        accept_length=None,
+    )
     return TrialRecord(
-        study="s", trial_id=f"t{number}", number=number, params={"x": number},
-        flags={"mem-fraction-static": mem} if mem is not None else {}, env={}, argv=[],
+        study="s",
+        trial_id=f"t{number}",
+        number=number,
+        params={"x": number},
+        flags={"mem-fraction-static": mem} if mem is not None else {},
+        env={},
+        argv=[],
         outcome=TrialOutcome.COMPLETE if complete else TrialOutcome.FAILED,
         failure=None if complete else FailureKind.OOM_AT_LAUNCH,
         bench=BenchResult(levels=(lv,)) if complete else None,
-        objectives={KEY: value} if complete else {}, feasible=complete and feasible,
+        objectives={KEY: value} if complete else {},
+        feasible=complete and feasible,
     )
 
 
-def runs(stage: int, values: dict[int, list[float]], *, ttft: dict[int, list[float]] | None = None,
-         mem: dict[int, float] | None = None) -> list[FinalistRun]:
+def runs(
+    stage: int,
+    values: dict[int, list[float]],
+    *,
+    ttft: dict[int, list[float]] | None = None,
+    mem: dict[int, float] | None = None,
+) -> list[FinalistRun]:
     out = []
     for number, vals in values.items():
         for rnd, v in enumerate(vals, start=1):
             t = (ttft or {}).get(number, [100.0] * len(vals))[rnd - 1]
-            rec = replace(trial(number, v, ttft=t, mem=(mem or {}).get(number)),
-                          trial_id=run_trial_id(f"t{number}", stage, rnd))
+            rec = replace(
+                trial(number, v, ttft=t, mem=(mem or {}).get(number)), trial_id=run_trial_id(f"t{number}", stage, rnd)
+            )
             out.append(FinalistRun(stage=stage, round=rnd, repeats=number, repeats_trial_id=f"t{number}", record=rec))
     return out
 
@@ -58,8 +82,14 @@ def trials_of(*records: TrialRecord) -> dict[int, TrialRecord]:
 
 
 def test_select_top_k_feasible() -> None:
-    records = [trial(0, 100.0), trial(1, 300.0), trial(2, 500.0, feasible=False), trial(3, None), trial(4, 200.0),
-               trial(5, 300.0)]
+    records = [
+        trial(0, 100.0),
+        trial(1, 300.0),
+        trial(2, 500.0, feasible=False),
+        trial(3, None),
+        trial(4, 200.0),
+        trial(5, 300.0),
+    ]
     assert select_finalists(records, KEY, "maximize", 3) == (1, 5, 4)  # 2 infeasible, 3 failed; tie -> lower number
     assert select_finalists(records, KEY, "minimize", 2) == (0, 4)
     assert select_finalists(records, KEY, "maximize", 0) == ()
@@ -99,24 +129,35 @@ def test_leader_by_relaunch_mean_not_by_original_trial() -> None:
 def test_tie_picks_by_ttft_then_memory() -> None:
     trials = trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8), trial(3, 980.0, mem=0.85))
     values = {1: [1000.0, 900.0], 2: [980.0, 960.0], 3: [950.0, 1000.0]}  # overlapping: not separable with 2 launches
-    d = decide(trials, runs(1, values, ttft={1: [200.0, 202.0], 2: [100.0, 101.0], 3: [150.0, 152.0]}), KEY,
-               "maximize")
+    d = decide(trials, runs(1, values, ttft={1: [200.0, 202.0], 2: [100.0, 101.0], 3: [150.0, 152.0]}), KEY, "maximize")
     assert d.method == "tie" and set(d.tied) == {1, 2, 3}
     assert d.winner == 2 and "TTFT p99" in d.secondary
     assert d.tie_within_pct == pytest.approx(100 * (975.0 - 950.0) / 975.0)
     assert "tie within 2.6%" in d.summary
     # TTFT within noise too -> the leader (the best relaunch mean), not the config that holds less memory
-    d = decide(trials, runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]},
-                            mem={1: 0.9, 2: 0.8, 3: 0.85}), KEY, "maximize")
+    d = decide(
+        trials,
+        runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]}, mem={1: 0.9, 2: 0.8, 3: 0.85}),
+        KEY,
+        "maximize",
+    )
     assert (d.method, d.winner, d.leader) == ("tie", 3, 3) and "best relaunch mean" in d.secondary
     values = {1: [1000.0, 960.0], 2: [980.0, 960.0], 3: [950.0, 1000.0]}  # trial 1 leads by mean, holds more memory
-    d = decide(trials, runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]},
-                            mem={1: 0.9, 2: 0.8, 3: 0.85}), KEY, "maximize")
+    d = decide(
+        trials,
+        runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]}, mem={1: 0.9, 2: 0.8, 3: 0.85}),
+        KEY,
+        "maximize",
+    )
     assert (d.method, d.winner) == ("tie", 1) and "best relaunch mean" in d.secondary
     # equal means: memory, then the trial number
     same = {1: [1000.0, 960.0], 2: [990.0, 970.0]}
-    d = decide(trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8)),
-               runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}, mem={1: 0.9, 2: 0.8}), KEY, "maximize")
+    d = decide(
+        trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8)),
+        runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}, mem={1: 0.9, 2: 0.8}),
+        KEY,
+        "maximize",
+    )
     assert (d.method, d.winner) == ("tie", 2) and "mem-fraction-static" in d.secondary
     plain = trials_of(trial(1, 1000.0), trial(2, 990.0))
     d = decide(plain, runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}), KEY, "maximize")
@@ -135,8 +176,9 @@ def test_failed_relaunch_cannot_win_over_a_clean_one() -> None:
     rs[1] = replace(rs[1], record=replace(trial(1, None), trial_id="t1-f1r2"))  # trial 1's second relaunch OOMs
     d = decide(trials, rs, KEY, "maximize")
     assert (d.method, d.winner) == ("single", 2) and "only finalist that relaunched cleanly" in d.summary
-    none = decide(trials, [replace(r, record=replace(trial(r.repeats, None), trial_id="x")) for r in rs], KEY,
-                  "maximize")
+    none = decide(
+        trials, [replace(r, record=replace(trial(r.repeats, None), trial_id="x")) for r in rs], KEY, "maximize"
+    )
     assert (none.method, none.winner) == ("none", None)
 
 
@@ -205,16 +247,19 @@ def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
     finalist's relaunches and the original (selected, so biased) trial are left out."""
     records = [trial(1, 5000.0), trial(2, 900.0)]
     made = runs(1, {1: [1000.0, 1100.0, 1200.0], 2: [500.0, 510.0, 505.0]})
-    failed = [replace(made[0], round=4, repeats=n, record=replace(trial(n, None), trial_id=run_trial_id(f"t{n}", 1, 4)))
-              for n in (1, 2)]  # both finalists have a failed relaunch, so neither is disqualified by it
-    out = study_outcome(records, [StagePlan(1, (1, 2), 4)], [*made, *failed], key=KEY, direction="maximize",
-                        alpha=0.05, count=2)
+    failed = [
+        replace(made[0], round=4, repeats=n, record=replace(trial(n, None), trial_id=run_trial_id(f"t{n}", 1, 4)))
+        for n in (1, 2)
+    ]  # both finalists have a failed relaunch, so neither is disqualified by it
+    out = study_outcome(
+        records, [StagePlan(1, (1, 2), 4)], [*made, *failed], key=KEY, direction="maximize", alpha=0.05, count=2
+    )
     assert out.decision is not None and out.decision.winner == 1 and out.winner_launches == 3
     (level,) = out.winner_levels
     iv = level["intervals"]["output_tok_per_s"]
     assert level["concurrency"] == 32 and level["output_tok_per_s"] == pytest.approx(1100.0)
     assert iv["n"] == 3 and iv["sd"] == pytest.approx(100.0)
-    assert (iv["high"] - iv["low"]) / 2 == pytest.approx(4.302652729911275 * 100.0 / 3 ** 0.5)  # t(0.975, 2)
+    assert (iv["high"] - iv["low"]) / 2 == pytest.approx(4.302652729911275 * 100.0 / 3**0.5)  # t(0.975, 2)
     # one new launch: the launch-to-launch sd relative to the mean, pooled over both finalists (2 + 2 degrees of
     # freedom), not the winner's 2 alone; t(0.975, 4) = 2.776
     cv = (((100.0 / 1100.0) ** 2 * 2 + (5.0 / 505.0) ** 2 * 2) / 4) ** 0.5
@@ -236,5 +281,7 @@ def test_an_interrupted_stage_declares_no_winner_and_keeps_the_leader() -> None:
     assert out.decision is not None and out.decision.method == "incomplete" and out.decision.winner == 0
     assert "3 of 4 relaunches" in out.decision.summary and "resumed" in out.decision.summary
     done = [*made, *runs(1, {4: [4779.0, 4800.0]}, mem={4: 0.80})[1:]]
-    assert study_outcome(records, [plan], done, key=KEY, direction="maximize", alpha=0.05,
-                         count=2).decision.method in ("separable", "tie")
+    assert study_outcome(records, [plan], done, key=KEY, direction="maximize", alpha=0.05, count=2).decision.method in (
+        "separable",
+        "tie",
+    )

@@ -151,8 +151,9 @@ def test_bench_serving_argv_uses_the_0517_flags(tmp_path: Path) -> None:
         "--base-url http://h:1",
     ):
         assert part in text, part
-    varied = bench_serving_argv(replace(SETUP, range_ratio=0.5), "http://h:1", tmp_path / "o.jsonl", 0,
-                                python="py", module="m")
+    varied = bench_serving_argv(
+        replace(SETUP, range_ratio=0.5), "http://h:1", tmp_path / "o.jsonl", 0, python="py", module="m"
+    )
     assert varied[varied.index("--random-range-ratio") + 1] == "0.5"  # SGLang's ratio is the lower bound: 1 - r
 
 
@@ -214,7 +215,9 @@ def test_measure_alternates_clients_on_one_server(
     StandIn.flushes = 0
     notes: list[str] = []
     runs = measure(stand_in, SETUP, out, run_sglang=True, python=sys.executable, module="fakebench", notes=notes)
-    assert [json.loads(ln)["client"] for ln in (out / "runs.jsonl").read_text().splitlines()] == [r.client for r in runs]
+    assert [json.loads(ln)["client"] for ln in (out / "runs.jsonl").read_text().splitlines()] == [
+        r.client for r in runs
+    ]
     assert StandIn.flushes == len(runs) == 6  # the radix cache is emptied before every run of either client
     assert any("flushed" in n for n in notes)
     assert [(r.client, r.repeat) for r in runs] == [
@@ -299,12 +302,14 @@ def test_interval_of_the_relative_difference_and_its_verdict() -> None:
     assert rel_diff_interval([1.0], [1.0, 2.0]) is None  # one run: no interval
     same = rel_diff_interval([2.0, 2.0], [2.0, 2.0])
     assert same == (0.0, 0.0)
-    runs = [Run("autotune", i, 1000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)] + \
-           [Run("sglang", i, 1000.0 + i, 20.0, 1.5 + 0.001 * i, 1.6, 8, 0, 1.0) for i in range(3)]
+    runs = [Run("autotune", i, 1000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)] + [
+        Run("sglang", i, 1000.0 + i, 20.0, 1.5 + 0.001 * i, 1.6, 8, 0, 1.0) for i in range(3)
+    ]
     by = {c.metric: c for c in compare(runs, 0.03)}
     assert by["output_tok_per_s"].decided == "agrees" and by["median_tpot_ms"].decided is None
-    far = [Run("autotune", i, 2000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)] + \
-          [Run("sglang", i, 1000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)]
+    far = [Run("autotune", i, 2000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)] + [
+        Run("sglang", i, 1000.0 + i, 20.0, 1.5, 1.6, 8, 0, 1.0) for i in range(3)
+    ]
     assert {c.metric: c for c in compare(far, 0.03)}["output_tok_per_s"].decided == "differs"
 
 
@@ -343,21 +348,42 @@ def test_flush_cache_answers(tmp_path: Path) -> None:
 def test_sharegpt_at_a_rate_gives_both_clients_the_same_conversations(tmp_path: Path) -> None:
     from tools.device.fidelity import sharegpt_file
 
-    convs = [{"conversations": [{"from": "human", "value": f"question {i} " * 5},
-                                {"from": "gpt", "value": f"answer {i} " * 9}]} for i in range(30)]
+    convs = [
+        {
+            "conversations": [
+                {"from": "human", "value": f"question {i} " * 5},
+                {"from": "gpt", "value": f"answer {i} " * 9},
+            ]
+        }
+        for i in range(30)
+    ]
     source = tmp_path / "sg.json"
     source.write_text(json.dumps(convs))
-    setup = replace(SETUP, dataset="sharegpt", request_rate=8.0, burstiness=0.5, sharegpt_path=str(source),
-                    model_dir=str(tmp_path), num_prompts=10)
+    setup = replace(
+        SETUP,
+        dataset="sharegpt",
+        request_rate=8.0,
+        burstiness=0.5,
+        sharegpt_path=str(source),
+        model_dir=str(tmp_path),
+        num_prompts=10,
+    )
     path = sharegpt_file(setup, 0, tmp_path)
     rows = json.loads(path.read_text())
     assert len(rows) == 10 and all(r["conversations"][1]["value"].startswith("answer") for r in rows)
     sent = build_requests(WorkloadSpec(kind="sharegpt", path=str(path), seed=SETUP.seed), 10)
     assert {r.text for r in sent} == {r["conversations"][0]["value"] for r in rows}  # autotune sends exactly these
-    text = " ".join(bench_serving_argv(setup, "http://h:1", tmp_path / "o.jsonl", 0, python="py", module="m",
-                                       dataset_file=path))
-    for part in ("--dataset-name sharegpt", f"--dataset-path {path}", "--request-rate 8", "--burstiness 0.5",
-                 "--num-prompts 10", "--seed 5"):
+    text = " ".join(
+        bench_serving_argv(setup, "http://h:1", tmp_path / "o.jsonl", 0, python="py", module="m", dataset_file=path)
+    )
+    for part in (
+        "--dataset-name sharegpt",
+        f"--dataset-path {path}",
+        "--request-rate 8",
+        "--burstiness 0.5",
+        "--num-prompts 10",
+        "--seed 5",
+    ):
         assert part in text, part
     assert "--max-concurrency" not in text  # open loop, as autotune's rate level
     with pytest.raises(BenchError, match="more than the ShareGPT conversations"):

@@ -23,7 +23,9 @@ def write(d: Path, runs: list[Run]) -> Path:
 
 
 def test_pairs_stay_within_their_check(tmp_path: Path) -> None:
-    a = write(tmp_path / "a", [run("autotune", 0, 102), run("sglang", 0, 100), run("sglang", 1, 100), run("autotune", 1, 104)])
+    a = write(
+        tmp_path / "a", [run("autotune", 0, 102), run("sglang", 0, 100), run("sglang", 1, 100), run("autotune", 1, 104)]
+    )
     b = write(tmp_path / "b", [run("autotune", 0, 99), run("sglang", 0, 100)])  # repeat 0 again: another check's pair
     runs = load_runs([a, b])
     assert sorted({r.repeat for r in runs}) == [0, 1, 1000]
@@ -35,7 +37,9 @@ def test_pairs_stay_within_their_check(tmp_path: Path) -> None:
 
 def test_runs_needed_grow_with_noise_and_vanish_outside_the_tolerance() -> None:
     quiet = [run("autotune", i, 100 + (i % 2)) for i in range(4)] + [run("sglang", i, 100 + (i % 2)) for i in range(4)]
-    loud = [run("autotune", i, 100 + 10 * (i % 2)) for i in range(4)] + [run("sglang", i, 100 + 10 * (i % 2)) for i in range(4)]
+    loud = [run("autotune", i, 100 + 10 * (i % 2)) for i in range(4)] + [
+        run("sglang", i, 100 + 10 * (i % 2)) for i in range(4)
+    ]
     n_quiet = noise(quiet, "output_tok_per_s", 0.0, 0.03).runs_needed
     n_loud = noise(loud, "output_tok_per_s", 0.0, 0.03).runs_needed
     assert n_quiet is not None and n_loud is not None and n_quiet < n_loud
@@ -43,7 +47,9 @@ def test_runs_needed_grow_with_noise_and_vanish_outside_the_tolerance() -> None:
 
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    a = write(tmp_path / "a", [run("autotune", 0, 101), run("sglang", 0, 100), run("sglang", 1, 99), run("autotune", 1, 100)])
+    a = write(
+        tmp_path / "a", [run("autotune", 0, 101), run("sglang", 0, 100), run("sglang", 1, 99), run("autotune", 1, 100)]
+    )
     out = tmp_path / "pooled.md"
     assert main([str(a), "--out", str(out)]) == 0
     text = out.read_text()

@@ -19,18 +19,43 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_protocol_runs_on_the_simulator(tmp_path: Path) -> None:
     model = tmp_path / "model"
-    subprocess.run([sys.executable, "-m", "autotune.models.dummy", "llama-1b", str(model)], check=True,
-                   capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "autotune.models.dummy", "llama-1b", str(model)],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "tools/device/interference.py", "--engine", "sim", "--model-dir", str(model), "--out", str(out),
-         "--rounds", "1", "--concurrency", "1,8",
-         "--client-args", "--input-len 32 --output-len 16 --windows 2,2 --min-duration 0.2 --warmup 1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "tools/device/interference.py",
+            "--engine",
+            "sim",
+            "--model-dir",
+            str(model),
+            "--out",
+            str(out),
+            "--rounds",
+            "1",
+            "--concurrency",
+            "1,8",
+            "--client-args",
+            "--input-len 32 --output-len 16 --windows 2,2 --min-duration 0.2 --warmup 1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "interference.json").read_text())
     assert [(r["phase"], r["servers"]) for r in doc["runs"]] == [
-        ("alone", [0]), ("alone", [1]), ("isolated", [0, 1]), ("shared", [0, 1])]
+        ("alone", [0]),
+        ("alone", [1]),
+        ("isolated", [0, 1]),
+        ("shared", [0, 1]),
+    ]
     assert doc["levels"] == [1, 8]
     for r in doc["runs"]:
         for res in r["results"]:
@@ -47,8 +72,14 @@ def test_protocol_runs_on_the_simulator(tmp_path: Path) -> None:
 
 
 def test_repin_reaches_threads_of_child_processes() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)",
+        ]
+    )
     try:
         deadline = time.monotonic() + 10
         while len(tree_tids(child.pid)) < 2 and time.monotonic() < deadline:
@@ -70,13 +101,30 @@ def test_repin_reaches_threads_of_child_processes() -> None:
 
 def test_render_gives_ratios_to_alone() -> None:
     def res(tok: float) -> dict:
-        return {"levels": [{"concurrency": 4, "output_tok_per_s": tok,
-                            "intervals": {"output_tok_per_s": {"low": tok - 1, "high": tok + 1, "n": 2}},
-                            "ttft_ms": {"p99": 10.0}}]}
-    doc = {"engine": "sim", "model_dir": "m", "gpus": "0,0", "cpus": ["0", "1"], "all_cpus": "0-1", "levels": [4],
-           "runs": [{"phase": "alone", "round": None, "servers": [0], "results": [res(100.0)]},
-                    {"phase": "alone", "round": None, "servers": [1], "results": [res(200.0)]},
-                    {"phase": "shared", "round": 1, "servers": [0, 1], "results": [res(50.0), res(150.0)]}]}
+        return {
+            "levels": [
+                {
+                    "concurrency": 4,
+                    "output_tok_per_s": tok,
+                    "intervals": {"output_tok_per_s": {"low": tok - 1, "high": tok + 1, "n": 2}},
+                    "ttft_ms": {"p99": 10.0},
+                }
+            ]
+        }
+
+    doc = {
+        "engine": "sim",
+        "model_dir": "m",
+        "gpus": "0,0",
+        "cpus": ["0", "1"],
+        "all_cpus": "0-1",
+        "levels": [4],
+        "runs": [
+            {"phase": "alone", "round": None, "servers": [0], "results": [res(100.0)]},
+            {"phase": "alone", "round": None, "servers": [1], "results": [res(200.0)]},
+            {"phase": "shared", "round": 1, "servers": [0, 1], "results": [res(50.0), res(150.0)]},
+        ],
+    }
     md = render(doc)
     assert "| shared 1 | A | 50 [49 .. 51] (0.50x) |" in md
     assert "| shared 1 | B | 150 [149 .. 151] (0.75x) |" in md

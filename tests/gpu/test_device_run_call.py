@@ -26,8 +26,13 @@ def test_a_renamed_study_comes_back_with_its_records(tmp_path: Path) -> None:
     (site / "sglang").mkdir(parents=True)
     for sets in (".device/whl", ".device-ray/whl"):  # pretend the wheel sets are installed (bootstrap's stamps)
         (site / (".bootstrap_ok." + "".join(c if c.isalnum() or c in "._-" else "_" for c in sets))).touch()
-    env = {**os.environ, "OUT": str(out), "SGLDEV_SITE": str(site), "AUTOTUNE_MODELS_DIR": str(tmp_path / "models"),
-           "PYTHON": sys.executable}  # this interpreter, whichever python3 comes first on PATH
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "SGLDEV_SITE": str(site),
+        "AUTOTUNE_MODELS_DIR": str(tmp_path / "models"),
+        "PYTHON": sys.executable,
+    }  # this interpreter, whichever python3 comes first on PATH
     proc = subprocess.run(
         [
             "bash", "tools/device/run_call_b.sh", "--deadline", "240", "--trials", "2", "--models", "llama-1b",

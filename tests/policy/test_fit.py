@@ -42,9 +42,15 @@ def test_unknown_fraction_is_not_predicted() -> None:
 
 def test_capture_failure_from_graph_memory_on_a_sim_profile() -> None:
     sizes = fit.from_profile(load_profile("kimi-k2.5-int4-8x-rtxpro6000"))
-    flags = {"mem-fraction-static": 0.92, "max-running-requests": 256, "speculative-algorithm": "EAGLE3",
-             "speculative-draft-model-path": "/models/public-k2-eagle3", "speculative-num-steps": 5,
-             "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}
+    flags = {
+        "mem-fraction-static": 0.92,
+        "max-running-requests": 256,
+        "speculative-algorithm": "EAGLE3",
+        "speculative-draft-model-path": "/models/public-k2-eagle3",
+        "speculative-num-steps": 5,
+        "speculative-eagle-topk": 4,
+        "speculative-num-draft-tokens": 8,
+    }
     p = fit.predict(sizes, flags, tp_size=8)
     assert not p.fits and p.failure is FailureKind.GRAPH_CAPTURE_FAILED
     assert fit.predict(sizes, {**flags, "mem-fraction-static": 0.8}, tp_size=8).fits
@@ -73,16 +79,22 @@ def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
     assert top_level(spec) == 128
     screen = default_screen(spec)
-    spec_on = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
-               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "mem_fraction_static": 0.85}
+    spec_on = {
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": "/models/public-k2-eagle3",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "mem_fraction_static": 0.85,
+    }
     assert "speculative default" in (screen({**spec_on, "max_running_requests": None}) or "")
     assert "below the top load" in (screen({**spec_on, "max_running_requests": 64}) or "")
     assert screen({**spec_on, "max_running_requests": 128}) is None
     assert screen({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.85}) is None
     h200 = load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml", overrides=StudyOverrides(engine="sim"))
     s2 = default_screen(h200)
-    assert "oom_at_launch" in (s2({"speculative_algorithm": None, "max_running_requests": None,
-                                   "mem_fraction_static": 0.01}) or "")
+    assert "oom_at_launch" in (
+        s2({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01}) or ""
+    )
 
 
 def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last() -> None:
@@ -113,8 +125,14 @@ def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last(
     assert deferred_seeds(other, None) == [user]
     for budget, stop_after in ((4, None), (40, 3)):
         study = open_study(other, None)
-        s = OptunaStudySearcher(other, study, budget=budget, on_record=lambda r, log: None,
-                                make_missing_record=_failed_record(other), screen=lambda p: None)
+        s = OptunaStudySearcher(
+            other,
+            study,
+            budget=budget,
+            on_record=lambda r, log: None,
+            make_missing_record=_failed_record(other),
+            screen=lambda p: None,
+        )
         launched = []
         for i in range(budget):
             if stop_after is not None and i == stop_after:
@@ -134,7 +152,17 @@ def _failed_record(spec):  # type: ignore[no-untyped-def]
     from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 
     def missing(number: int, tid: str, params: dict, reason: str) -> TrialRecord:
-        return TrialRecord(study=spec.name, trial_id=tid, number=number, params=params, flags={}, env={}, argv=[],
-                           outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, message=reason)
+        return TrialRecord(
+            study=spec.name,
+            trial_id=tid,
+            number=number,
+            params=params,
+            flags={},
+            env={},
+            argv=[],
+            outcome=TrialOutcome.FAILED,
+            failure=FailureKind.UNKNOWN,
+            message=reason,
+        )
 
     return missing

@@ -14,9 +14,14 @@ from autotune.space import load_study
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_study(ROOT / "search_spaces" / "speculative.yaml")
-EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
-         "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": None,
-         "mem_fraction_static": 0.85}
+EAGLE = {
+    "speculative_algorithm": "EAGLE3",
+    "speculative_draft_model_path": "/models/public-k2-eagle3",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "max_running_requests": None,
+    "mem_fraction_static": 0.85,
+}
 OFF = {"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.85}
 
 
@@ -92,8 +97,18 @@ def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
     from autotune.trial.records import TrialOutcome, TrialRecord
 
     def missing(number: int, tid: str, params: dict, reason: str) -> TrialRecord:
-        return TrialRecord(study=spec.name, trial_id=tid, number=number, params=params, flags={}, env={}, argv=[],
-                           outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, message=reason)
+        return TrialRecord(
+            study=spec.name,
+            trial_id=tid,
+            number=number,
+            params=params,
+            flags={},
+            env={},
+            argv=[],
+            outcome=TrialOutcome.FAILED,
+            failure=FailureKind.UNKNOWN,
+            message=reason,
+        )
 
     s = OptunaStudySearcher(spec, study, budget=6, on_record=lambda r, log: None, make_missing_record=missing)
     oom = {"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01}

@@ -15,23 +15,54 @@ KEY = OBJ.key
 
 
 def level(tput: float) -> LevelSummary:
-    return LevelSummary(concurrency=8, requests=4, failed=0, duration_s=1.0, output_tok_per_s=tput, request_per_s=1.0,
-                        input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None, e2e_ms=None, accept_length=None)
+    return LevelSummary(
+        concurrency=8,
+        requests=4,
+        failed=0,
+        duration_s=1.0,
+        output_tok_per_s=tput,
+        request_per_s=1.0,
+        input_tok_per_s=1.0,
+        ttft_ms=None,
+        itl_ms=None,
+        tpot_ms=None,
+        e2e_ms=None,
+        accept_length=None,
+    )
 
 
-def rec(number: int, windows: tuple[float, ...] | None, *, feasible: bool = True,
-        outcome: TrialOutcome = TrialOutcome.COMPLETE) -> TrialRecord:
+def rec(
+    number: int,
+    windows: tuple[float, ...] | None,
+    *,
+    feasible: bool = True,
+    outcome: TrialOutcome = TrialOutcome.COMPLETE,
+) -> TrialRecord:
     bench = None
     objectives = {}
     if windows is not None:
         lv = aggregate_windows(8, [level(w) for w in windows], "max_windows")
         bench = BenchResult(levels=(lv,))
         objectives = {KEY: lv.output_tok_per_s}
-    failure = None if outcome is TrialOutcome.COMPLETE else (
-        FailureKind.INVALID_CONFIG if outcome is TrialOutcome.INVALID else FailureKind.OOM_AT_LAUNCH)
-    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={}, flags={}, env={}, argv=[],
-                       outcome=outcome, failure=failure, bench=bench, objectives=objectives,
-                       feasible=feasible and outcome is TrialOutcome.COMPLETE)
+    failure = (
+        None
+        if outcome is TrialOutcome.COMPLETE
+        else (FailureKind.INVALID_CONFIG if outcome is TrialOutcome.INVALID else FailureKind.OOM_AT_LAUNCH)
+    )
+    return TrialRecord(
+        study="s",
+        trial_id=f"t{number}",
+        number=number,
+        params={},
+        flags={},
+        env={},
+        argv=[],
+        outcome=outcome,
+        failure=failure,
+        bench=bench,
+        objectives=objectives,
+        feasible=feasible and outcome is TrialOutcome.COMPLETE,
+    )
 
 
 RULE = StopRule(no_improvement_launches=3)
@@ -47,15 +78,24 @@ def test_improvements_within_the_noise_band_do_not_count() -> None:
 
 
 def test_an_improvement_beyond_the_band_resets_the_count() -> None:
-    records = [rec(0, (990.0, 1010.0)), rec(1, (900.0, 910.0)), rec(2, (900.0, 910.0)), rec(3, (1200.0, 1210.0)),
-               rec(4, (1000.0, 1000.0))]
+    records = [
+        rec(0, (990.0, 1010.0)),
+        rec(1, (900.0, 910.0)),
+        rec(2, (900.0, 910.0)),
+        rec(3, (1200.0, 1210.0)),
+        rec(4, (1000.0, 1000.0)),
+    ]
     c = check(records, OBJ, RULE)
     assert (c.stop, c.since_improvement, c.incumbent) == (False, 1, 3)
 
 
 def test_invalid_trials_are_not_launches_and_infeasible_ones_are() -> None:
-    records = [rec(0, (1000.0, 1000.0)), rec(1, None, outcome=TrialOutcome.INVALID),
-               rec(2, (5000.0, 5000.0), feasible=False), rec(3, None, outcome=TrialOutcome.INVALID)]
+    records = [
+        rec(0, (1000.0, 1000.0)),
+        rec(1, None, outcome=TrialOutcome.INVALID),
+        rec(2, (5000.0, 5000.0), feasible=False),
+        rec(3, None, outcome=TrialOutcome.INVALID),
+    ]
     c = check(records, OBJ, RULE)
     assert (c.stop, c.since_improvement) == (False, 1)
 

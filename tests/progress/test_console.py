@@ -25,9 +25,19 @@ class Clock:
 
 
 def _record(number: int, wall: float) -> TrialRecord:
-    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={"x": number}, flags={}, env={},
-                       argv=[], outcome=TrialOutcome.COMPLETE, objectives={"tok@max": 100.0 + number}, feasible=True,
-                       phases=PhaseTimings(trial_wall_s=wall))
+    return TrialRecord(
+        study="s",
+        trial_id=f"t{number}",
+        number=number,
+        params={"x": number},
+        flags={},
+        env={},
+        argv=[],
+        outcome=TrialOutcome.COMPLETE,
+        objectives={"tok@max": 100.0 + number},
+        feasible=True,
+        phases=PhaseTimings(trial_wall_s=wall),
+    )
 
 
 def test_eta_from_measured_trials_and_concurrency() -> None:

@@ -36,11 +36,14 @@ def argparse_error(argv: list[str]) -> str:
     return "INFO some startup line\n" + err.getvalue()
 
 
-@pytest.mark.parametrize(("argv", "kind"), [
-    (["--attention-backend", "bogus"], FailureKind.INVALID_VALUE),
-    (["--max-running-requests", "many"], FailureKind.INVALID_VALUE),
-    (["--no-such-flag", "1"], FailureKind.UNKNOWN_FLAG),
-])
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        (["--attention-backend", "bogus"], FailureKind.INVALID_VALUE),
+        (["--max-running-requests", "many"], FailureKind.INVALID_VALUE),
+        (["--no-such-flag", "1"], FailureKind.UNKNOWN_FLAG),
+    ],
+)
 def test_argparse_rejections_are_classified_by_cause(argv: list[str], kind: FailureKind) -> None:
     assert classify_failure(argparse_error(argv), ready=False) is kind
     assert rejected_flags_in_log(argparse_error(argv)) == (argv[0][2:],)
@@ -65,8 +68,9 @@ def _spec_with_sampled_backend(tmp_path: Path):  # type: ignore[no-untyped-def]
     doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
     doc["server"]["flags"] = {"max-running-requests": 32}
     doc["study"]["points_to_evaluate"] = []
-    doc["params"] = {"attention_backend": {"flag": "attention-backend", "type": "categorical",
-                                           "choices": ["triton", "bogus"]}}
+    doc["params"] = {
+        "attention_backend": {"flag": "attention-backend", "type": "categorical", "choices": ["triton", "bogus"]}
+    }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return load_study(path)
@@ -74,8 +78,9 @@ def _spec_with_sampled_backend(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _searcher(spec, tmp_path: Path) -> OptunaStudySearcher:  # type: ignore[no-untyped-def]
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
-    return OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
-                               make_missing_record=lambda *a: pytest.fail("unexpected"))
+    return OptunaStudySearcher(
+        spec, study, budget=5, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
+    )
 
 
 def _launch_failure(spec, number: int, params: dict, argv: list[str]) -> dict:  # type: ignore[no-untyped-def, type-arg]

@@ -34,8 +34,9 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-def test_alias_bomb_in_a_flag_value_is_refused_quickly_and_small(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_alias_bomb_in_a_flag_value_is_refused_quickly_and_small(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     levels = ["&a0 [lol, lol, lol, lol, lol, lol, lol, lol]"]
     levels += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 8)}]" for i in range(1, 8)]  # 8**8 = 16.7 M leaves
     path = _with_flag_value(tmp_path, "[" + ", ".join(levels) + "]")
@@ -49,8 +50,9 @@ def test_alias_bomb_in_a_flag_value_is_refused_quickly_and_small(tmp_path: Path,
     assert took < 10 and grown_mib < 100, (took, grown_mib)
 
 
-def test_deep_nesting_is_a_one_line_error_not_a_recursion_error(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_deep_nesting_is_a_one_line_error_not_a_recursion_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _with_flag_value(tmp_path, "[" * 20000 + "]" * 20000)
     assert main(["--space", str(path), "--validate-only"]) == 2
     err = _one_line_error(capsys)

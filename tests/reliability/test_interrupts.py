@@ -72,16 +72,20 @@ def test_watchdog_detects_a_lost_cluster_within_seconds() -> None:
 
 def test_watchdog_counts_a_hung_probe_as_lost() -> None:
     state, lost = StopState(), []
-    with RayWatchdog(state, lambda: time.sleep(30) or "", period_s=0.05, probe_timeout_s=0.3,
-                     on_lost=lambda: lost.append(1)):
+    with RayWatchdog(
+        state, lambda: time.sleep(30) or "", period_s=0.05, probe_timeout_s=0.3, on_lost=lambda: lost.append(1)
+    ):
         _wait_for(lambda: bool(lost))
     assert "did not answer" in state.infrastructure
 
 
 def test_watchdog_interrupts_the_main_thread_through_the_handlers() -> None:
     state = StopState()
-    with pytest.raises(StudyCancelled), stop_handlers(state, lambda: None, lambda s: None), \
-            RayWatchdog(state, lambda: "no Ray node is alive", period_s=0.05):
+    with (
+        pytest.raises(StudyCancelled),
+        stop_handlers(state, lambda: None, lambda s: None),
+        RayWatchdog(state, lambda: "no Ray node is alive", period_s=0.05),
+    ):
         # short sleeps, as Tune's loop polls: the watchdog's SIGINT (interrupt_main) is handled between them, while one
         # long sleep would only end after its 5 s
         deadline = time.monotonic() + 5
@@ -96,8 +100,13 @@ def test_a_trial_lost_with_the_cluster_is_not_recorded_nor_told(tmp_path: Path) 
     store.ensure()
     study = open_study(spec, store.db_url)
     recorded: list[object] = []
-    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: recorded.append(r),
-                            make_missing_record=lambda n, tid, p, why: pytest.fail("recorded as a trial failure"))
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=5,
+        on_record=lambda r, log: recorded.append(r),
+        make_missing_record=lambda n, tid, p, why: pytest.fail("recorded as a trial failure"),
+    )
     s.suggest("a")
     s.infrastructure_lost = True
     s.halted = True
@@ -115,7 +124,8 @@ def test_an_interrupted_export_says_so(tmp_path: Path) -> None:
 
     state = StopState(signal_name="SIGINT")
     recs = [make_record(0, tputs={1: 100.0, 8: 500.0, 32: 900.0, 128: 1000.0})]
-    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS,
-                 note=state.banner)
+    export_study(
+        tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS, note=state.banner
+    )
     assert (tmp_path / "best" / "report.md").read_text().startswith("> **INTERRUPTED (SIGINT)")
     assert json.loads((tmp_path / "best" / "best.json").read_text())["note"].startswith("INTERRUPTED")

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.slow
 TOKEN = "hf_e2eSecretValue0123456789"
 
 
-def _start(tmp_path: Path, name: str, trials: int = 3, finalists: dict | None = None,
-           wait_for: str = "trials.jsonl") -> tuple[list[str], dict[str, str], Path, subprocess.Popen[str]]:
+def _start(
+    tmp_path: Path, name: str, trials: int = 3, finalists: dict | None = None, wait_for: str = "trials.jsonl"
+) -> tuple[list[str], dict[str, str], Path, subprocess.Popen[str]]:
     study = json.loads(json.dumps(STUDY))
     study["study"]["name"] = name
     study["study"]["trials"] = trials
@@ -37,12 +38,26 @@ def _start(tmp_path: Path, name: str, trials: int = 3, finalists: dict | None = 
     study["server"]["env"] = {"HF_TOKEN": TOKEN}  # case 4 end to end: no file of the study may hold it
     space = tmp_path / f"{name}.yaml"
     space.write_text(yaml.safe_dump(study, sort_keys=False))
-    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), *([] if finalists else ["--finalists", "0"]),
-            "--results-dir", str(tmp_path / "results"),
-            "--dashboard-port", str(free_port()), "--serve-port", str(free_port()), "--max-concurrent", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "autotune.search",
+        "--space",
+        str(space),
+        *([] if finalists else ["--finalists", "0"]),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--dashboard-port",
+        str(free_port()),
+        "--serve-port",
+        str(free_port()),
+        "--max-concurrent",
+        "1",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(tmp_path / "registry")}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     root = tmp_path / "results" / name
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -86,8 +101,9 @@ def test_signal_exports_partial_results_with_a_banner(tmp_path: Path, sig: signa
 def test_ctrl_c_in_the_finalist_stage_keeps_its_relaunches_and_exports_an_incomplete_stage(tmp_path: Path) -> None:
     """Ctrl-C while the finalists are relaunched: no new relaunch starts, the finished ones stay in finalists.jsonl,
     and best/ is exported under the banner with the stage marked incomplete (no winner declared)."""
-    _, _, root, proc = _start(tmp_path, "finint", trials=2, finalists={"count": 2, "rounds": 2},
-                              wait_for="finalists.jsonl")
+    _, _, root, proc = _start(
+        tmp_path, "finint", trials=2, finalists={"count": 2, "rounds": 2}, wait_for="finalists.jsonl"
+    )
     os.kill(proc.pid, signal.SIGINT)
     out = _finish(proc)
     _cleanup_group(proc.pid)
@@ -108,7 +124,7 @@ def _raylet_of(driver_pid: int) -> int:
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
         if ppid == driver_pid and b"raylet" in cmd.split(b"\0")[0]:
             return int(d.name)
     raise AssertionError("the driver's raylet was not found")
@@ -117,8 +133,11 @@ def _raylet_of(driver_pid: int) -> int:
 def test_dead_raylet_is_an_infrastructure_stop_and_the_study_resumes(tmp_path: Path) -> None:
     argv, env, root, proc = _start(tmp_path, "raylet", trials=2)
     raylet = _raylet_of(proc.pid)
-    listening = [ln.split()[3] for ln in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-                 .splitlines() if f"pid={raylet}," in ln]
+    listening = [
+        ln.split()[3]
+        for ln in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines()
+        if f"pid={raylet}," in ln
+    ]
     assert listening and all("127.0.0.1" in a for a in listening), f"a local study's raylet listens on {listening}"
     os.kill(raylet, signal.SIGKILL)
     t0 = time.monotonic()
@@ -134,4 +153,3 @@ def test_dead_raylet_is_an_infrastructure_stop_and_the_study_resumes(tmp_path: P
     again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert f"{len(records)} finished trial(s) kept" in again.stdout
-

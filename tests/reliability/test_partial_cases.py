@@ -28,13 +28,17 @@ def _jsonl_study(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("text", "expect"), [
-    ('{"prompt": "hello"}\n{"prompt": "cut off\n', "line 2: invalid JSON"),
-    ("", "no rows"),
-    ('{"prompt": "a"}\n["not", "an", "object"]\n', "line 2: expected a JSON object"),
-])
-def test_bad_workload_file_fails_validate_only(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
-                                               expect: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ('{"prompt": "hello"}\n{"prompt": "cut off\n', "line 2: invalid JSON"),
+        ("", "no rows"),
+        ('{"prompt": "a"}\n["not", "an", "object"]\n', "line 2: expected a JSON object"),
+    ],
+)
+def test_bad_workload_file_fails_validate_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expect: str
+) -> None:
     assert main(["--space", str(_jsonl_study(tmp_path, text)), "--validate-only"]) == 2
     err = capsys.readouterr().err
     assert expect in err and "workload.path" in err and "Traceback" not in err
@@ -46,8 +50,9 @@ def test_300_character_study_name_is_a_one_line_error(tmp_path: Path, capsys: py
     assert err.startswith("error: ") and "300 characters" in err and err.count("\n") == 1
 
 
-def test_ray_address_with_no_cluster_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_ray_address_with_no_cluster_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import socket
 
     with socket.socket() as s:  # a port nobody listens on
@@ -61,8 +66,9 @@ def test_ray_address_with_no_cluster_is_a_one_line_error(tmp_path: Path, monkeyp
     assert "could not connect to the Ray cluster" in err and "RAY_ADDRESS" in err and "Traceback" not in err
 
 
-def test_address_auto_with_no_cluster_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_address_auto_with_no_cluster_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ray._private import services
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -86,15 +92,22 @@ def test_read_only_results_path_is_a_one_line_error(tmp_path: Path, capsys: pyte
 def test_stop_after_s_is_reported_as_what_ended_the_study(tmp_path: Path) -> None:
     spec = load_study(SMOKE)
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
-    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"), stop_after_s=0.01)
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=5,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("unexpected"),
+        stop_after_s=0.01,
+    )
     time.sleep(0.05)
     assert s.suggest("a") == Searcher.FINISHED
     assert s.timed_out
 
 
 def test_an_unusable_registry_directory_is_a_one_line_error_before_ray(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 28: an unwritable registry directory surfaced as an unexplained deploy_error of every trial."""
     from autotune.study import driver as driver_mod
     from autotune.trial import registry
@@ -117,9 +130,15 @@ def test_the_time_box_keeps_the_finalist_stage_its_time(tmp_path: Path) -> None:
     spec = load_study(SMOKE)
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
     reserve = [0.0]
-    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"), stop_after_s=60.0,
-                            reserve_s=lambda: reserve[0])
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=5,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("unexpected"),
+        stop_after_s=60.0,
+        reserve_s=lambda: reserve[0],
+    )
     first = s.suggest("a")
     assert isinstance(first, dict) and first["params"] == spec.baseline  # the baseline is the first launch
     reserve[0] = 59.0  # the finalist stage needs all but a second of the box: no new trial

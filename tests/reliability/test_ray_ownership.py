@@ -51,8 +51,19 @@ def _port_free(port: int) -> bool:
 def _agent(session: Path, title: str, *ports: int) -> subprocess.Popen[str]:
     (session / "logs").mkdir(parents=True, exist_ok=True)
     log = session / "logs" / f"{title.split('::')[-1].lower()}.log"
-    proc = subprocess.Popen(["bash", "-c", f'exec -a "{title}" "$0" -c "$1" "$2" "${{@:3}}"', sys.executable, AGENT,
-                             str(log), *map(str, ports)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            f'exec -a "{title}" "$0" -c "$1" "$2" "${{@:3}}"',
+            sys.executable,
+            AGENT,
+            str(log),
+            *map(str, ports),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
     return proc
 
@@ -78,8 +89,10 @@ def test_the_next_run_stops_its_dead_clusters_agents_and_frees_their_ports(tmp_p
     orphans: list[subprocess.Popen[str]] = []
     other: list[subprocess.Popen[str]] = []
     try:
-        orphans += [_agent(ours, "ray::DashboardAgent", ports[0], metrics),
-                    _agent(ours, "ray::RuntimeEnvAgent", ports[1])]
+        orphans += [
+            _agent(ours, "ray::DashboardAgent", ports[0], metrics),
+            _agent(ours, "ray::RuntimeEnvAgent", ports[1]),
+        ]
         other.append(_agent(theirs, "ray::DashboardAgent", free_port()))
         assert not any(_port_free(p) for p in (*ports, metrics))
         stopped = cluster.stop_orphans(study, said.append)

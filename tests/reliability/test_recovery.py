@@ -16,12 +16,22 @@ SMOKE = ROOT / "search_spaces" / "smoke.yaml"
 
 
 def rec(number: int) -> TrialRecord:
-    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={"x": number}, flags={}, env={},
-                       argv=["a"], outcome=TrialOutcome.FAILED, failure=FailureKind.OOM_AT_LAUNCH)
+    return TrialRecord(
+        study="s",
+        trial_id=f"t{number}",
+        number=number,
+        params={"x": number},
+        flags={},
+        env={},
+        argv=["a"],
+        outcome=TrialOutcome.FAILED,
+        failure=FailureKind.OOM_AT_LAUNCH,
+    )
 
 
 def test_a_record_torn_in_the_middle_is_restored_from_its_copy_under_trials(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = StudyStore(tmp_path / "s")
     for n in range(3):
         store.append(rec(n))
@@ -33,14 +43,16 @@ def test_a_record_torn_in_the_middle_is_restored_from_its_copy_under_trials(
     assert "restored" in err and "0001-t1.json" in err
     store.restore()
     assert [r.number for r in store.read().records] == [0, 1, 2]
-    assert sum(1 for line in store.records_path.read_text().splitlines() if '"trial_id": "t1"' in line) == 1, \
+    assert sum(1 for line in store.records_path.read_text().splitlines() if '"trial_id": "t1"' in line) == 1, (
         "the restored record is appended to trials.jsonl once"
+    )
     store.restore()
     assert sum(1 for line in store.records_path.read_text().splitlines() if '"trial_id": "t1"' in line) == 1
 
 
 def test_a_full_disk_is_a_one_line_error_that_says_what_to_do(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The write of a record fails with ENOSPC (as the kernel reports a full disk) in the middle of the search."""
     import errno
 
@@ -67,7 +79,8 @@ def test_a_full_disk_is_a_one_line_error_that_says_what_to_do(
 
 
 def test_a_truncated_study_db_is_explained_and_rebuilt_from_the_records(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import optuna
 
     from autotune.search import main
@@ -99,7 +112,8 @@ def test_a_truncated_study_db_is_explained_and_rebuilt_from_the_records(
 
 
 def test_an_export_killed_midway_leaves_the_last_whole_one_and_is_detected(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autotune.export import export_study, half_export, writer
     from tests.export.conftest import LEVELS, OBJECTIVES, make_record
 
@@ -115,8 +129,9 @@ def test_an_export_killed_midway_leaves_the_last_whole_one_and_is_detected(
     with pytest.raises(KeyboardInterrupt):
         export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS)
     best = tmp_path / "best"
-    assert not (best / "best.json").exists() or (best / "launch.sh").exists(), \
+    assert not (best / "best.json").exists() or (best / "launch.sh").exists(), (
         "best/ never holds best.json without launch.sh"
+    )
     assert "cut short" in half_export(tmp_path)
     monkeypatch.setattr(writer, "_write_atomic", real)
     export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, records=recs, load_levels=LEVELS)

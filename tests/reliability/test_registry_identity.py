@@ -29,7 +29,9 @@ def _regdir(tmp_path: Path) -> Path:
     return d
 
 
-def test_planted_entry_naming_an_unrelated_process_is_not_signalled(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+def test_planted_entry_naming_an_unrelated_process_is_not_signalled(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
     reg = _regdir(tmp_path)
     # a stale or planted file: right owner, a live group, but no identity recorded at launch
     (reg / f"{sleeper.pid}.json").write_text(json.dumps({"pgid": sleeper.pid, "owner": "study-a", "argv": ["x"]}))

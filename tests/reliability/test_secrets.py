@@ -27,8 +27,7 @@ CUSTOM = "https://user:hunter2@proxy.internal:3128"
 
 def secret_spec(tmp_path: Path):  # type: ignore[no-untyped-def]
     doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
-    doc["server"]["env"] = {"NCCL_NVLS_ENABLE": "0", "HF_TOKEN": TOKEN, "OPENAI_API_KEY": OPENAI,
-                            "HTTPS_PROXY": CUSTOM}
+    doc["server"]["env"] = {"NCCL_NVLS_ENABLE": "0", "HF_TOKEN": TOKEN, "OPENAI_API_KEY": OPENAI, "HTTPS_PROXY": CUSTOM}
     doc["server"]["secret_env"] = ["HTTPS_PROXY"]
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -48,12 +47,14 @@ def test_trial_record_and_log_hold_no_secret_but_the_server_gets_it(tmp_path: Pa
     spec = secret_spec(tmp_path)
 
     log = f"server started with token {TOKEN}\n"
-    replica = FakeReplica(report=replace(FakeReplica().report, log_text=log),
-                          teardown=Teardown(error=f"proxy {CUSTOM} refused"))  # a secret in the record's message
+    replica = FakeReplica(
+        report=replace(FakeReplica().report, log_text=log), teardown=Teardown(error=f"proxy {CUSTOM} refused")
+    )  # a secret in the record's message
     deployer = FakeDeployer(replica)
     params = {"mem_fraction_static": 0.8, "max_running_requests": 16}
-    record, log_text = runner.run_trial(spec, params, trial_id="t", number=0, deployer=deployer,
-                                        send=lambda event: None)
+    record, log_text = runner.run_trial(
+        spec, params, trial_id="t", number=0, deployer=deployer, send=lambda event: None
+    )
     server_env = deployer.requests[0].launch.env  # what the replica (and so the server) is given
     assert server_env["HF_TOKEN"] == TOKEN and server_env["HTTPS_PROXY"] == CUSTOM
     assert record.outcome is TrialOutcome.COMPLETE and "proxy" in record.message
@@ -96,8 +97,9 @@ def test_the_searcher_tune_pickles_into_its_folder_holds_no_secret(tmp_path: Pat
 
     spec = secret_spec(tmp_path)
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
-    s = OptunaStudySearcher(spec, study, budget=1, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    s = OptunaStudySearcher(
+        spec, study, budget=1, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
+    )
     blob = cloudpickle.dumps(s)
     assert [v for v in (TOKEN, OPENAI, CUSTOM) if v.encode() in blob] == []
     assert s.spec.server.env["HF_TOKEN"] == TOKEN  # the live searcher is untouched
@@ -113,8 +115,12 @@ FLAG_SECRETS = (API_KEY, DECLARED, DB_PASS, "pw-in-the-url-77")
 
 def flag_secret_spec(tmp_path: Path, *, declared: bool = True):  # type: ignore[no-untyped-def]
     doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
-    doc["server"]["flags"] = {**doc["server"].get("flags", {}), "api-key": API_KEY,
-                              "tokenizer-path": "/models/tok-7b", "skip-tokenizer-init": True}
+    doc["server"]["flags"] = {
+        **doc["server"].get("flags", {}),
+        "api-key": API_KEY,
+        "tokenizer-path": "/models/tok-7b",
+        "skip-tokenizer-init": True,
+    }
     doc["server"]["env"] = {"TOKENIZERS_PARALLELISM": "false", "DB_PASS": DB_PASS, "DATABASE_URL": DB_URL}
     if declared:
         doc["server"]["flags"]["custom-credential"] = DECLARED
@@ -150,8 +156,9 @@ def test_a_known_credential_flag_is_kept_out_of_study_json_and_tunes_pickle(tmp_
     text = json.dumps(_spec_json(spec))
     assert _flag_leaks(text) == [] and '"api-key": "<redacted>"' in text
     study = open_study(spec, f"sqlite:///{tmp_path / 'study.db'}")
-    s = OptunaStudySearcher(spec, study, budget=1, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    s = OptunaStudySearcher(
+        spec, study, budget=1, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
+    )
     assert _flag_leaks(cloudpickle.dumps(s)) == []
     assert s.spec.server.flags["api-key"] == API_KEY  # the live searcher is untouched
 
@@ -161,14 +168,19 @@ def test_declared_and_shaped_secrets_never_reach_a_record_a_log_or_the_export(tm
     log = f"args: --api-key {API_KEY} --custom-credential {DECLARED}; db {DB_URL}; pass {DB_PASS}\n"
     replica = FakeReplica(report=replace(FakeReplica().report, log_text=log, argv=()))  # the launch's argv is recorded
     deployer = FakeDeployer(replica)
-    record, log_text = runner.run_trial(spec, {"mem_fraction_static": 0.8, "max_running_requests": 16},
-                                        trial_id="t", number=0, deployer=deployer, send=lambda event: None)
+    record, log_text = runner.run_trial(
+        spec,
+        {"mem_fraction_static": 0.8, "max_running_requests": 16},
+        trial_id="t",
+        number=0,
+        deployer=deployer,
+        send=lambda event: None,
+    )
     launched = deployer.requests[0].launch
     assert API_KEY in launched.argv and DECLARED in launched.argv and launched.env["DB_PASS"] == DB_PASS
     assert _flag_leaks(json.dumps(record.to_json())) == [] and _flag_leaks(log_text) == [], log_text
     assert _flag_leaks(json.dumps(_spec_json(spec))) == []
-    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, load_levels=LEVELS,
-                 records=[_as_sglang(record)])
+    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, load_levels=LEVELS, records=[_as_sglang(record)])
     for path in (tmp_path / "best").iterdir():
         assert _flag_leaks(path.read_text()) == [], path.name
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path.name
@@ -181,29 +193,48 @@ def test_names_that_only_contain_a_pattern_are_written_and_exported_as_measured(
     """Case 3: --tokenizer-path '<redacted>', and TOKENIZERS_PARALLELISM demanded from the environment, broke launch.sh."""
     spec = flag_secret_spec(tmp_path)
     replica = FakeReplica(report=replace(FakeReplica().report, argv=()))
-    record, _ = runner.run_trial(spec, {"mem_fraction_static": 0.8, "max_running_requests": 16}, trial_id="t",
-                                 number=0, deployer=FakeDeployer(replica), send=lambda event: None)
+    record, _ = runner.run_trial(
+        spec,
+        {"mem_fraction_static": 0.8, "max_running_requests": 16},
+        trial_id="t",
+        number=0,
+        deployer=FakeDeployer(replica),
+        send=lambda event: None,
+    )
     assert record.flags["tokenizer-path"] == "/models/tok-7b" and record.env["TOKENIZERS_PARALLELISM"] == "false"
     assert "/models/tok-7b" in record.argv and "--skip-tokenizer-init" in record.argv
     data = _spec_json(spec)
     assert data["server"]["flags"]["tokenizer-path"] == "/models/tok-7b"
     assert data["server"]["env"]["TOKENIZERS_PARALLELISM"] == "false"
-    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, load_levels=LEVELS,
-                 records=[_as_sglang(record)])
+    export_study(tmp_path, study_name="demo", objectives=OBJECTIVES, load_levels=LEVELS, records=[_as_sglang(record)])
     launch = (tmp_path / "best" / "launch.sh").read_text()
     assert "--tokenizer-path /models/tok-7b" in launch and "--skip-tokenizer-init" in launch
     assert "export TOKENIZERS_PARALLELISM=false" in launch
 
 
-@pytest.mark.parametrize(("name", "value", "secret"), [
-    ("TOKENIZERS_PARALLELISM", "false", False), ("tokenizer-path", "/m/tok", False),
-    ("skip-tokenizer-init", "True", False), ("speculative-num-draft-tokens", "4", False),
-    ("RAY_AUTH_MODE", "token", False), ("max-total-tokens", "4096", False), ("KEYBOARD_LAYOUT", "us", False),
-    ("HF_TOKEN", "x", True), ("OPENAI_API_KEY", "x", True), ("AWS_SECRET_ACCESS_KEY", "x", True),
-    ("DB_PASS", "x", True), ("MYSQL_PWD", "x", True), ("api-key", "x", True), ("hf-token", "x", True),
-    ("DATABASE_URL", "postgresql://u:p@h/d", True), ("HTTPS_PROXY", "http://user:pw@proxy:3128", True),
-    ("HTTPS_PROXY", "http://proxy:3128", False), ("SOME_VALUE", "hf_" + "a" * 30, True),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("TOKENIZERS_PARALLELISM", "false", False),
+        ("tokenizer-path", "/m/tok", False),
+        ("skip-tokenizer-init", "True", False),
+        ("speculative-num-draft-tokens", "4", False),
+        ("RAY_AUTH_MODE", "token", False),
+        ("max-total-tokens", "4096", False),
+        ("KEYBOARD_LAYOUT", "us", False),
+        ("HF_TOKEN", "x", True),
+        ("OPENAI_API_KEY", "x", True),
+        ("AWS_SECRET_ACCESS_KEY", "x", True),
+        ("DB_PASS", "x", True),
+        ("MYSQL_PWD", "x", True),
+        ("api-key", "x", True),
+        ("hf-token", "x", True),
+        ("DATABASE_URL", "postgresql://u:p@h/d", True),
+        ("HTTPS_PROXY", "http://user:pw@proxy:3128", True),
+        ("HTTPS_PROXY", "http://proxy:3128", False),
+        ("SOME_VALUE", "hf_" + "a" * 30, True),
+    ],
+)
 def test_secret_by_declaration_and_shape(name: str, value: str, secret: bool) -> None:
     from autotune.core.secrets import is_secret
 
@@ -211,7 +242,8 @@ def test_secret_by_declaration_and_shape(name: str, value: str, secret: bool) ->
 
 
 def test_a_study_with_only_a_secret_flag_gets_a_private_directory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autotune.study import driver as driver_mod
     from autotune.trial import registry
 
@@ -237,9 +269,16 @@ def test_flags_are_secret_by_word_not_by_substring() -> None:
     assert is_secret("api-key") and is_secret("hf-token") and is_secret("admin-password")
     assert not is_secret("speculative-num-draft-tokens") and not is_secret("tokenizer-path")
     assert not is_secret("max-prefill-tokens") and is_secret("my-flag", ("my-flag",))
-    rec = TrialRecord(study="s", trial_id="t", number=0, params={}, argv=["--api-key", "sk-abcdef0123456789xyz"],
-                      flags={"api-key": "sk-abcdef0123456789xyz", "speculative-num-draft-tokens": 12}, env={},
-                      outcome=TrialOutcome.COMPLETE)
+    rec = TrialRecord(
+        study="s",
+        trial_id="t",
+        number=0,
+        params={},
+        argv=["--api-key", "sk-abcdef0123456789xyz"],
+        flags={"api-key": "sk-abcdef0123456789xyz", "speculative-num-draft-tokens": 12},
+        env={},
+        outcome=TrialOutcome.COMPLETE,
+    )
     safe, _ = redact_record(rec, "", {})
     assert safe.flags["speculative-num-draft-tokens"] == 12 and safe.flags["api-key"] != "sk-abcdef0123456789xyz"
     assert "sk-abcdef0123456789xyz" not in " ".join(safe.argv)
@@ -266,8 +305,14 @@ def test_the_searcher_tune_pickles_holds_no_secret_even_through_a_driver_callbac
         def reserve(self) -> float:
             return 0.0
 
-    s = OptunaStudySearcher(spec, open_study(spec, f"sqlite:///{tmp_path / 'study.db'}"), budget=2,
-                            on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected"),
-                            reserve_s=Driver().reserve, stop_after_s=60.0)
+    s = OptunaStudySearcher(
+        spec,
+        open_study(spec, f"sqlite:///{tmp_path / 'study.db'}"),
+        budget=2,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("unexpected"),
+        reserve_s=Driver().reserve,
+        stop_after_s=60.0,
+    )
     s.suggest("a")
     assert b"hf_pickledSecretValue0123456789" not in cloudpickle.dumps(s)

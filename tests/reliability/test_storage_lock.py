@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,23 @@ sys.exit(main(sys.argv[1:]))
 
 def _first_driver(results: Path, storage: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen([sys.executable, "-c", FIRST, "--space", SMOKE, "--results-dir", str(results),
-                             "--storage", storage, "--verbose"], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FIRST,
+            "--space",
+            SMOKE,
+            "--results-dir",
+            str(results),
+            "--storage",
+            storage,
+            "--verbose",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:  # "--verbose": the driver's output stays on its stdout
         if line.strip() == "running":
@@ -49,8 +65,9 @@ def _first_driver(results: Path, storage: str) -> subprocess.Popen[str]:
     raise AssertionError(f"the first driver did not start (exit {proc.returncode})")
 
 
-def _second_is_refused(tmp_path: Path, storage: str, monkeypatch: pytest.MonkeyPatch,
-                       capsys: pytest.CaptureFixture[str]) -> None:
+def _second_is_refused(
+    tmp_path: Path, storage: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     first = _first_driver(tmp_path / "results-a", storage)
     try:
         touched: list[str] = []
@@ -67,33 +84,52 @@ def _second_is_refused(tmp_path: Path, storage: str, monkeypatch: pytest.MonkeyP
     finally:
         first.kill()
         first.wait()
-    # the holder is gone (SIGKILL): the storage's lock went with it, and the study runs from the other directory
+    # the holder is gone (SIGKILL): the storage's lock went with it (PostgreSQL frees a session's advisory lock when
+    # its backend sees the connection closed, within moments), and the study runs from the other directory
     monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: None)
-    assert main(["--space", SMOKE, "--results-dir", str(tmp_path / "results-b"), "--storage", storage]) != 2, \
-        capsys.readouterr().err
+    deadline = time.monotonic() + 20
+    while (code := main(["--space", SMOKE, "--results-dir", str(tmp_path / "results-b"), "--storage", storage])) == 2:
+        err = capsys.readouterr().err
+        assert f"pid {first.pid}" in err and time.monotonic() < deadline, err
+        time.sleep(0.5)
+    assert code != 2
 
 
-def test_two_fresh_drivers_on_one_sqlite_storage_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_fresh_drivers_on_one_sqlite_storage_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _second_is_refused(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}", monkeypatch, capsys)
 
 
 def test_the_default_storage_of_one_directory_and_a_url_naming_it_are_one_study(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The first driver uses results-a/smoke/study.db by default; a second names that file with --storage."""
     first = _first_driver(tmp_path / "results-a", f"sqlite:///{tmp_path / 'results-a' / 'smoke' / 'study.db'}")
     first.kill()
     first.wait()
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen([sys.executable, "-c", FIRST, "--space", SMOKE, "--results-dir",
-                             str(tmp_path / "results-a"), "--verbose"], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FIRST, "--space", SMOKE, "--results-dir", str(tmp_path / "results-a"), "--verbose"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         assert any(line.strip() == "running" for line in proc.stdout)
         monkeypatch.setattr(registry, "sweep", lambda *a, **k: [])
         monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: pytest.fail("must not run"))
-        code = main(["--space", SMOKE, "--results-dir", str(tmp_path / "results-b"), "--storage",
-                     f"sqlite:///{tmp_path / 'results-a' / 'smoke' / 'study.db'}"])
+        code = main(
+            [
+                "--space",
+                SMOKE,
+                "--results-dir",
+                str(tmp_path / "results-b"),
+                "--storage",
+                f"sqlite:///{tmp_path / 'results-a' / 'smoke' / 'study.db'}",
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and f"pid {proc.pid}" in err, err
     finally:
@@ -103,6 +139,9 @@ def test_the_default_storage_of_one_directory_and_a_url_naming_it_are_one_study(
 
 @pytest.mark.slow
 def test_two_fresh_drivers_on_one_postgresql_storage_are_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        postgres_url: str) -> None:  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    postgres_url: str,  # noqa: F811 - the fixture imported above
+) -> None:
     _second_is_refused(tmp_path, postgres_url, monkeypatch, capsys)

@@ -12,9 +12,17 @@ from autotune.trial.store import StudyStore
 
 
 def rec(number: int, outcome: TrialOutcome = TrialOutcome.COMPLETE) -> TrialRecord:
-    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={"x": number}, flags={}, env={},
-                       argv=["a"], outcome=outcome,
-                       failure=None if outcome is TrialOutcome.COMPLETE else FailureKind.OOM_AT_LAUNCH)
+    return TrialRecord(
+        study="s",
+        trial_id=f"t{number}",
+        number=number,
+        params={"x": number},
+        flags={},
+        env={},
+        argv=["a"],
+        outcome=outcome,
+        failure=None if outcome is TrialOutcome.COMPLETE else FailureKind.OOM_AT_LAUNCH,
+    )
 
 
 def test_torn_last_line_does_not_swallow_the_next_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -49,8 +57,9 @@ def test_unreadable_line_is_reported_not_silently_dropped(tmp_path: Path, capsys
     assert "unreadable record" in err and "line 2" in err
 
 
-def test_newer_record_with_unknown_fields_is_kept_and_reported(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_newer_record_with_unknown_fields_is_kept_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = StudyStore(tmp_path / "s")
     newer = rec(0).to_json() | {"schema_version": SCHEMA_VERSION + 1, "energy_j": 12.5}
     newer["phases"]["kv_warmup_s"] = 0.5
@@ -68,12 +77,15 @@ def test_records_carry_a_schema_version(tmp_path: Path) -> None:
     assert rec(0).to_json()["schema_version"] == SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"outcome": TrialOutcome.FAILED, "failure": None},
-    {"outcome": TrialOutcome.COMPLETE, "failure": FailureKind.OOM_AT_LAUNCH},
-    {"outcome": TrialOutcome.FAILED, "failure": FailureKind.UNKNOWN, "feasible": True},
-    {"outcome": TrialOutcome.COMPLETE, "failure": None, "number": -1},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"outcome": TrialOutcome.FAILED, "failure": None},
+        {"outcome": TrialOutcome.COMPLETE, "failure": FailureKind.OOM_AT_LAUNCH},
+        {"outcome": TrialOutcome.FAILED, "failure": FailureKind.UNKNOWN, "feasible": True},
+        {"outcome": TrialOutcome.COMPLETE, "failure": None, "number": -1},
+    ],
+)
 def test_trial_record_invariants(kwargs: dict) -> None:  # type: ignore[type-arg]
     base = {"study": "s", "trial_id": "t", "number": 0, "params": {}, "flags": {}, "env": {}, "argv": []}
     with pytest.raises(ValueError):

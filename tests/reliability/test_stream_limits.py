@@ -15,14 +15,14 @@ from tests.bench.test_client_http import SPEC, _chunk, _event, complete, run_aga
 
 async def malformed_mid_stream(n: int, w: asyncio.StreamWriter) -> None:
     w.write(_chunk(_event(1)))
-    w.write(_chunk(b"data: {\"text\": \"t\", \"meta_info\n\n"))  # cut-off JSON, then the stream goes on normally
+    w.write(_chunk(b'data: {"text": "t", "meta_info\n\n'))  # cut-off JSON, then the stream goes on normally
     w.write(_chunk(_event(3, final=True)))
     w.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
     await w.drain()
 
 
 async def endless_line(n: int, w: asyncio.StreamWriter) -> None:
-    w.write(_chunk(b"data: {\"text\": \""))
+    w.write(_chunk(b'data: {"text": "'))
     block = _chunk(b"x" * 65536)
     try:
         for _ in range(4 * MAX_LINE_BYTES // 65536):  # 4x the cap, never a newline
@@ -56,7 +56,7 @@ def test_sse_lines_splits_across_chunks_and_keeps_utf8() -> None:
     async def gen() -> AsyncIterator[bytes]:
         data = ("data: " + json.dumps({"text": "é"}, ensure_ascii=False) + "\r\n\r\ndata: [DONE]\n").encode()
         for i in range(len(data)):
-            yield data[i:i + 1]
+            yield data[i : i + 1]
 
     async def collect() -> list[str]:
         return [line async for line in sse_lines(gen(), max_line_bytes=64)]
@@ -66,6 +66,7 @@ def test_sse_lines_splits_across_chunks_and_keeps_utf8() -> None:
     async def too_long() -> list[str]:
         async def one() -> AsyncIterator[bytes]:
             yield b"x" * 65 + b"\n"
+
         return [line async for line in sse_lines(one(), max_line_bytes=64)]
 
     with pytest.raises(ValueError, match="more than 64"):
@@ -79,6 +80,7 @@ def _lying(ct: int, prompt_tokens: int = 4):  # type: ignore[no-untyped-def]
         w.write(_chunk(b"data: " + json.dumps({"text": "t", "meta_info": meta}).encode() + b"\n\n"))
         w.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await w.drain()
+
     return behaviour
 
 

@@ -40,7 +40,8 @@ def _finished_study(results: Path) -> Path:
 
 
 def test_resuming_a_renamed_directory_under_its_new_name_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = _finished_study(tmp_path)
     moved = old.rename(tmp_path / "copy")
     before = {p.name: p.read_bytes() for p in moved.iterdir() if p.is_file()}
@@ -59,7 +60,8 @@ def test_resuming_a_renamed_directory_under_its_new_name_is_refused(
 
 
 def test_a_copied_directory_without_study_json_is_known_by_its_records(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = _finished_study(tmp_path / "a")
     copy = tmp_path / "b" / "copy"
     shutil.copytree(old, copy)
@@ -71,8 +73,9 @@ def test_a_copied_directory_without_study_json_is_known_by_its_records(
     assert code == 2 and "'smoke'" in err and "trials.jsonl" in err, err
 
 
-def test_the_same_name_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_same_name_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _finished_study(tmp_path)
     monkeypatch.setattr(registry, "sweep", lambda *a, **k: [])
     monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: None)

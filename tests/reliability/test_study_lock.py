@@ -27,7 +27,8 @@ time.sleep(60)
 
 
 def test_second_driver_of_a_running_study_exits_without_touching_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     study_dir = tmp_path / "smoke"
     study_dir.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(study_dir / ".lock")], stdout=subprocess.PIPE, text=True)

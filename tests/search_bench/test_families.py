@@ -12,8 +12,13 @@ from benchmarks.search.families import FAMILIES, FamilyLandscape, applies, famil
 from benchmarks.search.family_bench import main, run_method, table
 from benchmarks.search.landscape import enumerate_points
 
-EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/tmp/models/eagle3-llama-1b",
-         "speculative_eagle_topk": 1, "max_running_requests": 128, "mem_fraction_static": 0.82}
+EAGLE = {
+    "speculative_algorithm": "EAGLE3",
+    "speculative_draft_model_path": "/tmp/models/eagle3-llama-1b",
+    "speculative_eagle_topk": 1,
+    "max_running_requests": 128,
+    "mem_fraction_static": 0.82,
+}
 
 
 def test_a_family_is_drawn_from_its_own_seed() -> None:
@@ -29,8 +34,9 @@ def test_sglang_s_own_rules_still_decide_validity_and_memory() -> None:
     spec = load_space("h200-tp1-speculative")
     for family in FAMILIES:
         land = FamilyLandscape(spec, family, 0)
-        bad = land.evaluate({**EAGLE, "speculative_num_steps": 4, "speculative_eagle_topk": 2,
-                             "speculative_num_draft_tokens": 4})
+        bad = land.evaluate(
+            {**EAGLE, "speculative_num_steps": 4, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 4}
+        )
         assert bad.outcome == "invalid" and not bad.launched
         oom = land.evaluate({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01})
         assert oom.outcome == "failed" and oom.true_value == 0.0
@@ -40,8 +46,13 @@ def test_the_speed_over_steps_is_not_the_chain_model_s() -> None:
     """spec-nonmonotone: the chain model's speed over steps, L(k) / (1 + c k), rises then falls; in some drawn
     landscape the family's has a valley (a step count slower than both its neighbours)."""
     spec = load_space("speculative")
-    point = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
-             "speculative_eagle_topk": 1, "max_running_requests": 128, "mem_fraction_static": 0.9}
+    point = {
+        "speculative_algorithm": "EAGLE3",
+        "speculative_draft_model_path": "/models/public-k2-eagle3",
+        "speculative_eagle_topk": 1,
+        "max_running_requests": 128,
+        "mem_fraction_static": 0.9,
+    }
     valleys = 0
     for instance in range(6):
         land = FamilyLandscape(spec, "spec-nonmonotone", instance)
@@ -79,9 +90,32 @@ def test_methods_run_and_judge_the_export_by_its_true_value(method: str) -> None
 
 def test_cli_writes_runs_and_the_table(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "f.json.gz"
-    assert main(["run", "--families", "needle", "--spaces", "h200x2-tp2-nccl", "--seeds", "1", "--noise", "0",
-                 "--launches", "5", "--methods", "autotune", "pipeline-random", "no-defer", "--ablation-noise", "0",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--families",
+                "needle",
+                "--spaces",
+                "h200x2-tp2-nccl",
+                "--seeds",
+                "1",
+                "--noise",
+                "0",
+                "--launches",
+                "5",
+                "--methods",
+                "autotune",
+                "pipeline-random",
+                "no-defer",
+                "--ablation-noise",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     doc = jsonio.load(out)
     assert doc["complete"] and {r["method"] for r in doc["runs"]} == {"autotune", "pipeline-random", "no-defer"}
     # no seed point launched last in this space: removing that rule changes nothing, the run is copied

@@ -20,8 +20,9 @@ def test_enumeration_matches_the_sampler_shape() -> None:
     spec = load_space("speculative")
     points = enumerate_points(spec, float_points=4)
     off = [p for p in points if p["speculative_algorithm"] is None]
-    assert len(off) == 5 * 4 and all(set(p) == {"speculative_algorithm", "max_running_requests",
-                                                "mem_fraction_static"} for p in off)
+    assert len(off) == 5 * 4 and all(
+        set(p) == {"speculative_algorithm", "max_running_requests", "mem_fraction_static"} for p in off
+    )
     tree = [p for p in points if p.get("speculative_eagle_topk", 1) > 1]
     assert all("speculative_num_draft_tokens" in p for p in tree)
 
@@ -31,9 +32,17 @@ def test_landscape_outcomes_and_the_pruned_optimum_is_exact() -> None:
     land = Landscape(spec, VARIANTS[2])
     oom = land.evaluate({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01})
     assert oom.outcome == "failed" and oom.failure.value == "oom_at_launch" and oom.true_value == 0.0
-    bad = land.evaluate({"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/tmp/models/eagle3-llama-1b",
-                         "speculative_num_steps": 4, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 4,
-                         "max_running_requests": 64, "mem_fraction_static": 0.82})
+    bad = land.evaluate(
+        {
+            "speculative_algorithm": "EAGLE3",
+            "speculative_draft_model_path": "/tmp/models/eagle3-llama-1b",
+            "speculative_num_steps": 4,
+            "speculative_eagle_topk": 2,
+            "speculative_num_draft_tokens": 4,
+            "max_running_requests": 64,
+            "mem_fraction_static": 0.82,
+        }
+    )
     assert bad.outcome == "invalid" and not bad.launched
     assert optimum(land).value == optimum(land, exhaustive=True).value > 0
 
@@ -50,9 +59,11 @@ def test_every_method_runs_and_judges_the_export_by_its_true_value() -> None:
     spec = load_space("h200-tp1-speculative")
     land = Landscape(spec, VARIANTS[0])
     best = optimum(land).value
-    for run in (run_searcher(land, best, sampler="tpe", seed=0, noise=0.04, launches=6, slots=2),
-                run_searcher(land, best, sampler="random", seed=0, noise=0.0, launches=6),
-                run_grid(land, best, seed=0, noise=0.0, launches=6)):
+    for run in (
+        run_searcher(land, best, sampler="tpe", seed=0, noise=0.04, launches=6, slots=2),
+        run_searcher(land, best, sampler="random", seed=0, noise=0.0, launches=6),
+        run_grid(land, best, seed=0, noise=0.0, launches=6),
+    ):
         assert len(run.ratios) == 6 and len(run.launched) == 6
         assert all(0.0 <= x <= 1.0 + 1e-9 for x in run.ratios)
         assert run.suggested >= 6 + run.invalid
@@ -60,8 +71,26 @@ def test_every_method_runs_and_judges_the_export_by_its_true_value() -> None:
 
 def test_cli_smoke(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "r.json"
-    assert main(["run", "--spaces", "h200-tp1-speculative", "--variants", "base", "--seeds", "1", "--noise", "0",
-                 "--launches", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--spaces",
+                "h200-tp1-speculative",
+                "--variants",
+                "base",
+                "--seeds",
+                "1",
+                "--noise",
+                "0",
+                "--launches",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     assert {r["method"] for r in doc["runs"]} == {"autotune", "random", "grid"} and doc["simulated"] is True
     assert "| pooled | autotune |" in capsys.readouterr().out
@@ -77,8 +106,10 @@ def test_variants_scale_slos_and_the_top_load_and_skip_no_op_drafter_variants() 
     high = Landscape(spec, by_name["high-load"])
     assert high.top == 256 and max(high.spec.plan.concurrencies) == 256
     assert not by_name["poor-drafter"].affects(spec) and by_name["poor-drafter"].affects(load_space("speculative"))
-    assert by_name["base"].key() == ("Variant(name='base', accept_scale=1.0, allreduce_scale=1.0, mem_scale=1.0, "
-                                     "per_seq_scale=1.0, accept_len=None, drafter_cost_scale=1.0)")
+    assert by_name["base"].key() == (
+        "Variant(name='base', accept_scale=1.0, allreduce_scale=1.0, mem_scale=1.0, "
+        "per_seq_scale=1.0, accept_len=None, drafter_cost_scale=1.0)"
+    )
 
 
 def test_a_repaired_drafter_accepts_like_the_best_other_drafter_times_the_factor() -> None:

@@ -33,24 +33,59 @@ ROOT = Path(__file__).resolve().parents[2]
 # the CLIs of this interpreter's Ray, whichever `ray` / `serve` comes first on PATH
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 SERVE = [sys.executable, "-m", "ray.serve.scripts"]
-PLAN = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1,), rounds=1, min_requests=2,
-                 warmup_requests=1)
-ENGINE = EngineInfo(engine="sim", version="0", simulated=True, gpu_name="SIMULATED NVIDIA H200", gpu_count=1,
-                    profile="h200-llama-1b", time_scale=10.0)
+PLAN = BenchPlan(
+    workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1,), rounds=1, min_requests=2, warmup_requests=1
+)
+ENGINE = EngineInfo(
+    engine="sim",
+    version="0",
+    simulated=True,
+    gpu_name="SIMULATED NVIDIA H200",
+    gpu_count=1,
+    profile="h200-llama-1b",
+    time_scale=10.0,
+)
 
 
 def _export(root: Path) -> Path:
     port = free_port()
-    argv = (sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--sim-time-scale", "10.0",
-            "--model-path", "/models/llama-1b", "--tp-size", "1", "--host", "127.0.0.1", "--port", str(port))
+    argv = (
+        sys.executable,
+        "-m",
+        "autotune.sim.server",
+        "--sim-profile",
+        "h200-llama-1b",
+        "--sim-time-scale",
+        "10.0",
+        "--model-path",
+        "/models/llama-1b",
+        "--tp-size",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    )
     spec = LaunchSpec(engine="sim", argv=argv, env={}, host="127.0.0.1", port=port, gpus=0, ready_timeout_s=60)
     with launched(spec, root / "measure.log") as server:
         bench = run_plan(server.base_url, PLAN)
-    record = TrialRecord(study="deploy", trial_id="t0", number=0, params={}, flags={}, env={}, argv=list(argv),
-                         outcome=TrialOutcome.COMPLETE, engine=ENGINE, bench=bench,
-                         objectives={"output_tok_per_s@max": 1.0}, feasible=True)
-    result = export_study(root, study_name="deploy", objectives=[("output_tok_per_s@max", "maximize")],
-                          records=[record], load_levels=[1])
+    record = TrialRecord(
+        study="deploy",
+        trial_id="t0",
+        number=0,
+        params={},
+        flags={},
+        env={},
+        argv=list(argv),
+        outcome=TrialOutcome.COMPLETE,
+        engine=ENGINE,
+        bench=bench,
+        objectives={"output_tok_per_s@max": 1.0},
+        feasible=True,
+    )
+    result = export_study(
+        root, study_name="deploy", objectives=[("output_tok_per_s@max", "maximize")], records=[record], load_levels=[1]
+    )
     assert result.rehearsal_serve_config is not None
     return result.rehearsal_serve_config
 
@@ -88,14 +123,29 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token", "RAY_memory_monitor_refresh_ms": "0"}
     subprocess.run([*RAY, "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60, check=True)
     head = subprocess.Popen(
-        [*RAY, "start", "--head", "--port", str(gcs), "--dashboard-port", str(dash_port), "--num-cpus", "4",
-         "--disable-usage-stats", "--block"],
-        env=env, stdout=open(tmp_path / "ray.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            *RAY,
+            "start",
+            "--head",
+            "--port",
+            str(gcs),
+            "--dashboard-port",
+            str(dash_port),
+            "--num-cpus",
+            "4",
+            "--disable-usage-stats",
+            "--block",
+        ],
+        env=env,
+        stdout=open(tmp_path / "ray.log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         _wait("the Ray dashboard", lambda: _dashboard_up(dash), 90)
-        deploy = subprocess.run([*SERVE, "deploy", str(config), "-a", dash], capture_output=True, text=True,
-                                timeout=120, env=env)
+        deploy = subprocess.run(
+            [*SERVE, "deploy", str(config), "-a", dash], capture_output=True, text=True, timeout=120, env=env
+        )
         assert deploy.returncode == 0, deploy.stdout + deploy.stderr
         _wait("the app RUNNING", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 120)
         with httpx.Client(timeout=60, trust_env=False) as client:
@@ -115,10 +165,13 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
 
             _wait(f"the replica reported unhealthy and replaced (seen: {seen})", replaced, 80)
             replaced_after = time.monotonic() - t_kill
-            print(f"engine {pid} killed; replica {old_replica} reported unhealthy and replaced in {replaced_after:.1f} s "
-                  f"(seen: {sorted(seen)})")
-            _wait("serve status HEALTHY", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"),
-                  30)
+            print(
+                f"engine {pid} killed; replica {old_replica} reported unhealthy and replaced in {replaced_after:.1f} s "
+                f"(seen: {sorted(seen)})"
+            )
+            _wait(
+                "serve status HEALTHY", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 30
+            )
             new_pid = _wait("the new engine", lambda: _new_pid(client, f"{http}{route}", pid), 30)
             assert new_pid != pid and group_alive(new_pid)
             second = _completion(client, http + route)

@@ -32,8 +32,12 @@ EngineServer = app_mod.EngineServer.func_or_class  # the plain class behind @ser
 
 def make_server(tmp_path: Path) -> object:
     args = app_mod.EngineArgs(
-        name="t", engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"], log_dir=str(tmp_path),
-        check_flags=False, ready_timeout_s=20,
+        name="t",
+        engine="sim",
+        argv=[sys.executable, "-c", SERVER, "--port", "0"],
+        log_dir=str(tmp_path),
+        check_flags=False,
+        ready_timeout_s=20,
     )
     # the script reads its port as argv[1]: put the picked port there
     server = EngineServer(args.model_dump())
@@ -77,8 +81,12 @@ def test_gpu_still_busy_is_a_deploy_error_that_says_what_to_do(monkeypatch: pyte
 
 def slot_config(tmp_path: Path, name: str) -> dict[str, object]:
     return app_mod.EngineArgs(
-        name=name, engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"], log_dir=str(tmp_path),
-        check_flags=False, ready_timeout_s=20,
+        name=name,
+        engine="sim",
+        argv=[sys.executable, "-c", SERVER, "--port", "0"],
+        log_dir=str(tmp_path),
+        check_flags=False,
+        ready_timeout_s=20,
     ).model_dump()
 
 
@@ -116,9 +124,16 @@ def test_an_exported_replica_is_unhealthy_when_its_engine_is_gone(tmp_path: Path
     """health_follows_engine: an engine killed, or one that failed to launch, fails Serve's health check (so Serve
     replaces the replica); a study's slot replica without an engine stays healthy."""
     monkeypatch.setattr(app_mod, "with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
-    args = app_mod.EngineArgs(name="prod", engine="sim", argv=[sys.executable, "-c", SERVER, "--port", "0"],
-                              log_dir=str(tmp_path), check_flags=False, ready_timeout_s=20,
-                              wait_ready_in_constructor=True, health_follows_engine=True)
+    args = app_mod.EngineArgs(
+        name="prod",
+        engine="sim",
+        argv=[sys.executable, "-c", SERVER, "--port", "0"],
+        log_dir=str(tmp_path),
+        check_flags=False,
+        ready_timeout_s=20,
+        wait_ready_in_constructor=True,
+        health_follows_engine=True,
+    )
     replica = EngineServer(args.model_dump())
     replica.check_health()  # ready and alive
     os.killpg(replica.server.proc.pid, 9)
@@ -137,7 +152,6 @@ def test_an_exported_replica_is_unhealthy_when_its_engine_is_gone(tmp_path: Path
     EngineServer().check_health()  # a slot replica waiting for its first trial
 
 
-
 def test_slot_replica_pins_its_server_and_runs_the_client_in_a_process(tmp_path: Path) -> None:
     """A GPU slot's replica: the simulated server and the benchmark client process on the slot's CPU set, the client
     outside the replica's event loop, the set reported for the record."""
@@ -146,10 +160,31 @@ def test_slot_replica_pins_its_server_and_runs_the_client_in_a_process(tmp_path:
     from autotune.bench.types import BenchPlan, WorkloadSpec
 
     cpus = sorted(os.sched_getaffinity(0))
-    argv = [sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--model-path", "x",
-            "--host", "127.0.0.1", "--port", "0", "--sim-time-scale", "10"]
-    args = app_mod.EngineArgs(name="pin", engine="sim", argv=argv, log_dir=str(tmp_path), check_flags=False,
-                              ready_timeout_s=60, slot=1, slots=2)
+    argv = [
+        sys.executable,
+        "-m",
+        "autotune.sim.server",
+        "--sim-profile",
+        "h200-llama-1b",
+        "--model-path",
+        "x",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--sim-time-scale",
+        "10",
+    ]
+    args = app_mod.EngineArgs(
+        name="pin",
+        engine="sim",
+        argv=argv,
+        log_dir=str(tmp_path),
+        check_flags=False,
+        ready_timeout_s=60,
+        slot=1,
+        slots=2,
+    )
     replica = EngineServer(args.model_dump())
     try:
         assert isinstance(replica.wait_ready(), Ready)
@@ -158,15 +193,21 @@ def test_slot_replica_pins_its_server_and_runs_the_client_in_a_process(tmp_path:
         if expected is not None:
             assert pinned == expected  # part 2 of 2 on a 2-core machine: the second core
         assert pinned < set(cpus) or len(cpus) < 2
-        plan = BenchPlan(workload=WorkloadSpec(input_len=16, output_len=8), concurrencies=(1, 2), requests_per_level=4,
-                         warmup_requests=1, max_windows=2)
+        plan = BenchPlan(
+            workload=WorkloadSpec(input_len=16, output_len=8),
+            concurrencies=(1, 2),
+            requests_per_level=4,
+            warmup_requests=1,
+            max_windows=2,
+        )
         run = asyncio.run(replica.benchmark(plan))
         assert run.ok and run.alive and run.result is not None, run.message
         assert run.result.level_order == (1, 2) and all(len(lv.windows) == 2 for lv in run.result.levels)
         report = replica.info()
         assert report.cpus is not None and set(cpusets_list(report.cpus)) == pinned
         assert report.cpu_isolation is not None and report.cpu_isolation.startswith(
-            "disjoint" if len(cpus) >= 2 else "shared")
+            "disjoint" if len(cpus) >= 2 else "shared"
+        )
     finally:
         replica.stop_server()
 

@@ -45,8 +45,15 @@ def test_answers_pass_through_with_their_timeouts() -> None:
     assert replica.stop_server(defer=True).deferred and handle.stop_server.args == (("defer", True),)
 
 
-@pytest.mark.parametrize("exc", [RayActorError(), GetTimeoutError("get timed out"), RayServeException("gone"),
-                                 RuntimeError("Deploying application x failed")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RayActorError(),
+        GetTimeoutError("get timed out"),
+        RayServeException("gone"),
+        RuntimeError("Deploying application x failed"),
+    ],
+)
 def test_ray_errors_become_replica_errors(exc: BaseException) -> None:
     replica = ServeReplica(_Handle(info=exc), ready_wait_s=1.0, bench_wait_s=1.0)
     with pytest.raises(ReplicaError, match="the replica's info call failed") as info:

@@ -29,8 +29,9 @@ def _engine(request: httpx.Request) -> httpx.Response:
     if request.headers.get("authorization") != "Bearer k":
         return _reply(401, b'{"error": "bad key"}', **{"content-type": "application/json"})
     body = {"path": request.url.path, "query": str(request.url.query, "ascii"), "echo": json.loads(request.content)}
-    return _reply(200, json.dumps(body).encode(), **{"content-type": "application/json", "x-engine": "1",
-                                                    "connection": "close"})
+    return _reply(
+        200, json.dumps(body).encode(), **{"content-type": "application/json", "x-engine": "1", "connection": "close"}
+    )
 
 
 def _client(proxy: EngineProxy) -> TestClient:
@@ -46,10 +47,16 @@ def test_headers_and_query_pass_through_with_one_shared_client() -> None:
     proxy = EngineProxy(transport=httpx.MockTransport(_engine))
     client = _client(proxy)
     for i in range(3):
-        r = client.post(f"/v1/completions?x={i}", json={"prompt": "hi"},
-                        headers={"Authorization": "Bearer k", "X-Request-Id": f"r{i}", "Connection": "X-Hop",
-                                 "X-Hop": "1"})
-        assert r.status_code == 200 and r.json() == {"path": "/v1/completions", "query": f"x={i}", "echo": {"prompt": "hi"}}
+        r = client.post(
+            f"/v1/completions?x={i}",
+            json={"prompt": "hi"},
+            headers={"Authorization": "Bearer k", "X-Request-Id": f"r{i}", "Connection": "X-Hop", "X-Hop": "1"},
+        )
+        assert r.status_code == 200 and r.json() == {
+            "path": "/v1/completions",
+            "query": f"x={i}",
+            "echo": {"prompt": "hi"},
+        }
         assert r.headers["x-engine"] == "1"
     assert proxy.clients_opened == 1
     sent = SEEN[-1].headers
@@ -68,6 +75,14 @@ def test_a_stream_is_relayed_as_sent() -> None:
 
 
 def test_hop_by_hop_headers_are_dropped() -> None:
-    kept = forwarded_headers([("Connection", "close, X-Private"), ("X-Private", "1"), ("Transfer-Encoding", "chunked"),
-                              ("Authorization", "Bearer k"), ("Host", "a"), ("Accept", "*/*")])
+    kept = forwarded_headers(
+        [
+            ("Connection", "close, X-Private"),
+            ("X-Private", "1"),
+            ("Transfer-Encoding", "chunked"),
+            ("Authorization", "Bearer k"),
+            ("Host", "a"),
+            ("Accept", "*/*"),
+        ]
+    )
     assert kept == [("Authorization", "Bearer k"), ("Accept", "*/*")]

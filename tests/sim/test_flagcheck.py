@@ -21,8 +21,11 @@ def test_the_shipped_simulated_studies_pass() -> None:
 
 def test_a_flag_typo_and_an_unknown_profile_are_named_with_the_fix() -> None:
     spec = load_study(SPACES / "smoke.yaml")
-    bad = replace(spec, server=replace(spec.server, flags={"attention-backnd": "triton"}),
-                  sim=SimSpec(profile="h200-lama-1b", time_scale=10))
+    bad = replace(
+        spec,
+        server=replace(spec.server, flags={"attention-backnd": "triton"}),
+        sim=SimSpec(profile="h200-lama-1b", time_scale=10),
+    )
     problems = check_engine_flags(bad).problems
     assert any("server.flags: --attention-backnd" in p and "--attention-backend" in p for p in problems), problems
     assert any("unknown simulator profile 'h200-lama-1b'" in p and "'h200-llama-1b'" in p for p in problems), problems

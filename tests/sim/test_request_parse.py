@@ -22,8 +22,9 @@ def test_openai_bodies_count_the_prompt_and_check_the_budget() -> None:
     assert parse_openai({"prompt": "abcdefgh", "max_tokens": 4}, chat=False, context_len=100) == Generation(2, 4, False)
     assert parse_openai({"prompt": ["abcd"]}, chat=False, context_len=100) == Generation(1, 16, False)
     assert parse_openai({"prompt": [5, 6, 7], "stream": True}, chat=False, context_len=100) == Generation(3, 16, True)
-    chat = parse_openai({"messages": [{"role": "user", "content": "abcd"}], "max_completion_tokens": 3}, chat=True,
-                        context_len=100)
+    chat = parse_openai(
+        {"messages": [{"role": "user", "content": "abcd"}], "max_completion_tokens": 3}, chat=True, context_len=100
+    )
     assert chat == Generation(1 + 4, 3, False)  # 4 tokens of chat template per message
     for body, chat_, text in [
         ({"prompt": []}, False, "prompt must be"),

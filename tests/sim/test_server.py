@@ -146,7 +146,11 @@ def test_generate_stream_server_info_and_metrics() -> None:
         native = httpx.post(f"{url}/generate", json=["hello"])
         assert native.status_code == 400 and "JSON object" in native.json()["error"]["message"]
         openai = httpx.post(f"{url}/v1/completions", json=["hello"])
-        assert openai.status_code == 400 and openai.json()["object"] == "error" and "JSON object" in openai.json()["message"]
+        assert (
+            openai.status_code == 400
+            and openai.json()["object"] == "error"
+            and "JSON object" in openai.json()["message"]
+        )
 
         metrics = httpx.get(f"{url}/metrics").text
         assert "sglang:generation_tokens_total" in metrics and "sglang:num_running_reqs" in metrics

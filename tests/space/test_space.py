@@ -262,12 +262,19 @@ def test_floats_are_launched_at_the_precision_searched(tmp_path: Path) -> None:
         assert cfg.flags["mem-fraction-static"] == v["r"] and cfg.params["r"] == v["r"]
         assert v["r"] != trial.params["r"] or trial.params["r"] == round(trial.params["r"], 2)
         opt.tell(trial, 0.0)
-    assert "round" in error(tmp_path, study(params={"i": {"flag": "a", "type": "int", "low": 1, "high": 4, "round": 1}}))
+    assert "round" in error(
+        tmp_path, study(params={"i": {"flag": "a", "type": "int", "low": 1, "high": 4, "round": 1}})
+    )
 
 
 def test_study_only_settings_must_name_what_the_study_sets(tmp_path: Path) -> None:
-    data = study(server={"model_path": "/m", "flags": {"attention-backend": "triton"},
-                         "study_only": {"attention-backend": "the kit lacks fa3"}})
+    data = study(
+        server={
+            "model_path": "/m",
+            "flags": {"attention-backend": "triton"},
+            "study_only": {"attention-backend": "the kit lacks fa3"},
+        }
+    )
     assert load(tmp_path, data).server.study_only == {"attention-backend": "the kit lacks fa3"}
     data["server"]["study_only"] = {"sampling-backend": "x"}
     assert "server.study_only.sampling-backend" in error(tmp_path, data)
@@ -619,9 +626,15 @@ def test_windows_finalists_and_stopping_rule(tmp_path: Path) -> None:
     assert (plan.min_windows, plan.max_windows, plan.target_rel_ci, plan.max_level_wall_s) == (2, 5, 0.05, None)
     assert plan.precision_metric == "output_tok_per_s" and plan.flush_cache
     assert (spec.finalists.count, spec.finalists.rounds, spec.stop_when, spec.cpu_isolation) == (3, 2, None, "auto")
-    spec = load(tmp_path, study(bench={"min_windows": 3, "max_windows": 8, "target_rel_ci": 0.02, "max_level_s": 90},
-                                study_objectives=[{"metric": "tpot_ms.median"}],
-                                study_finalists={"count": 0}, study_stop_when={"no_improvement_launches": 4}))
+    spec = load(
+        tmp_path,
+        study(
+            bench={"min_windows": 3, "max_windows": 8, "target_rel_ci": 0.02, "max_level_s": 90},
+            study_objectives=[{"metric": "tpot_ms.median"}],
+            study_finalists={"count": 0},
+            study_stop_when={"no_improvement_launches": 4},
+        ),
+    )
     assert (spec.plan.min_windows, spec.plan.max_windows, spec.plan.max_level_wall_s) == (3, 8, 90)
     assert spec.plan.precision_metric == "tpot_ms.median"  # the primary objective's metric
     assert spec.finalists.count == 0 and spec.stop_when is not None and spec.stop_when.no_improvement_launches == 4

@@ -47,9 +47,20 @@ def test_nearest_first_orders_by_changed_parameters() -> None:
     assert dists == sorted(dists)
     assert dists[1] == 1.0  # one other cap or fraction
     # switching speculation on adds its active parameters: algorithm, drafter, steps, top-k (+ draft tokens)
-    assert distance(spec, best, {**best, "speculative_algorithm": "EAGLE3",
-                                 "speculative_draft_model_path": "/tmp/models/eagle3-llama-1b",
-                                 "speculative_num_steps": 3, "speculative_eagle_topk": 1}) == 4.0
+    assert (
+        distance(
+            spec,
+            best,
+            {
+                **best,
+                "speculative_algorithm": "EAGLE3",
+                "speculative_draft_model_path": "/tmp/models/eagle3-llama-1b",
+                "speculative_num_steps": 3,
+                "speculative_eagle_topk": 1,
+            },
+        )
+        == 4.0
+    )
     steps = next(p for p in spec.params if p.name == "speculative_num_steps")
     a = {"speculative_num_steps": 2}
     assert distance(spec, a, {"speculative_num_steps": 4}) == 1.0 and steps.high == 4 and steps.low == 2

@@ -31,8 +31,11 @@ def test_slo_defaults_to_the_latency_constraints_and_goodput_is_an_objective(tmp
     data = study(
         load_levels=[1, {"rate": 4}],
         study_objectives=[{"metric": "goodput", "level": "rate4"}],
-        study_constraints=[{"metric": "ttft_ms.p99", "level": "rate4", "max": 1500},
-                           {"metric": "tpot_ms.median", "max": 80}, {"metric": "ttft_ms.p90", "max": 900}],
+        study_constraints=[
+            {"metric": "ttft_ms.p99", "level": "rate4", "max": 1500},
+            {"metric": "tpot_ms.median", "max": 80},
+            {"metric": "ttft_ms.p90", "max": 900},
+        ],
     )
     spec = load(tmp_path, data)
     assert spec.objectives[0].key == "goodput@rate4" and spec.objectives[0].direction == "maximize"
@@ -63,7 +66,9 @@ def test_goodput_without_slos_is_refused(tmp_path: Path) -> None:
 
 
 def test_objective_at_an_unknown_rate_level(tmp_path: Path) -> None:
-    msg = error(tmp_path, study(load_levels=[1, {"rate": 4}], study_objectives=[{"metric": "goodput", "level": "rate5"}]))
+    msg = error(
+        tmp_path, study(load_levels=[1, {"rate": 4}], study_objectives=[{"metric": "goodput", "level": "rate5"}])
+    )
     assert "level 'rate5' is not one of load_levels [1, 'rate4']" in msg
 
 
@@ -71,8 +76,12 @@ def test_dataset_problems_are_caught_before_ray(tmp_path: Path) -> None:
     missing = error(tmp_path, study(workload={"kind": "sharegpt", "path": "nope.json"}))
     assert "workload.path: no file at" in missing
     trace = tmp_path / "t.jsonl"
-    trace.write_text(json.dumps({"timestamp": 9, "input_length": 3, "output_length": 2}) + "\n"
-                     + json.dumps({"timestamp": 1, "input_length": 3, "output_length": 2}) + "\n")
+    trace.write_text(
+        json.dumps({"timestamp": 9, "input_length": 3, "output_length": 2})
+        + "\n"
+        + json.dumps({"timestamp": 1, "input_length": 3, "output_length": 2})
+        + "\n"
+    )
     unsorted = error(tmp_path, study(workload={"kind": "trace", "path": str(trace)}, load_levels=[1, {"trace": 1}]))
     assert "line 2: timestamp 1 is before the previous row's 9.0; sort the trace by timestamp" in unsorted
     assert "trace needs" in error(tmp_path, study(workload={"kind": "trace"}))

@@ -20,8 +20,21 @@ pytestmark = pytest.mark.slow
 
 
 def _cmd(space: Path, results: Path, registry: Path) -> tuple[list[str], dict[str, str]]:
-    argv = [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(results),
-            "--dashboard-port", str(free_port()), "--serve-port", str(free_port())]
+    argv = [
+        sys.executable,
+        "-m",
+        "autotune.search",
+        "--space",
+        str(space),
+        "--finalists",
+        "0",
+        "--results-dir",
+        str(results),
+        "--dashboard-port",
+        str(free_port()),
+        "--serve-port",
+        str(free_port()),
+    ]
     return argv, {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(registry)}
 
 
@@ -36,8 +49,9 @@ def test_killed_driver_resumes_without_rerunning_or_leaking(tmp_path: Path) -> N
     records = results / "killed" / "trials.jsonl"
 
     argv, env = _cmd(space, results, registry)
-    driver = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
+    driver = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     request_pgid = driver.pid
     try:
         deadline = time.monotonic() + 240
@@ -66,4 +80,3 @@ def test_killed_driver_resumes_without_rerunning_or_leaking(tmp_path: Path) -> N
     assert not list(registry.glob("*.json")), "a server of this study is still registered as running"
     if leftovers:  # Ray's own head processes of the killed driver: not ours to keep
         subprocess.run(["kill", "-9", *leftovers], check=False)
-

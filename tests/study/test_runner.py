@@ -40,13 +40,26 @@ class FakeReplica:
     """A ``Replica`` whose answers (or exceptions) the test sets; it records the calls it got."""
 
     ready: Ready | Failure | Exception = field(default_factory=lambda: Ready(ready_s=4.0))
-    bench: BenchRun | Exception = field(default_factory=lambda: BenchRun(ok=True, alive=True, bench_s=2.0,
-                                                                         result=result()))
-    report: ServerReport | Exception = field(default_factory=lambda: ServerReport(
-        argv=("python", "-m", "autotune.sim.server", "--port", "41234"), env={"NCCL_NVLS_ENABLE": "0"},
-        unset_env=("OMP_NUM_THREADS",), node="node-a", release="autotune-sim 0.1.0",
-        server_info={"sim": {"gpu_name": "H200", "gpu_count": 1, "time_scale": 10.0}}, log_text=LOG, ready_s=4.0,
-        init_epoch=1000.5, preflight_s=0.2, gpu_wait_s=0.1, replica_pid=7, launches=3))
+    bench: BenchRun | Exception = field(
+        default_factory=lambda: BenchRun(ok=True, alive=True, bench_s=2.0, result=result())
+    )
+    report: ServerReport | Exception = field(
+        default_factory=lambda: ServerReport(
+            argv=("python", "-m", "autotune.sim.server", "--port", "41234"),
+            env={"NCCL_NVLS_ENABLE": "0"},
+            unset_env=("OMP_NUM_THREADS",),
+            node="node-a",
+            release="autotune-sim 0.1.0",
+            server_info={"sim": {"gpu_name": "H200", "gpu_count": 1, "time_scale": 10.0}},
+            log_text=LOG,
+            ready_s=4.0,
+            init_epoch=1000.5,
+            preflight_s=0.2,
+            gpu_wait_s=0.1,
+            replica_pid=7,
+            launches=3,
+        )
+    )
     teardown: Teardown | Exception = field(default_factory=lambda: Teardown(teardown_s=0.01, deferred=True))
     calls: list[str] = field(default_factory=list)
 
@@ -95,11 +108,16 @@ def spec():  # type: ignore[no-untyped-def]
     return load_study(ROOT / "search_spaces" / "smoke.yaml")
 
 
-def trial(spec, deployer: FakeDeployer, params: dict[str, Any] | None = None,  # type: ignore[no-untyped-def]
-          events: list[TrialEvent] | None = None) -> tuple[TrialRecord, str]:
+def trial(
+    spec,
+    deployer: FakeDeployer,
+    params: dict[str, Any] | None = None,  # type: ignore[no-untyped-def]
+    events: list[TrialEvent] | None = None,
+) -> tuple[TrialRecord, str]:
     sink = events if events is not None else []
-    record, log_text = run_trial(spec, params or PARAMS, trial_id="abc", number=4, owner="own", deployer=deployer,
-                                 send=sink.append)
+    record, log_text = run_trial(
+        spec, params or PARAMS, trial_id="abc", number=4, owner="own", deployer=deployer, send=sink.append
+    )
     TrialRecord.from_json(record.to_json())  # every record the runner returns survives the store's round trip
     return record, log_text
 
@@ -108,8 +126,7 @@ def test_success_assembles_a_complete_record(spec) -> None:  # type: ignore[no-u
     d = FakeDeployer()
     events: list[TrialEvent] = []
     record, log_text = trial(spec, d, events=events)
-    assert [e.phase for e in events] == [Phase.STARTED, Phase.LAUNCHING, Phase.READY, Phase.TEARING_DOWN,
-                                         Phase.ENDED]
+    assert [e.phase for e in events] == [Phase.STARTED, Phase.LAUNCHING, Phase.READY, Phase.TEARING_DOWN, Phase.ENDED]
     assert {(e.number, e.trial_id) for e in events} == {(4, "abc")} and events[0].params == PARAMS
     assert record.outcome is TrialOutcome.COMPLETE and record.failure is None and record.feasible
     assert record.objectives == {"output_tok_per_s@max": 3200.0}
@@ -129,7 +146,9 @@ def test_success_assembles_a_complete_record(spec) -> None:  # type: ignore[no-u
 
 def test_every_run_ends_with_an_ended_event(spec) -> None:  # type: ignore[no-untyped-def]
     # a point rejected before any launch, and a deploy that raised: the run still says it no longer runs
-    no_drafter = replace(spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"}))
+    no_drafter = replace(
+        spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"})
+    )
     for spec_, deployer in ((no_drafter, FakeDeployer()), (spec, FakeDeployer(error=ReplicaError("boom")))):
         events: list[TrialEvent] = []
         record, _ = trial(spec_, deployer, events=events)
@@ -139,7 +158,9 @@ def test_every_run_ends_with_an_ended_event(spec) -> None:  # type: ignore[no-un
 
 
 def test_invalid_point_is_recorded_without_a_deploy(spec) -> None:  # type: ignore[no-untyped-def]
-    no_drafter = replace(spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"}))
+    no_drafter = replace(
+        spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"})
+    )
     d = FakeDeployer()
     record, log_text = trial(no_drafter, d)
     assert record.outcome is TrialOutcome.INVALID and record.failure is FailureKind.INVALID_CONFIG
@@ -155,11 +176,14 @@ def test_deploy_error_is_recorded(spec) -> None:  # type: ignore[no-untyped-def]
     assert d.replica.calls == []
 
 
-@pytest.mark.parametrize("failure", [
-    Failure(FailureKind.OOM_AT_LAUNCH, "not enough memory", "CUDA out of memory"),
-    Failure(FailureKind.UNKNOWN_FLAG, "does not know --x", flags=("x",)),
-    Failure(FailureKind.HELP_TIMEOUT, "--help did not finish"),
-])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        Failure(FailureKind.OOM_AT_LAUNCH, "not enough memory", "CUDA out of memory"),
+        Failure(FailureKind.UNKNOWN_FLAG, "does not know --x", flags=("x",)),
+        Failure(FailureKind.HELP_TIMEOUT, "--help did not finish"),
+    ],
+)
 def test_launch_failure_keeps_its_kind_and_flags(spec, failure: Failure) -> None:  # type: ignore[no-untyped-def]
     d = FakeDeployer(FakeReplica(ready=failure))
     record, _ = trial(spec, d)
@@ -172,11 +196,18 @@ def test_launch_failure_keeps_its_kind_and_flags(spec, failure: Failure) -> None
 
 def test_a_simulated_launch_failure_names_the_profile_hardware_so_the_study_is_not_mixed(spec) -> None:  # type: ignore[no-untyped-def]
     # what the simulator's /server_info says once it runs (autotune.sim.server), and a server that never answered
-    running = replace(FakeReplica().report, server_info={"sim": {"gpu_name": "NVIDIA H200", "gpu_count": 1,
-                                                                 "time_scale": 10.0}})
+    running = replace(
+        FakeReplica().report, server_info={"sim": {"gpu_name": "NVIDIA H200", "gpu_count": 1, "time_scale": 10.0}}
+    )
     ok, _ = trial(spec, FakeDeployer(FakeReplica(report=running)))
-    failed, _ = trial(spec, FakeDeployer(FakeReplica(ready=Failure(FailureKind.OOM_AT_LAUNCH, "no KV room"),
-                                                     report=replace(running, server_info=None))))
+    failed, _ = trial(
+        spec,
+        FakeDeployer(
+            FakeReplica(
+                ready=Failure(FailureKind.OOM_AT_LAUNCH, "no KV room"), report=replace(running, server_info=None)
+            )
+        ),
+    )
     assert ok.outcome is TrialOutcome.COMPLETE and failed.failure is FailureKind.OOM_AT_LAUNCH
     assert failed.engine == ok.engine, "a failed launch of the same engine names other hardware"
     assert study_banner([ok, failed]).startswith("Engine: SIMULATED (profile h200-llama-1b)")
@@ -189,8 +220,13 @@ def test_crash_under_load_keeps_the_partial_result(spec) -> None:  # type: ignor
 
 
 def test_a_dead_server_after_a_failed_benchmark_is_classified_from_its_log(spec) -> None:  # type: ignore[no-untyped-def]
-    bench = BenchRun(ok=False, alive=False, bench_s=1.0, message="requests failed",
-                     log_tail="torch.OutOfMemoryError: CUDA out of memory")
+    bench = BenchRun(
+        ok=False,
+        alive=False,
+        bench_s=1.0,
+        message="requests failed",
+        log_tail="torch.OutOfMemoryError: CUDA out of memory",
+    )
     record, _ = trial(spec, FakeDeployer(FakeReplica(bench=bench)))
     assert record.failure is FailureKind.OOM_AT_LAUNCH and "CUDA out of memory" in record.log_tail
     bench = replace(bench, log_tail="Segmentation fault")
@@ -221,10 +257,17 @@ def test_teardown_and_release_errors_are_noted_on_a_complete_trial(spec) -> None
     d = FakeDeployer(FakeReplica(teardown=ReplicaError("stop_server timed out")), release_error="delete failed")
     record, _ = trial(spec, d)
     assert record.outcome is TrialOutcome.COMPLETE
-    assert "teardown: ReplicaError: stop_server timed out" in record.message and "release: delete failed" in record.message
+    assert (
+        "teardown: ReplicaError: stop_server timed out" in record.message and "release: delete failed" in record.message
+    )
 
 
 def test_the_boundary_records_pickle_as_they_are() -> None:
-    for value in (Ready(1.0), Failure(FailureKind.INVALID_VALUE, "m", "t", ("x",)),
-                  BenchRun(ok=True, alive=True, bench_s=1.0, result=result()), FakeReplica().report, Teardown()):
+    for value in (
+        Ready(1.0),
+        Failure(FailureKind.INVALID_VALUE, "m", "t", ("x",)),
+        BenchRun(ok=True, alive=True, bench_s=1.0, result=result()),
+        FakeReplica().report,
+        Teardown(),
+    ):
         assert pickle.loads(pickle.dumps(value)) == value

@@ -27,7 +27,13 @@ def spec():  # type: ignore[no-untyped-def]
 def record_for(spec, number: int, trial_id: str, params: dict, ok: bool) -> TrialRecord:  # type: ignore[no-untyped-def]
     key = "output_tok_per_s@max"
     return TrialRecord(
-        study=spec.name, trial_id=trial_id, number=number, params=params, flags={}, env={}, argv=[],
+        study=spec.name,
+        trial_id=trial_id,
+        number=number,
+        params=params,
+        flags={},
+        env={},
+        argv=[],
         outcome=TrialOutcome.COMPLETE if ok else TrialOutcome.FAILED,
         failure=None if ok else FailureKind.OOM_AT_LAUNCH,
         objectives={key: 1000.0 + number} if ok else {key: 0.0},
@@ -48,13 +54,20 @@ def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path
         order.append(r.trial_id)
         store.append(r, log)
 
-    s = OptunaStudySearcher(spec, study, budget=3, on_record=on_record,
-                            make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False),
-                                                                               message=why))
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=3,
+        on_record=on_record,
+        make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False), message=why),
+    )
     cfgs = {tid: s.suggest(tid) for tid in ("a", "b", "c")}
     assert s.suggest("d") == Searcher.FINISHED
-    assert cfgs["a"]["params"] == spec.baseline == {"mem_fraction_static": 0.85, "max_running_requests": 32,
-                                                    "cuda_graph_max_bs_decode": 32}  # the baseline first
+    assert (
+        cfgs["a"]["params"]
+        == spec.baseline
+        == {"mem_fraction_static": 0.85, "max_running_requests": 32, "cuda_graph_max_bs_decode": 32}
+    )  # the baseline first
     ok = record_for(spec, cfgs["a"]["number"], "a", cfgs["a"]["params"], True)
     s.on_trial_complete("a", {"record_json": json.dumps(ok.to_json()), "log_text": "L"})
     bad = record_for(spec, cfgs["b"]["number"], "b", cfgs["b"]["params"], False)
@@ -106,14 +119,20 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
-    s = OptunaStudySearcher(spec, study, budget=3, on_record=lambda r, log: store.append(r, log),
-                            make_missing_record=lambda *a: pytest.fail("no missing record expected"))
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=3,
+        on_record=lambda r, log: store.append(r, log),
+        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+    )
     seen = []
     for tid in ("a", "b"):
         cfg = s.suggest(tid)
         seen.append(cfg["params"]["cpb"])
-        s.on_trial_complete(tid, {"record_json": json.dumps(record_for(spec, cfg["number"], tid, cfg["params"],
-                                                                        True).to_json())})
+        s.on_trial_complete(
+            tid, {"record_json": json.dumps(record_for(spec, cfg["number"], tid, cfg["params"], True).to_json())}
+        )
     assert sorted(seen) == [1024, 2048], "the second trial must not repeat the first (it was answered from it)"
     before = s.duplicates_skipped
     # both points measured: 25 repeats are set aside, the space is listed, nothing is left: a measured point is
@@ -134,10 +153,14 @@ def test_an_unreadable_record_is_kept_raw_and_told_as_failed(spec, tmp_path: Pat
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
-    s = OptunaStudySearcher(spec, study, budget=1, on_record=lambda r, log: store.append(r, log),
-                            make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False),
-                                                                               message=why),
-                            on_raw_result=store.save_raw)
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=1,
+        on_record=lambda r, log: store.append(r, log),
+        make_missing_record=lambda n, tid, p, why: replace(record_for(spec, n, tid, p, False), message=why),
+        on_raw_result=store.save_raw,
+    )
     cfg = s.suggest("a")
     bad = {**record_for(spec, cfg["number"], "a", cfg["params"], True).to_json(), "outcome": "from_the_future"}
     s.on_trial_complete("a", {"record_json": json.dumps(bad)})
@@ -152,15 +175,19 @@ def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
-    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    s = OptunaStudySearcher(
+        spec, study, budget=5, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
+    )
     assert "attention-backend" in s.always_passed_flags()  # fixed in smoke.yaml's server.flags
     assert "cuda-graph-max-bs-decode" not in s.always_passed_flags()  # conditional
     cfg = s.suggest("a")
-    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
-                  rejected_flags=["attention-backend"],
-                  message="the installed engine (sglang 0.5.9) does not know --attention-backend (did you mean "
-                          "--attention-backend-x?). Remove the flag from the study file or install a release that has it")
+    rec = replace(
+        record_for(spec, cfg["number"], "a", cfg["params"], False),
+        failure=FailureKind.UNKNOWN_FLAG,
+        rejected_flags=["attention-backend"],
+        message="the installed engine (sglang 0.5.9) does not know --attention-backend (did you mean "
+        "--attention-backend-x?). Remove the flag from the study file or install a release that has it",
+    )
     s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
     assert "every trial would fail the same way" in s.stop_reason
     assert s.suggest("b") == Searcher.FINISHED
@@ -170,20 +197,29 @@ def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Pat
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
-    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    s = OptunaStudySearcher(
+        spec, study, budget=5, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
+    )
     cfg = s.suggest("a")
-    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
-                  rejected_flags=["cuda-graph-max-bs-decode"],
-                  message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...")
+    rec = replace(
+        record_for(spec, cfg["number"], "a", cfg["params"], False),
+        failure=FailureKind.UNKNOWN_FLAG,
+        rejected_flags=["cuda-graph-max-bs-decode"],
+        message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...",
+    )
     s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
     assert s.stop_reason == ""
 
 
 # An EAGLE-3 point of the user story's space, the start of the neighbour tests.
-EAGLE_START = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/public-k2-eagle3",
-               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "max_running_requests": 128,
-               "mem_fraction_static": 0.85}
+EAGLE_START = {
+    "speculative_algorithm": "EAGLE3",
+    "speculative_draft_model_path": "/models/public-k2-eagle3",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "max_running_requests": 128,
+    "mem_fraction_static": 0.85,
+}
 
 
 def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
@@ -212,14 +248,18 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
 
 
 def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
-    return OptunaStudySearcher(spec, study, budget=100, on_record=lambda r, log: None,
-                               make_missing_record=lambda *a: pytest.fail("no missing record expected"),
-                               screen=screen or (lambda p: None))
+    return OptunaStudySearcher(
+        spec,
+        study,
+        budget=100,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+        screen=screen or (lambda p: None),
+    )
 
 
 def _complete(s, spec, tid: str, cfg: dict, value: float) -> None:  # type: ignore[no-untyped-def]
-    rec = replace(record_for(spec, cfg["number"], tid, cfg["params"], True),
-                  objectives={"output_tok_per_s@max": value})
+    rec = replace(record_for(spec, cfg["number"], tid, cfg["params"], True), objectives={"output_tok_per_s@max": value})
     s.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
 
 
@@ -247,7 +287,9 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
         assert screen(cfg["params"]) is None, "a screened proposal was launched"
         _complete(s, spec, f"c{i}", cfg, 1000.0 + i)
     reasons = [str(t.user_attrs.get("skipped", "repeats")) for t in study.get_trials()]
-    skipped = [t for t, r in zip(study.get_trials(), reasons, strict=True) if not r.startswith(("repeats", "repaired: "))]
+    skipped = [
+        t for t, r in zip(study.get_trials(), reasons, strict=True) if not r.startswith(("repeats", "repaired: "))
+    ]
     assert len(skipped) == s.screened_skipped and all(t.state == optuna.trial.TrialState.FAIL for t in skipped)
     assert sum(r.startswith("repaired: ") for r in reasons) == s.repaired
     assert any(t.user_attrs["skipped"].startswith("screened") for t in skipped)
@@ -255,9 +297,12 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
 
 def test_repeated_proposals_lead_to_an_unmeasured_neighbour(tmp_path: Path) -> None:
     # parameters that the top load does not make equivalent (autotune.policy.repair): every point is a distinct one
-    (tmp_path / "small.yaml").write_text(TINY.replace("sampler: random", "sampler: tpe").replace(
-        "choices: [1024, 2048]}",
-        "choices: [1024, 2048]}\n  cgbs: {flag: cuda-graph-max-bs, type: categorical, choices: [8, 16, 32, 64]}"))
+    (tmp_path / "small.yaml").write_text(
+        TINY.replace("sampler: random", "sampler: tpe").replace(
+            "choices: [1024, 2048]}",
+            "choices: [1024, 2048]}\n  cgbs: {flag: cuda-graph-max-bs, type: categorical, choices: [8, 16, 32, 64]}",
+        )
+    )
     spec = load_study(tmp_path / "small.yaml")
     study = open_study(spec, None)
     s = _searcher(spec, study)
@@ -279,16 +324,25 @@ def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: 
     store = StudyStore(tmp_path / "s")
     store.ensure()
     study = open_study(spec, store.db_url)
-    s = OptunaStudySearcher(spec, study, budget=5, on_record=lambda r, log: None,
-                            make_missing_record=lambda *a: pytest.fail("unexpected"))
+    s = OptunaStudySearcher(
+        spec, study, budget=5, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
+    )
     cfg = s.suggest("a")
-    rec = replace(record_for(spec, cfg["number"], "a", cfg["params"], False), failure=FailureKind.UNKNOWN_FLAG,
-                  rejected_flags=["no-such-flag"], message="does not know --no-such-flag (unlike --attention-backend)")
+    rec = replace(
+        record_for(spec, cfg["number"], "a", cfg["params"], False),
+        failure=FailureKind.UNKNOWN_FLAG,
+        rejected_flags=["no-such-flag"],
+        message="does not know --no-such-flag (unlike --attention-backend)",
+    )
     s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
     assert s.stop_reason == ""
     cfg = s.suggest("b")
-    rec = replace(record_for(spec, cfg["number"], "b", cfg["params"], False), failure=FailureKind.INVALID_VALUE,
-                  rejected_flags=["attention-backend"], message="argument --attention-backend: invalid choice: 'x'")
+    rec = replace(
+        record_for(spec, cfg["number"], "b", cfg["params"], False),
+        failure=FailureKind.INVALID_VALUE,
+        rejected_flags=["attention-backend"],
+        message="argument --attention-backend: invalid choice: 'x'",
+    )
     s.on_trial_complete("b", {"record_json": json.dumps(rec.to_json())})
     assert "--attention-backend" in s.stop_reason
 
@@ -333,8 +387,10 @@ def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path
     assert launched[0] == (1024, 8)  # the seed point
     assert set(launched[:4]) == allowed, "every allowed point once, no screened one, no repeat"
     assert launched.index((1024, 9)) < launched.index((4096, 15)), "nearest the best point first"
-    assert s.exhausted == ("search space exhausted: none of its 24 points is left to launch (4 measured or running, "
-                           "20 set aside before launch)")
+    assert s.exhausted == (
+        "search space exhausted: none of its 24 points is left to launch (4 measured or running, "
+        "20 set aside before launch)"
+    )
     # then measured points again, never a point set aside (the last proposals were all screened: the best point)
     assert launched[4:] == [(1024, 8)] * 3 and s.relaunched == 3
 
@@ -371,12 +427,30 @@ def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Pat
 
     spec = ngram_space(tmp_path)
     learned = Learned(spec)
-    poor = {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 12,
-            "speculative_ngram_max_bfs_breadth": 10, "speculative_ngram_max_trie_depth": 18,
-            "speculative_ngram_capacity": 64}
-    levels = tuple(LevelSummary(concurrency=c, requests=8, failed=0, duration_s=1.0, output_tok_per_s=40.0,
-                                request_per_s=1.0, input_tok_per_s=1.0, ttft_ms=None, itl_ms=None, tpot_ms=None,
-                                e2e_ms=None, accept_length=1.02) for c in (1, 8, 32))
+    poor = {
+        "speculative_algorithm": "NGRAM",
+        "speculative_num_draft_tokens": 12,
+        "speculative_ngram_max_bfs_breadth": 10,
+        "speculative_ngram_max_trie_depth": 18,
+        "speculative_ngram_capacity": 64,
+    }
+    levels = tuple(
+        LevelSummary(
+            concurrency=c,
+            requests=8,
+            failed=0,
+            duration_s=1.0,
+            output_tok_per_s=40.0,
+            request_per_s=1.0,
+            input_tok_per_s=1.0,
+            ttft_ms=None,
+            itl_ms=None,
+            tpot_ms=None,
+            e2e_ms=None,
+            accept_length=1.02,
+        )
+        for c in (1, 8, 32)
+    )
     rec = replace(record_for(spec, 0, "a", poor, True), bench=BenchResult(levels=levels))
     assert learned.observe(poor, rec) == 1.02
     assert "accepted no draft token" in (learned.reason(dict(poor)) or "")

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def postgres_url() -> str:
-    pgserver = pytest.importorskip("pgserver", reason="the PostgreSQL test server is a dev dependency: "
-                                   "pip install -e '.[dev]' (pgserver, psycopg)")
+    pgserver = pytest.importorskip(
+        "pgserver", reason="the PostgreSQL test server is a dev dependency: pip install -e '.[dev]' (pgserver, psycopg)"
+    )
     pytest.importorskip("psycopg", reason="pip install 'autotune[postgres]'")
     # As root, pgserver runs PostgreSQL as an unprivileged user, who must reach the data directory: not under
     # pytest's 0700 temporary root, so a directory of its own directly in the system temp dir.
@@ -43,8 +44,24 @@ def postgres_url() -> str:
 
 
 def _argv(space: Path, results: Path, url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "autotune.search", "--space", str(space), "--finalists", "0", "--results-dir", str(results),
-            "--storage", url, "--dashboard-port", str(free_port()), "--serve-port", str(free_port()), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "autotune.search",
+        "--space",
+        str(space),
+        "--finalists",
+        "0",
+        "--results-dir",
+        str(results),
+        "--storage",
+        url,
+        "--dashboard-port",
+        str(free_port()),
+        "--serve-port",
+        str(free_port()),
+        *extra,
+    ]
 
 
 def test_redacted_url() -> None:
@@ -63,8 +80,14 @@ def test_postgres_study_killed_and_resumed(tmp_path: Path, postgres_url: str) ->
     records = results / "pg" / "trials.jsonl"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "AUTOTUNE_SERVER_REGISTRY": str(tmp_path / "registry")}
 
-    driver = subprocess.Popen(_argv(space, results, postgres_url), env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    driver = subprocess.Popen(
+        _argv(space, results, postgres_url),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and driver.poll() is None:
@@ -92,8 +115,9 @@ def test_postgres_study_killed_and_resumed(tmp_path: Path, postgres_url: str) ->
     assert [r["trial_id"] for r in final[: len(first)]] == [r["trial_id"] for r in first], "finished trials re-run"
 
     stored = optuna.load_study(study_name="pg", storage=postgres_url)
-    measured = [t for t in stored.trials if t.state == optuna.trial.TrialState.COMPLETE
-                and "duplicate_of" not in t.user_attrs]
+    measured = [
+        t for t in stored.trials if t.state == optuna.trial.TrialState.COMPLETE and "duplicate_of" not in t.user_attrs
+    ]
     assert sorted(t.user_attrs["trial_id"] for t in measured) == sorted(r["trial_id"] for r in final)
     assert not [t for t in stored.trials if t.state == optuna.trial.TrialState.RUNNING], "a killed trial left running"
     assert stored.metric_names == ["output_tok_per_s@max"]

@@ -37,8 +37,16 @@ def free_port() -> int:
 
 
 def spec_for(argv: list[str], port: int, timeout: float = 20.0, **kw: object) -> LaunchSpec:
-    return LaunchSpec(engine="sim", argv=tuple(argv), env={"PROBE": "x"}, host="127.0.0.1", port=port, gpus=1,
-                      ready_timeout_s=timeout, **kw)  # type: ignore[arg-type]
+    return LaunchSpec(
+        engine="sim",
+        argv=tuple(argv),
+        env={"PROBE": "x"},
+        host="127.0.0.1",
+        port=port,
+        gpus=1,
+        ready_timeout_s=timeout,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def group_alive(pgid: int) -> bool:

@@ -10,8 +10,10 @@ from autotune.trial import registry
 
 
 def test_sweep_kills_only_the_owners_live_groups(tmp_path: Path) -> None:
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        for _ in range(2)
+    ]
     try:
         registry.register(procs[0].pid, "study-a", ["x"], tmp_path)
         registry.register(procs[1].pid, "study-b", ["y"], tmp_path)
@@ -32,8 +34,10 @@ def test_sweep_kills_only_the_owners_live_groups(tmp_path: Path) -> None:
 def test_sweep_orphans_kills_only_servers_whose_replica_died(tmp_path: Path) -> None:
     dead_parent = subprocess.Popen([sys.executable, "-c", "pass"])
     dead_parent.wait()
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        for _ in range(3)
+    ]
     try:
         registry.register(procs[0].pid, "study-a", ["orphan"], tmp_path, parent=dead_parent.pid)
         registry.register(procs[1].pid, "study-a", ["live replica"], tmp_path, parent=os.getpid())

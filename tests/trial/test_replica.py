@@ -21,8 +21,10 @@ def test_a_long_log_keeps_the_launch_its_phases_are_read_from_and_its_end() -> N
     assert "characters of the log left out" in clipped
     assert parse_log_phases(clipped).kv_cache_tokens == 3838
     assert parse_log_phases(log[-LOG_KEEP:]).kv_cache_tokens is None  # the tail alone loses the launch
-    assert all(line == DECODE.strip() or "left out" in line or line in (LAUNCH + "RuntimeError: the end of the log")
-               for line in clipped.splitlines())  # whole lines only
+    assert all(
+        line == DECODE.strip() or "left out" in line or line in (LAUNCH + "RuntimeError: the end of the log")
+        for line in clipped.splitlines()
+    )  # whole lines only
 
 
 def test_a_short_log_crosses_whole() -> None:

@@ -7,8 +7,20 @@ from autotune.trial.score import UNMEASURED_VIOLATION, failed_score, score
 
 def level(c: int, tput: float, ttft_p99: float | None) -> LevelSummary:
     d = Dist(mean=1, median=1, p90=1, p99=ttft_p99, count=4) if ttft_p99 is not None else None
-    return LevelSummary(concurrency=c, requests=4, failed=0, duration_s=1, output_tok_per_s=tput, request_per_s=1,
-                        input_tok_per_s=1, ttft_ms=d, itl_ms=None, tpot_ms=None, e2e_ms=None, accept_length=None)
+    return LevelSummary(
+        concurrency=c,
+        requests=4,
+        failed=0,
+        duration_s=1,
+        output_tok_per_s=tput,
+        request_per_s=1,
+        input_tok_per_s=1,
+        ttft_ms=d,
+        itl_ms=None,
+        tpot_ms=None,
+        e2e_ms=None,
+        accept_length=None,
+    )
 
 
 def test_objectives_and_constraints() -> None:
@@ -28,7 +40,6 @@ def test_unmeasured_metric_violates() -> None:
 
 
 def test_failed_score_is_worst() -> None:
-    s = failed_score([Objective("output_tok_per_s", "max", "maximize"), Objective("tpot_ms.median", 1, "minimize")],
-                     [])
+    s = failed_score([Objective("output_tok_per_s", "max", "maximize"), Objective("tpot_ms.median", 1, "minimize")], [])
     assert s.objectives["output_tok_per_s@max"] == 0.0 and s.objectives["tpot_ms.median@1"] > 1e9
     assert not s.feasible

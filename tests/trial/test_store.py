@@ -7,9 +7,17 @@ from autotune.trial.store import StudyStore
 
 
 def rec(number: int, outcome: TrialOutcome = TrialOutcome.COMPLETE) -> TrialRecord:
-    return TrialRecord(study="s", trial_id=f"t{number}", number=number, params={"x": number}, flags={}, env={},
-                       argv=["a"], outcome=outcome,
-                       failure=FailureKind.OOM_AT_LAUNCH if outcome is TrialOutcome.FAILED else None)
+    return TrialRecord(
+        study="s",
+        trial_id=f"t{number}",
+        number=number,
+        params={"x": number},
+        flags={},
+        env={},
+        argv=["a"],
+        outcome=outcome,
+        failure=FailureKind.OOM_AT_LAUNCH if outcome is TrialOutcome.FAILED else None,
+    )
 
 
 def test_append_load_roundtrip_and_files(tmp_path: Path) -> None:

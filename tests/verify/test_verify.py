@@ -21,13 +21,39 @@ from autotune.verify import __main__ as verify
 from autotune.verify.compare import compare
 from tests.conftest import free_port
 
-PLAN = BenchPlan(workload=WorkloadSpec(input_len=32, output_len=16, seed=3), concurrencies=(1, 4), rounds=2,
-                 min_requests=4, warmup_requests=1)
-SIM_ARGV = [sys.executable, "-m", "autotune.sim.server", "--sim-profile", "h200-llama-1b", "--sim-time-scale", "10.0",
-            "--model-path", "/models/llama-1b", "--tp-size", "1", "--load-format", "dummy",
-            "--mem-fraction-static", "0.83"]
-ENGINE = EngineInfo(engine="sim", version="0", simulated=True, gpu_name="SIMULATED NVIDIA H200", gpu_count=1,
-                    profile="h200-llama-1b", time_scale=10.0)
+PLAN = BenchPlan(
+    workload=WorkloadSpec(input_len=32, output_len=16, seed=3),
+    concurrencies=(1, 4),
+    rounds=2,
+    min_requests=4,
+    warmup_requests=1,
+)
+SIM_ARGV = [
+    sys.executable,
+    "-m",
+    "autotune.sim.server",
+    "--sim-profile",
+    "h200-llama-1b",
+    "--sim-time-scale",
+    "10.0",
+    "--model-path",
+    "/models/llama-1b",
+    "--tp-size",
+    "1",
+    "--load-format",
+    "dummy",
+    "--mem-fraction-static",
+    "0.83",
+]
+ENGINE = EngineInfo(
+    engine="sim",
+    version="0",
+    simulated=True,
+    gpu_name="SIMULATED NVIDIA H200",
+    gpu_count=1,
+    profile="h200-llama-1b",
+    time_scale=10.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +66,33 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with launched(spec, root / "measure.log") as server:
         bench = run_plan(server.base_url, PLAN)
     record = TrialRecord(
-        study="vstudy", trial_id="t0", number=0, params={"mem_fraction_static": 0.83}, flags={}, env={},
-        argv=list(argv), outcome=TrialOutcome.COMPLETE, engine=ENGINE, bench=bench,
-        objectives={"output_tok_per_s@max": bench.levels[-1].output_tok_per_s}, feasible=True,
+        study="vstudy",
+        trial_id="t0",
+        number=0,
+        params={"mem_fraction_static": 0.83},
+        flags={},
+        env={},
+        argv=list(argv),
+        outcome=TrialOutcome.COMPLETE,
+        engine=ENGINE,
+        bench=bench,
+        objectives={"output_tok_per_s@max": bench.levels[-1].output_tok_per_s},
+        feasible=True,
     )
-    export_study(root, study_name="vstudy", objectives=[("output_tok_per_s@max", "maximize")], records=[record],
-                 load_levels=[1, 4])
-    study = {"name": "vstudy", "ready_timeout_s": 60.0, "plan": json.loads(plan_to_json(PLAN)),
-             "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
-             "server": {"study_only": {}}}
+    export_study(
+        root,
+        study_name="vstudy",
+        objectives=[("output_tok_per_s@max", "maximize")],
+        records=[record],
+        load_levels=[1, 4],
+    )
+    study = {
+        "name": "vstudy",
+        "ready_timeout_s": 60.0,
+        "plan": json.loads(plan_to_json(PLAN)),
+        "objectives": [{"metric": "output_tok_per_s", "level": "max", "direction": "maximize"}],
+        "server": {"study_only": {}},
+    }
     (root / "study.json").write_text(json.dumps(study))
     return root
 
@@ -66,7 +110,11 @@ def test_verify_runs_the_rehearsal_measures_and_tears_down(study_dir: Path, tmp_
     assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 4]
     judged = [f for f in report["figures"] if f["judged"]]
     assert {(f["concurrency"], f["metric"]) for f in judged} == {
-        (1, "output_tok_per_s"), (4, "output_tok_per_s"), (1, "tpot_ms.median"), (4, "tpot_ms.median")}
+        (1, "output_tok_per_s"),
+        (4, "output_tok_per_s"),
+        (1, "tpot_ms.median"),
+        (4, "tpot_ms.median"),
+    }
     # the study's record was measured in windows: each judged figure has its 95% interval
     assert all(f["verdict"] in ("within interval", "intervals overlap", "outside interval") for f in judged)
     assert all(f["low"] <= f["high"] and f["measured_low"] <= f["measured_high"] for f in judged)
@@ -106,8 +154,13 @@ def test_verify_refuses_what_the_site_forbids(study_dir: Path, tmp_path: Path, s
 
 
 def test_figures_are_judged_against_the_interval_when_recorded() -> None:
-    level = {"concurrency": 8, "output_tok_per_s": 100.0, "tpot_ms": {"median": 5.0}, "ttft_ms": {"p99": 9.0},
-             "intervals": {"output_tok_per_s": {"mean": 100.0, "sd": 2.0, "n": 3, "low": 95.0, "high": 105.0}}}
+    level = {
+        "concurrency": 8,
+        "output_tok_per_s": 100.0,
+        "tpot_ms": {"median": 5.0},
+        "ttft_ms": {"p99": 9.0},
+        "intervals": {"output_tok_per_s": {"mean": 100.0, "sd": 2.0, "n": 3, "low": 95.0, "high": 105.0}},
+    }
     inside = compare([level], [{**level, "output_tok_per_s": 104.0, "tpot_ms": {"median": 5.2}}])
     verdicts = {f.metric: f.verdict for f in inside}
     assert verdicts["output_tok_per_s"] == "within interval" and verdicts["tpot_ms.median"] == "within tolerance"
@@ -146,8 +199,11 @@ def test_a_new_launch_is_judged_against_the_new_launch_interval_of_pooled_relaun
     as_new = next(f for f in compare(pooled, new, new_launch=True) if f.metric == "output_tok_per_s")
     as_mean = next(f for f in compare(pooled, new) if f.metric == "output_tok_per_s")
     assert as_new.verdict == "within interval" and as_mean.verdict == "outside interval"
-    far = next(f for f in compare(pooled, [{"concurrency": 8, "output_tok_per_s": 113.0}], new_launch=True)
-               if f.metric == "output_tok_per_s")
+    far = next(
+        f
+        for f in compare(pooled, [{"concurrency": 8, "output_tok_per_s": 113.0}], new_launch=True)
+        if f.metric == "output_tok_per_s"
+    )
     assert far.verdict == "outside interval"
 
 
@@ -180,9 +236,9 @@ def test_server_process_group_is_gone_after_verify(study_dir: Path, tmp_path: Pa
     assert started and not group_alive(started[0])
 
 
-
-def test_the_server_verify_starts_keeps_the_site_variables(study_dir: Path, tmp_path: Path, monkeypatch,
-                                                            site_multicast_off: dict) -> None:
+def test_the_server_verify_starts_keeps_the_site_variables(
+    study_dir: Path, tmp_path: Path, monkeypatch, site_multicast_off: dict
+) -> None:
     seen: dict[str, str] = {}
     original = verify.ServerProcess.wait_ready
 
@@ -202,8 +258,12 @@ def test_the_server_verify_starts_keeps_the_site_variables(study_dir: Path, tmp_
 def test_bench_serving_runs_the_study_workload_at_each_level(tmp_path: Path) -> None:
     from autotune.verify.sglang import bench_serving_argv, parse_result
 
-    plan = BenchPlan(workload=WorkloadSpec(input_len=128, output_len=256, range_ratio=0.5, seed=7),
-                     concurrencies=(1, 64), rounds=2, min_requests=8)
+    plan = BenchPlan(
+        workload=WorkloadSpec(input_len=128, output_len=256, range_ratio=0.5, seed=7),
+        concurrencies=(1, 64),
+        rounds=2,
+        min_requests=8,
+    )
     argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl")
     assert argv[argv.index("--num-prompts") + 1] == "128"  # default: one window's worth
     argv = bench_serving_argv(plan, "http://127.0.0.1:9", "/models/m", 64, tmp_path / "o.jsonl", 300)
@@ -221,10 +281,17 @@ def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() 
     from autotune.verify.__main__ import study_basis
 
     own = [{"concurrency": 8, "output_tok_per_s": 150.0}]
-    pooled = [{"concurrency": 8, "output_tok_per_s": 110.0,
-               "intervals": {"output_tok_per_s": {"mean": 110.0, "sd": 10.0, "n": 3, "low": 85.2, "high": 134.8}}}]
-    doc = {"best": {"number": 3, "levels": own},
-           "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled}}
+    pooled = [
+        {
+            "concurrency": 8,
+            "output_tok_per_s": 110.0,
+            "intervals": {"output_tok_per_s": {"mean": 110.0, "sd": 10.0, "n": 3, "low": 85.2, "high": 134.8}},
+        }
+    ]
+    doc = {
+        "best": {"number": 3, "levels": own},
+        "finalists": {"decision": {"winner": 3}, "winner_launches": 3, "winner_levels": pooled},
+    }
     basis = study_basis(doc)
     assert basis.levels == pooled and "3 clean finalist relaunches of trial 3" in basis.text and basis.new_launch
     one = [{"concurrency": 8, "output_tok_per_s": 110.0, "intervals": {}}]  # one relaunch, no other finalist's spread
@@ -232,9 +299,25 @@ def test_verify_judges_against_the_winners_relaunches_when_the_study_has_them() 
         basis = study_basis({**doc, "finalists": {**doc["finalists"], **change}})
         assert basis.levels == own and "the trial's own launch" in basis.text and not basis.new_launch
     # one relaunch of the winner, but the other finalists' relaunches give the launch-to-launch spread
-    lent = [{"concurrency": 8, "output_tok_per_s": 110.0, "intervals": {"output_tok_per_s": {
-        "mean": 110.0, "sd": None, "n": 1, "low": None, "high": None, "new_launch_low": 90.0, "new_launch_high": 130.0,
-        "new_launch_df": 2, "new_launch_basis": "pooled"}}}]
+    lent = [
+        {
+            "concurrency": 8,
+            "output_tok_per_s": 110.0,
+            "intervals": {
+                "output_tok_per_s": {
+                    "mean": 110.0,
+                    "sd": None,
+                    "n": 1,
+                    "low": None,
+                    "high": None,
+                    "new_launch_low": 90.0,
+                    "new_launch_high": 130.0,
+                    "new_launch_df": 2,
+                    "new_launch_basis": "pooled",
+                }
+            },
+        }
+    ]
     basis = study_basis({**doc, "finalists": {**doc["finalists"], "winner_launches": 1, "winner_levels": lent}})
     assert basis.levels == lent and "1 clean finalist relaunch of trial 3" in basis.text and basis.new_launch
     assert study_basis({"best": {"number": 3, "levels": own}, "finalists": None}).levels == own
@@ -244,17 +327,35 @@ def test_bench_serving_sends_as_many_requests_as_the_study_measured() -> None:
     from autotune.verify.__main__ import prompts_per_level
 
     plan = BenchPlan(workload=WorkloadSpec(), concurrencies=(1, 16, 64), rounds=2, min_requests=8)
-    doc = {"best": {"levels": [{"concurrency": 1, "requests": 33}, {"concurrency": 16, "requests": 20},
-                               {"concurrency": 64, "requests": 410}]}}
+    doc = {
+        "best": {
+            "levels": [
+                {"concurrency": 1, "requests": 33},
+                {"concurrency": 16, "requests": 20},
+                {"concurrency": 64, "requests": 410},
+            ]
+        }
+    }
     assert prompts_per_level(doc, plan) == {1: 33, 16: 32, 64: 410}  # never below one window's worth
 
 
 def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """bench_serving's figures count for the verdict, against the same interval as autotune's client."""
     doc = json.loads((study_dir / "best" / "best.json").read_text())
-    far = [{"concurrency": lv["concurrency"], "num_prompts": 8, "completed": 8, "duration_s": 1.0,
-            "output_tok_per_s": lv["output_tok_per_s"] * 5, "ttft_ms_p99": 1.0, "ttft_ms_median": 1.0,
-            "tpot_ms_median": lv["tpot_ms"]["median"]} for lv in doc["best"]["levels"]]
+    far = [
+        {
+            "concurrency": lv["concurrency"],
+            "num_prompts": 8,
+            "completed": 8,
+            "duration_s": 1.0,
+            "output_tok_per_s": lv["output_tok_per_s"] * 5,
+            "ttft_ms_p99": 1.0,
+            "ttft_ms_median": 1.0,
+            "tpot_ms_median": lv["tpot_ms"]["median"],
+        }
+        for lv in doc["best"]["levels"]
+    ]
+
     def bench_serving(doc, plan, base_url, out_dir, on_level):  # type: ignore[no-untyped-def]
         for level in far:
             on_level(level)
@@ -262,8 +363,10 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
     monkeypatch.setattr(verify, "_bench_serving", bench_serving)
     code, report = _run(study_dir, tmp_path / "v", "--bench-serving", "--metrics", "output_tok_per_s")
     bs = report["bench_serving"]["figures"]
-    assert {(f["concurrency"], f["metric"]) for f in bs if f["judged"]} == {(1, "output_tok_per_s"),
-                                                                         (4, "output_tok_per_s")}
+    assert {(f["concurrency"], f["metric"]) for f in bs if f["judged"]} == {
+        (1, "output_tok_per_s"),
+        (4, "output_tok_per_s"),
+    }
     # five times the study's throughput: outside the interval by far more than the known machine-to-machine variation
     assert all(f["verdict"] in ("outside interval", "beyond machine variation") for f in bs if f["judged"])
     assert any(f["verdict"] == "beyond machine variation" for f in bs if f["judged"])
@@ -275,20 +378,27 @@ def test_bench_serving_figures_are_judged_too(study_dir: Path, tmp_path: Path, m
     mine = {lv["concurrency"]: lv for lv in report["autotune"]["levels"]}
     for lv in far:
         o = offsets[lv["concurrency"]]
-        assert o["output_tok_per_s"] == pytest.approx(lv["output_tok_per_s"] / mine[lv["concurrency"]]["output_tok_per_s"] - 1)
-        assert o["tpot_ms.median"] == pytest.approx(lv["tpot_ms_median"] / mine[lv["concurrency"]]["tpot_ms"]["median"] - 1)
+        assert o["output_tok_per_s"] == pytest.approx(
+            lv["output_tok_per_s"] / mine[lv["concurrency"]]["output_tok_per_s"] - 1
+        )
+        assert o["tpot_ms.median"] == pytest.approx(
+            lv["tpot_ms_median"] / mine[lv["concurrency"]]["tpot_ms"]["median"] - 1
+        )
     assert "bench_serving against autotune's client on this same launch" in md
 
 
 def test_narrow_interval_widths_keep_their_decimals() -> None:
     from autotune.verify.report import _pct
+
     assert [_pct(x) for x in (0.13, 1.64, 12.4)] == ["0.13%", "1.6%", "12%"]
 
 
-def test_an_interrupted_verify_keeps_what_it_measured(study_dir: Path, tmp_path: Path, monkeypatch,
-                                                      started: list[int]) -> None:
+def test_an_interrupted_verify_keeps_what_it_measured(
+    study_dir: Path, tmp_path: Path, monkeypatch, started: list[int]
+) -> None:
     """Stopped during bench_serving (a deadline's SIGINT): the server is stopped, exit 130, and verify.json keeps
     autotune's figures and the bench_serving levels that finished, marked complete: false."""
+
     def bench_serving(doc, plan, base_url, out_dir, on_level):
         on_level({"concurrency": 1, "num_prompts": 8, "completed": 8, "output_tok_per_s": 1.0})
         raise KeyboardInterrupt

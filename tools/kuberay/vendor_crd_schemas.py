@@ -29,8 +29,9 @@ def read_crd(kind: str, *, repo: str | None, ref: str, crd_dir: Path | None) -> 
     name = f"ray.io_{kind}.yaml"
     if crd_dir is not None:
         return (crd_dir / name).read_bytes()
-    return subprocess.run(["git", "--git-dir", str(repo), "show", f"{ref}:{CRD_DIR}/{name}"], check=True,
-                          capture_output=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), "show", f"{ref}:{CRD_DIR}/{name}"], check=True, capture_output=True
+    ).stdout
 
 
 def version_schema(crd: dict, version: str) -> dict:
@@ -53,8 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give exactly one of --repo and --crd-dir")
     commit = args.ref
     if args.repo is not None:
-        commit = subprocess.run(["git", "--git-dir", args.repo, "rev-parse", f"{args.ref}^{{commit}}"], check=True,
-                                capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "--git-dir", args.repo, "rev-parse", f"{args.ref}^{{commit}}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     args.out.mkdir(parents=True, exist_ok=True)
     files = {}
     for kind in KINDS:
@@ -62,10 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         schema = version_schema(yaml.safe_load(raw), args.version)
         target = args.out / f"{kind}.{args.version}.schema.json"
         target.write_text(json.dumps(schema, indent=1, sort_keys=True) + "\n")
-        files[target.name] = {"source": f"{CRD_DIR}/ray.io_{kind}.yaml", "source_sha256": hashlib.sha256(raw).hexdigest()}
+        files[target.name] = {
+            "source": f"{CRD_DIR}/ray.io_{kind}.yaml",
+            "source_sha256": hashlib.sha256(raw).hexdigest(),
+        }
         print(f"wrote {target} ({target.stat().st_size:,} bytes)")
-    source = {"repository": "https://github.com/ray-project/kuberay", "ref": args.ref, "commit": commit,
-              "version": args.version, "files": files}
+    source = {
+        "repository": "https://github.com/ray-project/kuberay",
+        "ref": args.ref,
+        "commit": commit,
+        "version": args.version,
+        "files": files,
+    }
     (args.out / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n")
     return 0
 

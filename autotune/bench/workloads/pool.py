@@ -31,7 +31,7 @@ class FilteredPool:
     def _extend(self, want: int, batch: int = 256) -> None:
         while len(self._kept) < want and self._pos < len(self._order):
             end = min(self._pos + batch, len(self._order))
-            for idx in self._order[self._pos:end]:
+            for idx in self._order[self._pos : end]:
                 got = self._judge(int(idx))
                 if isinstance(got, str):
                     self.counts.drop(got)
@@ -43,7 +43,9 @@ class FilteredPool:
     def units(self, n: int, offset: int) -> list[Unit]:
         self._extend(offset + n)
         if not self._kept:
-            raise BenchError(f"{self._what}: no entry passed the filters ({self.counts.dropped}); see docs/benchmark.md")
+            raise BenchError(
+                f"{self._what}: no entry passed the filters ({self.counts.dropped}); see docs/benchmark.md"
+            )
         if offset + n > len(self._kept):
             self.wrapped = True
         return [self._kept[i % len(self._kept)] for i in range(offset, offset + n)]

@@ -105,7 +105,7 @@ def _parse(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Conversation, .
     for i, entry in enumerate(data):
         where = f"ShareGPT file {path}, entry {i}"
         if not isinstance(entry, dict):
-            raise BenchError(f"{where}: expected an object with \"conversations\", got {type(entry).__name__}")
+            raise BenchError(f'{where}: expected an object with "conversations", got {type(entry).__name__}')
         turns = entry.get("conversations", entry.get("conversation"))
         if not isinstance(turns, list):
             raise BenchError(f'{where}: "conversations" must be a list of {{"from": ..., "value": ...}} turns')

@@ -9,7 +9,10 @@ import pytest
 
 
 def conversation(*turns: str) -> dict[str, object]:
-    return {"id": "x", "conversations": [{"from": "human" if i % 2 == 0 else "gpt", "value": t} for i, t in enumerate(turns)]}
+    return {
+        "id": "x",
+        "conversations": [{"from": "human" if i % 2 == 0 else "gpt", "value": t} for i, t in enumerate(turns)],
+    }
 
 
 @pytest.fixture

@@ -14,8 +14,16 @@ from tests.bench.workloads.conftest import write_trace
 
 
 def test_registry_names_every_kind() -> None:
-    assert set(KIND_NAMES) >= {"random-ids", "synthetic", "random", "jsonl", "sharegpt", "multi-turn",
-                               "shared-prefix", "trace"}
+    assert set(KIND_NAMES) >= {
+        "random-ids",
+        "synthetic",
+        "random",
+        "jsonl",
+        "sharegpt",
+        "multi-turn",
+        "shared-prefix",
+        "trace",
+    }
     with pytest.raises(BenchError, match="unknown workload kind 'nope'"):
         check_workload(WorkloadSpec(kind="nope"))
 
@@ -36,8 +44,9 @@ def test_random_text_has_the_drawn_length_by_the_rule() -> None:
 
 
 def test_shared_prefix_groups_share_a_system_prompt_and_cycles_do_not() -> None:
-    spec = WorkloadSpec(kind="shared-prefix", gsp_groups=3, gsp_prompts_per_group=4, gsp_system_len=64,
-                        gsp_question_len=8, output_len=5)
+    spec = WorkloadSpec(
+        kind="shared-prefix", gsp_groups=3, gsp_prompts_per_group=4, gsp_system_len=64, gsp_question_len=8, output_len=5
+    )
     first, second = build_requests(spec, 12), build_requests(spec, 12, offset=12)
     systems = [r.text.split("\n")[0] for r in first]  # type: ignore[union-attr]
     assert len(set(systems)) == 3 and all(systems.count(s) == 4 for s in set(systems))
@@ -48,12 +57,15 @@ def test_shared_prefix_groups_share_a_system_prompt_and_cycles_do_not() -> None:
 
 
 def test_trace_rows_times_and_shared_blocks(tmp_path: Path) -> None:
-    path = write_trace(tmp_path, [
-        {"timestamp": 1000, "input_length": 40, "output_length": 5, "hash_ids": [1, 2]},
-        "",
-        {"timestamp": 1500, "input_length": 30, "output_length": 6, "hash_ids": [1, 3]},
-        {"timestamp": 3000, "input_length": 9000, "output_length": 6},
-    ])
+    path = write_trace(
+        tmp_path,
+        [
+            {"timestamp": 1000, "input_length": 40, "output_length": 5, "hash_ids": [1, 2]},
+            "",
+            {"timestamp": 1500, "input_length": 30, "output_length": 6, "hash_ids": [1, 3]},
+            {"timestamp": 3000, "input_length": 9000, "output_length": 6},
+        ],
+    )
     spec = WorkloadSpec(kind="trace", path=path, trace_block_size=16, context_len=4096)
     reqs = build_requests(spec, 4)
     assert [r.arrival_s for r in reqs[:2]] == [0.0, 0.5]
@@ -68,9 +80,13 @@ def test_trace_rows_times_and_shared_blocks(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ([{"timestamp": 5, "input_length": 3, "output_length": 2}, {"timestamp": 4, "input_length": 3,
-                                                                    "output_length": 2}],
-         "line 2: timestamp 4 is before the previous row's 5.0; sort the trace by timestamp"),
+        (
+            [
+                {"timestamp": 5, "input_length": 3, "output_length": 2},
+                {"timestamp": 4, "input_length": 3, "output_length": 2},
+            ],
+            "line 2: timestamp 4 is before the previous row's 5.0; sort the trace by timestamp",
+        ),
         (["{not json"], "line 1: invalid JSON"),
         ([{"timestamp": 0, "input_length": 0, "output_length": 2}], 'line 1: "input_length" must be an integer >= 1'),
         ([{"timestamp": 0, "input_length": 3, "output_length": 2, "hash_ids": ["a"]}], '"hash_ids" must be a list'),

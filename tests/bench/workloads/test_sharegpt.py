@@ -59,7 +59,7 @@ def test_no_level_repeats_an_earlier_levels_prompt(sharegpt_file: str) -> None:
     [
         ('{"conversations": []}', "the top level must be a JSON list"),
         ('[{"conversations": [{"from": "human", "value": 3}]}]', "entry 0, turn 0"),
-        ('[1]', "entry 0: expected an object"),
+        ("[1]", "entry 0: expected an object"),
         ('[{"id": "a"}]', '"conversations" must be a list'),
         ('[{"conversations": []}, {"conversations": [}]', "invalid JSON"),
     ],
@@ -73,8 +73,13 @@ def test_malformed_files_get_one_line_naming_where(tmp_path: Path, content: str,
 
 
 def test_a_file_cut_off_in_its_last_conversation_keeps_the_complete_ones(tmp_path: Path) -> None:
-    text = json.dumps([{"conversations": [{"from": "human", "value": f"q{i}" * 9}, {"from": "gpt", "value": "a" * 40}]}
-                       for i in range(3)], indent=2)
+    text = json.dumps(
+        [
+            {"conversations": [{"from": "human", "value": f"q{i}" * 9}, {"from": "gpt", "value": "a" * 40}]}
+            for i in range(3)
+        ],
+        indent=2,
+    )
     path = tmp_path / "cut.json"
     path.write_text(text[: len(text) - 30], encoding="utf-8")
     assert len(load_conversations(str(path))) == 2
