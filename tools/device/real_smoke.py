@@ -61,6 +61,10 @@ def server_argv(engine: str, model_dir: str, port: int, common: str, flags: str)
     ]
 
 
+# The lent GPU machines' rule: every process there runs with NVLink multicast off (tools/device/bootstrap.sh exports it).
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
@@ -243,6 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--help-out", help="save `python -m sglang.launch_server --help` here first")
     args = ap.parse_args(argv)
+    missing = [k for k, v in MULTICAST_OFF.items() if os.environ.get(k) != v]
+    if args.engine == "sglang" and missing:
+        print(
+            f"error: {', '.join(missing)} not set as the lent machines require (NVLink multicast off); "
+            "source tools/device/bootstrap.sh first",
+            file=sys.stderr,
+        )
+        return 2
     args.levels = [int(x) for x in args.levels.split(",")]
     start = time.monotonic()
     deadline = start + args.deadline
