@@ -10,7 +10,7 @@ import json
 import httpx
 
 from autotune.bench.types import GreedySample, WorkloadSpec
-from autotune.bench.workload import build_requests
+from autotune.bench.workloads import build_requests
 
 
 def greedy_body(text: str | None, input_ids: tuple[int, ...] | None, max_new_tokens: int, ignore_eos: bool) -> bytes:

@@ -50,7 +50,7 @@ def resolve_workload_path(m: StudyFileModel, source: Path) -> Path | None:
 
 def _jsonl_rows(path: Path, output_len: int) -> list[Problem]:
     """Every trial would fail on a bad workload file: read it now, before Ray starts."""
-    from autotune.bench.workload import check_jsonl
+    from autotune.bench.workloads import check_jsonl
     from autotune.core.errors import BenchError
 
     try:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autotune.bench.types import WorkloadSpec
-from autotune.bench.workload import MIN_TOKEN_ID, BenchRequest, build_requests
+from autotune.bench.workloads import BenchRequest, build_requests
+from autotune.bench.workloads.random_ids import MIN_TOKEN_ID
 from autotune.core.errors import BenchError
 
 

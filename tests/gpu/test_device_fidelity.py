@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.bench.types import WorkloadSpec
-from autotune.bench.workload import build_requests
+from autotune.bench.workloads import build_requests
 from autotune.core.errors import AutotuneError, BenchError
 from autotune.models.dummy import write_model
 from tools.device.fidelity import (
