@@ -206,12 +206,16 @@ def bench_serving_argv(
     if setup.dataset == "sharegpt":
         if dataset_file is None:
             raise BenchError("a sharegpt fidelity run needs the repeat's ShareGPT file (sharegpt_file)")
+        if setup.burstiness != 1.0:
+            raise BenchError(
+                f"--burstiness {setup.burstiness:g}: SGLang's bench_serving sends Poisson arrivals only (0.5.17 has no "
+                "--burstiness); compare at burstiness 1, or measure autotune's client alone with --skip-sglang-bench"
+            )
         argv = [
             python, "-m", module, "--backend", "sglang", "--base-url", base_url,
             "--dataset-name", "sharegpt", "--dataset-path", str(dataset_file),
             "--tokenizer", setup.model_dir, "--model", setup.model_dir, "--num-prompts", str(setup.num_prompts),
             "--request-rate", f"{setup.request_rate:g}" if setup.request_rate else "inf",
-            "--burstiness", f"{setup.burstiness:g}",
             "--output-file", str(output_file), "--seed", str(setup.seed + repeat),
             "--warmup-requests", "1", "--ready-check-timeout-sec", "0", "--disable-tqdm",
         ]  # fmt: skip
@@ -585,6 +589,7 @@ def _autotune_sharegpt_run(base_url: str, setup: FidelitySetup, repeat: int, pat
         max_windows=1,
         flush_cache=False,
         max_in_flight=max(512, setup.num_prompts),
+        seed=setup.seed + repeat,  # each repeat its own draw of arrivals, as bench_serving's --seed seed + repeat
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = run_plan(base_url, plan)
@@ -827,6 +832,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_sglang = False
         notes.append("SGLang is not installed here: bench_serving was skipped, only autotune's client was measured")
         print(f"[fidelity] {notes[-1]}", flush=True)
+    if run_sglang and setup.dataset == "sharegpt" and setup.burstiness != 1.0:
+        print(
+            f"error: --burstiness {setup.burstiness:g}: SGLang's bench_serving sends Poisson arrivals only; use "
+            "burstiness 1, or --skip-sglang-bench to measure autotune's client alone",
+            file=sys.stderr,
+        )
+        return 2
     if args.engine == "sim":
         notes.append("engine sim: SIMULATED server, not a measurement of real hardware")
         engine = get_engine("sim", profile=args.sim_profile, time_scale=1.0)
