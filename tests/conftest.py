@@ -3,7 +3,10 @@ from __future__ import annotations
 import functools
 import os
 import random
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,23 @@ def no_site(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process runs on a site that sets none of the multicast variables."""
     for name in SITE_MULTICAST_OFF:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server (from the pgserver package) for the session: its database ``autotune``. The tests that
+    use it share an ``xdist_group``, so with ``-n 2`` one worker starts it once."""
+    pgserver = pytest.importorskip(
+        "pgserver", reason="the PostgreSQL test server is a dev dependency: pip install -e '.[dev]' (pgserver, psycopg)"
+    )
+    pytest.importorskip("psycopg", reason="pip install 'autotune[postgres]'")
+    # As root, pgserver runs PostgreSQL as an unprivileged user, who must reach the data directory: not under
+    # pytest's 0700 temporary root, so a directory of its own directly in the system temp dir.
+    data = tempfile.mkdtemp(prefix="autotune-pg-")
+    try:
+        server = pgserver.get_server(data, cleanup_mode="stop")
+        server.psql("CREATE DATABASE autotune;")
+        yield server.get_uri("autotune")  # a Unix socket in the data directory; no TCP port
+        server.cleanup()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)

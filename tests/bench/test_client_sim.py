@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from autotune.bench.client import run_plan
-from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.bench.types import BenchPlan, BenchResult, WorkloadSpec
 from autotune.core.errors import BenchError
 
 pytestmark = pytest.mark.skipif(
@@ -193,46 +193,51 @@ def test_greedy_sample_and_per_level_server_accept_length() -> None:
     assert not any("set_internal_state" in n for n in result.notes)
 
 
-def test_the_fault_mode_corrupts_outputs_only_under_speculation() -> None:
-    """AUTOTUNE_SIM_FAULT=spec-corrupt-output: a speculative server's greedy outputs differ from a plain one's."""
-    fault = {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"}
-    samples = []
-    for flags, env in (
-        ((), None),
-        ((), fault),
-        (("--speculative-algorithm", "NGRAM"), None),
-        (("--speculative-algorithm", "NGRAM"), fault),
-    ):
-        proc, url = _start(*flags, env=env)
-        try:
-            samples.append(run_plan(url, _greedy_plan()).greedy)
-        finally:
-            _stop(proc)
-    plain, plain_fault, spec, spec_fault = (s.outputs for s in samples)
-    assert plain == plain_fault == spec  # the fault leaves a plain server alone; correct speculation is lossless
-    assert spec_fault != plain
-    assert all(a[:4] == b[:4] and a[4] != b[4] for a, b in zip(plain, spec_fault, strict=True))
+NGRAM = ("--speculative-algorithm", "NGRAM")
+FAULT = {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"}
 
 
-def test_the_output_gate_catches_the_fault_mode_and_passes_correct_speculation() -> None:
-    """End to end on the simulator: greedy samples measured from real sim servers, judged by the export's gate."""
-    from dataclasses import replace
-
-    from autotune.export.output_gate import FAILED, PASSED, output_gate
-    from tests.export.conftest import make_record
-
-    ngram = ("--speculative-algorithm", "NGRAM")
+@pytest.fixture(scope="module")
+def fault_runs() -> dict[str, BenchResult]:
+    """The greedy plan measured once on each of four servers (plain or NGRAM, with or without the fault mode); the
+    two tests below judge the same runs."""
     runs = {}
     for name, flags, env in (
         ("plain", (), None),
-        ("spec", ngram, None),
-        ("faulty", ngram, {"AUTOTUNE_SIM_FAULT": "spec-corrupt-output"}),
+        ("plain-fault", (), FAULT),
+        ("spec", NGRAM, None),
+        ("spec-fault", NGRAM, FAULT),
     ):
         proc, url = _start(*flags, env=env)
         try:
             runs[name] = run_plan(url, _greedy_plan())
         finally:
             _stop(proc)
+    return runs
+
+
+@pytest.mark.xdist_group("client-sim-fault")  # one worker measures fault_runs once for both tests
+def test_the_fault_mode_corrupts_outputs_only_under_speculation(fault_runs: dict[str, BenchResult]) -> None:
+    """AUTOTUNE_SIM_FAULT=spec-corrupt-output: a speculative server's greedy outputs differ from a plain one's."""
+    samples = [fault_runs[name].greedy for name in ("plain", "plain-fault", "spec", "spec-fault")]
+    assert all(s is not None for s in samples)
+    plain, plain_fault, spec, spec_fault = (s.outputs for s in samples if s is not None)
+    assert plain == plain_fault == spec  # the fault leaves a plain server alone; correct speculation is lossless
+    assert spec_fault != plain
+    assert all(a[:4] == b[:4] and a[4] != b[4] for a, b in zip(plain, spec_fault, strict=True))
+
+
+@pytest.mark.xdist_group("client-sim-fault")
+def test_the_output_gate_catches_the_fault_mode_and_passes_correct_speculation(
+    fault_runs: dict[str, BenchResult],
+) -> None:
+    """End to end on the simulator: greedy samples measured from real sim servers, judged by the export's gate."""
+    from dataclasses import replace
+
+    from autotune.export.output_gate import FAILED, PASSED, output_gate
+    from tests.export.conftest import make_record
+
+    runs = {"plain": fault_runs["plain"], "spec": fault_runs["spec"], "faulty": fault_runs["spec-fault"]}
     fl = {"speculative-algorithm": "NGRAM"}
     records = [
         replace(make_record(0, tputs={1: 10.0, 4: 30.0}), bench=runs["plain"]),

@@ -17,16 +17,19 @@ from ray.serve.schema import ServeDeploySchema
 from autotune.export import ExportError, export_study
 from autotune.export.ray_llm import ray_llm_available
 from autotune.trial.records import FailureKind, TrialOutcome
-from tests.export.conftest import study_records
+from tests.export.conftest import LEVELS, OBJECTIVES, study_records
 
 SIM_BANNER = "SIMULATED (profile kimi-k2.5-int4-8x-rtxpro6000), not a measurement"
 
 
-@pytest.fixture
-def exported(tmp_path, objectives, levels):
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """One export of the hand-built study for the tests that only read it (each export renders the report and its
+    charts: seconds on a loaded machine)."""
+    tmp_path = tmp_path_factory.mktemp("exported")
     # each level measured in windows (+-2%): the report's comparisons can tell the single launches apart
     records = study_records(window_pct=2.0)
-    result = export_study(tmp_path, study_name="demo", objectives=objectives, records=records, load_levels=levels)
+    result = export_study(tmp_path, study_name="demo", objectives=list(OBJECTIVES), records=records, load_levels=LEVELS)
     return result, tmp_path / "best"
 
 

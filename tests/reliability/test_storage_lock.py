@@ -18,7 +18,6 @@ import pytest
 from autotune.search import main
 from autotune.study import driver as driver_mod
 from autotune.trial import registry
-from tests.study.test_storage_postgres import postgres_url  # noqa: F401 - the fixture: a real PostgreSQL from pgserver
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "search_spaces" / "smoke.yaml")
@@ -138,10 +137,11 @@ def test_the_default_storage_of_one_directory_and_a_url_naming_it_are_one_study(
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("postgres")  # with the other test of the session's PostgreSQL server: one server
 def test_two_fresh_drivers_on_one_postgresql_storage_are_refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    postgres_url: str,  # noqa: F811 - the fixture imported above
+    postgres_url: str,  # tests/conftest.py: a real PostgreSQL from pgserver
 ) -> None:
     _second_is_refused(tmp_path, postgres_url, monkeypatch, capsys)

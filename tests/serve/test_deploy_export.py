@@ -147,7 +147,10 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
             [*SERVE, "deploy", str(config), "-a", dash], capture_output=True, text=True, timeout=120, env=env
         )
         assert deploy.returncode == 0, deploy.stdout + deploy.stderr
-        _wait("the app RUNNING", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 120)
+        # polled on the dashboard's REST API (a `serve status` process per poll costs seconds of CPU), then confirmed
+        # with `serve status`
+        _wait("the app RUNNING", lambda: _api_status(dash, app) == ("RUNNING", "HEALTHY"), 120)
+        _wait("serve status RUNNING", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 30)
         with httpx.Client(timeout=60, trust_env=False) as client:
             first = _completion(client, http + route)
             pid = client.get(f"{http}{route}/autotune/status").json()["engine_pid"]
@@ -169,6 +172,7 @@ def test_deploy_serves_and_a_dead_engine_replaces_the_replica(tmp_path: Path) ->
                 f"engine {pid} killed; replica {old_replica} reported unhealthy and replaced in {replaced_after:.1f} s "
                 f"(seen: {sorted(seen)})"
             )
+            _wait("the app HEALTHY again", lambda: _api_status(dash, app) == ("RUNNING", "HEALTHY"), 30)
             _wait(
                 "serve status HEALTHY", lambda: _deployment(_serve_status(env, dash), app) == ("RUNNING", "HEALTHY"), 30
             )
@@ -210,13 +214,21 @@ def _token() -> dict[str, str]:
     return {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
 
 
-def _serve_api(dash: str, app: str) -> dict:
+def _serve_app(dash: str, app: str) -> dict:
     try:
         r = httpx.get(f"{dash}/api/serve/applications/", headers=_token(), timeout=5, trust_env=False)
-        detail = (r.json().get("applications") or {}).get(app) or {} if r.status_code == 200 else {}
+        return (r.json().get("applications") or {}).get(app) or {} if r.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return {}
-    return (detail.get("deployments") or {}).get("EngineServer") or {}
+
+
+def _serve_api(dash: str, app: str) -> dict:
+    return (_serve_app(dash, app).get("deployments") or {}).get("EngineServer") or {}
+
+
+def _api_status(dash: str, app: str) -> tuple[str, str]:
+    """As _deployment of `serve status`, from the dashboard's REST API."""
+    return _deployment({"applications": {app: _serve_app(dash, app)}}, app)
 
 
 def _replicas(dash: str, app: str, state: str) -> list[str]:

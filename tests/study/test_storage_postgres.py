@@ -1,15 +1,14 @@
 """--storage postgresql://...: a study on a real PostgreSQL server (started by the test from the pgserver package) is
-killed mid-study and resumed the same way as on SQLite; a second results directory cannot mix into it."""
+killed mid-study and resumed the same way as on SQLite; a second results directory cannot mix into it. The server is
+the session's (``postgres_url`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,24 +22,6 @@ from tests.conftest import free_port
 from tests.test_search_e2e import STUDY
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> str:
-    pgserver = pytest.importorskip(
-        "pgserver", reason="the PostgreSQL test server is a dev dependency: pip install -e '.[dev]' (pgserver, psycopg)"
-    )
-    pytest.importorskip("psycopg", reason="pip install 'autotune[postgres]'")
-    # As root, pgserver runs PostgreSQL as an unprivileged user, who must reach the data directory: not under
-    # pytest's 0700 temporary root, so a directory of its own directly in the system temp dir.
-    data = tempfile.mkdtemp(prefix="autotune-pg-")
-    try:
-        server = pgserver.get_server(data, cleanup_mode="stop")
-        server.psql("CREATE DATABASE autotune;")
-        yield server.get_uri("autotune")  # a Unix socket in the data directory; no TCP port
-        server.cleanup()
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def _argv(space: Path, results: Path, url: str, *extra: str) -> list[str]:
@@ -69,9 +50,10 @@ def test_redacted_url() -> None:
     assert redact_url("sqlite:///a/b.db") == "sqlite:///a/b.db"
 
 
+@pytest.mark.xdist_group("postgres")  # with the other test of the session's PostgreSQL server: one server
 def test_postgres_study_killed_and_resumed(tmp_path: Path, postgres_url: str) -> None:
     study = json.loads(json.dumps(STUDY))
-    study["study"].update(name="pg", trials=3)
+    study["study"].update(name="pg", trials=2)  # killed after the first record: the rerun keeps it and runs the other
     study["params"]["mem_fraction_static"]["choices"] = [0.7, 0.8]
     study["load_levels"] = [1]
     space = tmp_path / "pg.yaml"
@@ -111,7 +93,7 @@ def test_postgres_study_killed_and_resumed(tmp_path: Path, postgres_url: str) ->
     assert proc.returncode == 0, out[-5000:]
     assert f"{len(first)} finished trial(s) kept" in out and "Optuna study 'pg' in postgresql://" in out
     final = [json.loads(x) for x in records.read_text().splitlines()]
-    assert len(final) == 3
+    assert len(final) == 2
     assert [r["trial_id"] for r in final[: len(first)]] == [r["trial_id"] for r in first], "finished trials re-run"
 
     stored = optuna.load_study(study_name="pg", storage=postgres_url)
