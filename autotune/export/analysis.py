@@ -15,7 +15,7 @@ from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, open_level_keys, regime_choices
 from autotune.export.schedule import Schedule, speculation_schedule
 from autotune.export.verdict import BaselineVerdict, Spread, baseline_verdict, spread
-from autotune.finalists.choice import FinalistOutcome, baseline_number
+from autotune.finalists.outcome import FinalistOutcome, baseline_number
 from autotune.space import Objective
 from autotune.trial.records import TrialRecord
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 from autotune.export.errors import ExportError
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.space import Objective, parse_objective_key
 from autotune.trial.records import TrialOutcome, TrialRecord
 

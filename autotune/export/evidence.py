@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from autotune.bench.stats import mean_sd, pooled_relative_sd, t_cdf, t_quantile, welch
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import METRICS, level_value
 

@@ -28,7 +28,7 @@ from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNIN
 from autotune.export.schedule import schedule_table
 from autotune.export.traffic import traffic_section
 from autotune.export.verdict import fmt_gain
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import level_value
 

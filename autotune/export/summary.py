@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from autotune.export.accessors import compact_params, fmt, fmt_pm, objective_interval, outcome_label
 from autotune.export.analysis import analyze
 from autotune.export.best import objective_value
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 

@@ -26,7 +26,7 @@ from autotune.export.rayservice import RAYSERVICE_YAML, render_rayservice
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.schedule import schedule_document
 from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, is_secret_var, render_serve_config
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.trial.records import TrialRecord
 
 BEST_DIR = "best"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.finalists.choice import FinalistOutcome, FinalistRun, StagePlan, study_outcome
+from autotune.finalists.choice import study_outcome
+from autotune.finalists.outcome import FinalistOutcome, FinalistRun, StagePlan
 from autotune.trial.records import TrialRecord
 from autotune.trial.store import atomic_write_text, warn
 

@@ -13,14 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import AutotuneError
-from autotune.finalists.choice import (
-    FinalistOutcome,
-    StagePlan,
-    missing_slots,
-    next_stage,
-    stage_finalists,
-    study_outcome,
-)
+from autotune.finalists.choice import missing_slots, next_stage, stage_finalists, study_outcome
+from autotune.finalists.outcome import FinalistOutcome, StagePlan
+from autotune.finalists.stage import run_stage
 from autotune.finalists.store import FinalistStore
 from autotune.policy import stopping
 from autotune.progress.console import Console, Verbosity
@@ -37,10 +32,9 @@ from autotune.study.cluster import (
     start_serve,
     stop_orphans,
 )
-from autotune.study.finalist_stage import run_stage
 from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.study.optuna_study import reconcile
-from autotune.study.runner import base_record, failed_record, now_iso, tune_trainable
+from autotune.study.runner import base_record, failed_record, now_iso, relaunch, tune_trainable
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.study.storage import StorageLock, open_shared_study, redact_url
 from autotune.study.studylock import StudyLock
@@ -445,6 +439,8 @@ class StudyDriver:
                 plan,
                 trials,
                 self.finalist_store,
+                relaunch=relaunch,
+                lost=self._missing_record,
                 owner=self.owner,
                 concurrency=concurrency,
                 say=say,

@@ -370,6 +370,15 @@ def run_trial(
     return redact_record(record, log_text, env, spec.server.secret_env, spec.server.secret_flags)
 
 
+def relaunch(
+    spec: StudySpec, params: dict[str, Any], trial_id: str, number: int, owner: str | None
+) -> tuple[dict[str, Any], str]:
+    """One finalist relaunch as the stage's Ray task runs it (``autotune.finalists.stage``): the record as JSON (what
+    crosses Ray) and the server log."""
+    record, log_text = run_trial(spec, params, trial_id=trial_id, number=number, owner=owner)
+    return record.to_json(), log_text
+
+
 def redact_record(
     record: TrialRecord,
     log_text: str,

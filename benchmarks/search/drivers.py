@@ -20,7 +20,8 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import parse_objectives, select_best
-from autotune.finalists.choice import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
+from autotune.finalists.choice import run_trial_id, select_finalists, study_outcome
+from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import PhaseTimings, TrialOutcome, TrialRecord

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 from autotune.export.analysis import analyze
 from autotune.export.report import render_report
-from autotune.finalists.choice import FinalistRun, StagePlan, stage_finalists, study_outcome
+from autotune.finalists.choice import stage_finalists, study_outcome
+from autotune.finalists.outcome import FinalistRun, StagePlan
 from tests.export.conftest import make_record
 
 LEVELS = (1, 8)

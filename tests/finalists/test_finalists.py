@@ -9,8 +9,6 @@ import pytest
 
 from autotune.bench.types import BenchResult, Dist, LevelSummary
 from autotune.finalists.choice import (
-    FinalistRun,
-    StagePlan,
     decide,
     missing_slots,
     next_stage,
@@ -18,6 +16,7 @@ from autotune.finalists.choice import (
     select_finalists,
     study_outcome,
 )
+from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.finalists.store import FinalistStore
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 
