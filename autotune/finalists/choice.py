@@ -119,9 +119,8 @@ def missing_slots(plan: StagePlan, runs: Sequence[FinalistRun]) -> list[tuple[in
 
 def _mem_fraction(record: TrialRecord) -> float | None:
     value: Any = record.flags.get("mem-fraction-static")
-    if value is None and "--mem-fraction-static" in record.argv:
-        i = record.argv.index("--mem-fraction-static")
-        value = record.argv[i + 1] if i + 1 < len(record.argv) else None
+    if value is None and record.launch is not None:
+        value = record.launch.option("mem-fraction-static")
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):

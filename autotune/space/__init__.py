@@ -19,7 +19,6 @@ from autotune.space.types import (
     StudyOverrides,
     StudySpec,
     objective_key,
-    parse_objective_key,
 )
 from autotune.space.values import condition_holds, is_active
 
@@ -39,7 +38,6 @@ __all__ = [
     "is_active",
     "load_study",
     "objective_key",
-    "parse_objective_key",
     "suggest",
     "to_trial_config",
 ]

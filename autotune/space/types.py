@@ -52,16 +52,9 @@ class StudyOverrides:
 
 def objective_key(metric: str, level: Level) -> str:
     """The key of a metric at a load level in records and reports (``output_tok_per_s@max``); the only place the
-    form is written. ``parse_objective_key`` reads it back."""
+    form is written. Nothing reads it back: whoever needs the metric and the level takes the typed ``Objective`` or
+    ``Constraint``."""
     return f"{metric}@{level}"
-
-
-def parse_objective_key(key: str) -> tuple[str, Level]:
-    """``"ttft_ms.p99@32"`` -> ``("ttft_ms.p99", 32)``; raises ValueError for a key without ``@``."""
-    metric, sep, level = key.rpartition("@")
-    if not sep or not metric or not level:
-        raise ValueError(f"{key!r} is not <metric>@<level> (e.g. output_tok_per_s@max)")
-    return metric, int(level) if level.isdigit() else level
 
 
 @dataclass(frozen=True)

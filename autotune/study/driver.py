@@ -481,7 +481,7 @@ class StudyDriver:
 
         spec = self.spec
         records = self.store.load()
-        objectives = [(o.key, o.direction) for o in spec.objectives]
+        objectives = spec.objectives
         levels = list(spec.plan.concurrencies)
         outcome = self.finalist_outcome(records)
         result = export_study(

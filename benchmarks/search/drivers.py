@@ -19,7 +19,7 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
-from autotune.export.best import parse_objectives, select_best
+from autotune.export.best import check_objectives, select_best
 from autotune.finalists.choice import run_trial_id, select_finalists, study_outcome
 from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.study.optuna_study import open_study
@@ -73,7 +73,7 @@ class Lab:
         self.invalid = self.failed = self.infeasible = self.repeats = 0
         self._seen: set[str] = set()
         spec = land.spec
-        self.objectives = parse_objectives([(objective_key(o.metric, o.level), o.direction) for o in spec.objectives])
+        self.objectives = check_objectives(spec.objectives)
 
     def record(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
         """The trial's record; a launch is counted unless the point is invalid."""

@@ -18,6 +18,7 @@ from autotune.finalists.choice import (
 )
 from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.finalists.store import FinalistStore
+from autotune.space import Objective
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 
 KEY = "output_tok_per_s@max"
@@ -236,9 +237,9 @@ def test_summary_marks_the_finalist_winner() -> None:
     records = [trial(1, 1000.0), trial(2, 900.0)]
     rs = runs(1, {1: [900.0, 905.0, 910.0], 2: [1000.0, 1010.0, 1005.0]})
     out = study_outcome(records, [StagePlan(1, (1, 2), 3)], rs, key=KEY, direction="maximize", alpha=0.05, count=2)
-    text = format_summary_table(records, [(KEY, "maximize")], [32], finalists=out)
+    text = format_summary_table(records, [Objective("output_tok_per_s", "max", "maximize")], [32], finalists=out)
     assert "* best: trial 2" in text and "decided by the finalist stage: separable" in text
-    assert "* best: trial 1" in format_summary_table(records, [(KEY, "maximize")], [32])
+    assert "* best: trial 1" in format_summary_table(records, [Objective("output_tok_per_s", "max", "maximize")], [32])
 
 
 def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
