@@ -43,9 +43,7 @@ class Launched:
     def redacted(self, extra_flags: Iterable[str] = ()) -> Launched:
         """The options with the value of every secret flag replaced by ``<redacted>`` (``autotune.core.secrets``)."""
         names = set(extra_flags)
-        options = tuple(
-            (k, REDACTED if v is not None and is_secret(k, names, value=v) else v) for k, v in self.options
-        )
+        options = tuple((k, REDACTED if v is not None and is_secret(k, names, value=v) else v) for k, v in self.options)
         return replace(self, options=options)
 
     def to_json(self) -> dict[str, Any]:

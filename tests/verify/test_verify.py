@@ -15,6 +15,7 @@ from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.core.trial import LaunchSpec
 from autotune.export import export_study
 from autotune.space import Objective
+from autotune.trial.launched import Launched
 from autotune.trial.launcher import launched
 from autotune.trial.records import EngineInfo, TrialOutcome, TrialRecord
 from autotune.trial.registry import group_alive
@@ -74,6 +75,7 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         flags={},
         env={},
         argv=list(argv),
+        launch=Launched.from_argv("sim", argv),
         outcome=TrialOutcome.COMPLETE,
         engine=ENGINE,
         bench=bench,
