@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from autotune.space.load import load_study
 from autotune.space.sample import suggest, to_trial_config
+from autotune.space.schema import FinalistsSpec, SimSpec, StopRule
 from autotune.space.types import (
     METRIC_NAMES,
     Condition,
     Constraint,
-    FinalistsSpec,
     Objective,
     ParamSpec,
     ServerSpec,
-    SimSpec,
-    StopRule,
     StudyOverrides,
     StudySpec,
     objective_key,

@@ -1,6 +1,7 @@
 """Typed values of a study definition: what ``load_study`` returns and the driver, searcher and exporter read.
 
-Everything here is a frozen dataclass built from a validated YAML file (see ``autotune.space.schema``).
+Everything here is frozen, built from a validated YAML file: dataclasses, and the file's own sections that need
+nothing resolved (``SimSpec``, ``FinalistsSpec``, ``StopRule``: the pydantic models of ``autotune.space.schema``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.space.schema import FinalistsSpec, SimSpec, StopRule
 
 Scalar = str | int | float | bool | None
 Level = int | str  # a concurrency, "max" / "min" (the highest / lowest concurrency) or an open-loop key ("rate8")
@@ -139,32 +141,6 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
-class SimSpec:
-    """The simulated engine's hardware+model profile and its time scale (engine seconds per wall second)."""
-
-    profile: str
-    time_scale: float = 1.0
-
-
-@dataclass(frozen=True)
-class FinalistsSpec:
-    """The finalist stage: the top ``count`` feasible configs relaunched ``rounds`` times each, interleaved; a winner
-    is declared where Welch's t test on the primary objective across those launches gives p < ``alpha``."""
-
-    count: int = 3
-    rounds: int = 2
-    alpha: float = 0.05
-
-
-@dataclass(frozen=True)
-class StopRule:
-    """End the search early: ``no_improvement_launches`` launched trials in a row without a feasible result beyond
-    the incumbent's 95% interval (its noise band) on the primary objective."""
-
-    no_improvement_launches: int
-
-
-@dataclass(frozen=True)
 class StudySpec:
     """A whole study definition, validated. ``source`` is the YAML file it came from."""
 
@@ -255,6 +231,9 @@ class StudySpec:
         """A JSON-ready copy (for records and exports); secret values of variables and flags are redacted
         (autotune.core.secrets)."""
         data = asdict(self.redacted())
+        for key in ("sim", "finalists", "stop_when"):  # the file's own sections (pydantic models), as their fields
+            section = getattr(self, key)
+            data[key] = section.model_dump() if section is not None else None
         data["source"] = str(self.source)
         data["gpus_per_trial"] = self.gpus_per_trial
         return data

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autotune.space import load_study
-from autotune.space.types import FinalistsSpec
+from autotune.space import FinalistsSpec
 from autotune.study.timebox import TimeBox, stage_launches
 
 SMOKE = Path(__file__).resolve().parents[2] / "autotune" / "search_spaces" / "smoke.yaml"
