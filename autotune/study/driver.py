@@ -302,7 +302,7 @@ class StudyDriver:
             for cap in (spec.max_concurrent, self.max_concurrent):
                 if cap:
                     conc = min(conc, cap)
-            self.timebox.concurrency = conc
+            self.timebox.at_once = conc
             self.timebox.trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
             self.console.say(
                 f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "

@@ -22,12 +22,12 @@ def stage_launches(spec: StudySpec) -> int:
 
 @dataclass
 class TimeBox:
-    """``stop_after_s`` (None: no time box) against the finalist stage's ``launches`` relaunches, run ``concurrency``
+    """``stop_after_s`` (None: no time box) against the finalist stage's ``launches`` relaunches, run ``at_once``
     at a time, each taking about the study's median trial wall time (launch + benchmark)."""
 
     stop_after_s: float | None
     launches: int
-    concurrency: int = 1
+    at_once: int = 1  # relaunches (trials) run at once
     trial_walls: list[float] = field(default_factory=list)  # wall seconds of this study's trials
     no_stage_room: str = ""  # set when the box cannot hold the finalist stage: what the user gives up
 
@@ -38,7 +38,7 @@ class TimeBox:
             return 0.0
         walls = sorted(self.trial_walls)
         per = walls[len(walls) // 2]
-        return per * math.ceil(self.launches / max(1, self.concurrency))
+        return per * math.ceil(self.launches / max(1, self.at_once))
 
     def check(self) -> str:
         """Once the first trial's time is known: whether the box can hold the finalist stage. Returns the message to

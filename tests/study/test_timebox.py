@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from autotune.space import load_study
-from autotune.space import FinalistsSpec
+from autotune.space import FinalistsSpec, load_study
 from autotune.study.timebox import TimeBox, stage_launches
 
 SMOKE = Path(__file__).resolve().parents[2] / "autotune" / "search_spaces" / "smoke.yaml"
@@ -20,7 +19,7 @@ def test_the_stage_launches_the_finalists_and_the_baseline_each_round() -> None:
 
 
 def test_the_reserve_is_the_median_trial_times_the_rounds_of_relaunches() -> None:
-    box = TimeBox(stop_after_s=1000.0, launches=8, concurrency=3)
+    box = TimeBox(stop_after_s=1000.0, launches=8, at_once=3)
     assert box.reserve_s() == 0.0  # no trial finished yet
     assert box.add_trial(10.0) == ""  # 10 + 10 x ceil(8 / 3) = 40 s fits in 1000 s
     box.add_trial(30.0)
