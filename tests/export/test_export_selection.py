@@ -9,7 +9,7 @@ import pytest
 from autotune.export.best import check_objectives, parse_load_levels, select_best
 from autotune.export.errors import ExportError
 from autotune.export.pareto import ParetoPoint, dominates, pareto_front
-from autotune.export.regimes import constraint_level, crossover, eligible_at, regime_choices
+from autotune.export.regimes import crossover, eligible_at, regime_choices
 from autotune.space import Objective
 from autotune.trial.records import FailureKind, TrialOutcome
 from tests.export.conftest import study_records
@@ -82,13 +82,6 @@ def test_dominates_and_equal_points_are_both_kept(record_factory):
     assert not dominates(pt(0, 10, 2), pt(1, 9, 1))
     twins = [record_factory(n, tputs={1: 5, 8: 100}, tpots={1: 7.0}) for n in (0, 1)]
     assert [p.number for p in pareto_front(twins, (1, 8)).front] == [0, 1]
-
-
-def test_constraint_level_parsing():
-    assert constraint_level("ttft_ms.p99@max", (1, 8, 64)) == 64
-    assert constraint_level("ttft_ms.p99@min", (1, 8, 64)) == 1
-    assert constraint_level("ttft_ms.p99@8", (1, 8, 64)) == 8
-    assert constraint_level("ttft_ms.p99", (1, 8, 64)) is None
 
 
 def test_no_regime_recommends_a_config_that_misses_a_study_constraint(records, levels):
