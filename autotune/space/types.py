@@ -164,7 +164,7 @@ class StudySpec:
     # the user's current configuration: ``study.baseline``, else the first of ``points_to_evaluate`` (see ``baseline``)
     baseline_point: dict[str, Any] | None = None
     export_http: tuple[str, int] = ("127.0.0.1", 8000)  # export.http_host / http_port: the exported Serve proxy
-    finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
+    finalists: FinalistsSpec = field(default_factory=FinalistsSpec)  # type: ignore[arg-type]  # pydantic models type their Field defaults as required arguments (no mypy plugin)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
     speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see sglang_rules.tie_speculative_caps
