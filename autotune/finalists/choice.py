@@ -35,6 +35,7 @@ from autotune.finalists.outcome import (
     StagePlan,
     baseline_number,
 )
+from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import across_launches, launch_spread
 
@@ -127,13 +128,13 @@ def _mem_fraction(record: TrialRecord) -> float | None:
         return None
 
 
-def _ttft_p99(record: TrialRecord, level: str) -> float | None:
+def _ttft_p99(record: TrialRecord, level: int | str) -> float | None:
     from autotune.bench.metrics import metric_value
 
-    if record.bench is None:
-        return None
+    if record.bench is None or (isinstance(level, str) and level not in ("max", "min")):
+        return None  # an open-loop level has no TTFT tie-break here
     try:
-        return metric_value(record.bench, "ttft_ms.p99", level if level in ("max", "min") else int(level))
+        return metric_value(record.bench, "ttft_ms.p99", level)
     except ValueError:
         return None
 
@@ -143,9 +144,12 @@ def _clean(record: TrialRecord, key: str) -> bool:
     return record.outcome is TrialOutcome.COMPLETE and record.feasible and _value(record, key) is not None
 
 
-def finalist_stats(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str) -> list[FinalistStats]:
-    """Per finalist (in ``trials``), its clean launches' objective values, TTFT p99s and memory setting."""
-    level = key.partition("@")[2] or "max"
+def finalist_stats(
+    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], objective: Objective
+) -> list[FinalistStats]:
+    """Per finalist (in ``trials``), its clean launches' objective values, TTFT p99s (at the objective's level) and
+    memory setting."""
+    key, level = objective.key, objective.level
     out = []
     for number, trial in trials.items():
         mine = [r.record for r in runs if r.repeats == number]
@@ -181,10 +185,12 @@ def _pct(leader: float, other: float, direction: Direction) -> float:
 
 
 def decide(
-    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str, direction: Direction, alpha: float = 0.05
+    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], objective: Objective, alpha: float = 0.05
 ) -> Decision:
-    """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` (see module doc)."""
-    stats = finalist_stats(trials, runs, key)
+    """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` on the primary
+    ``objective`` (see module doc)."""
+    key, direction = objective.key, objective.direction
+    stats = finalist_stats(trials, runs, objective)
     stages = tuple(sorted({r.stage for r in runs}))
     common: dict[str, Any] = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
     # A finalist with a failed or infeasible relaunch cannot win while one relaunched cleanly every time.
@@ -292,14 +298,14 @@ def study_outcome(
     plans: Sequence[StagePlan],
     runs: Sequence[FinalistRun],
     *,
-    key: str,
-    direction: Direction,
+    objective: Objective,
     alpha: float,
     count: int,
     baseline: Mapping[str, Any] | None = None,
 ) -> FinalistOutcome:
-    """The finalist stage's result for the study's current top ``count`` configs (and its baseline:
-    ``stage_finalists``)."""
+    """The finalist stage's result on the primary ``objective`` for the study's current top ``count`` configs (and its
+    baseline: ``stage_finalists``)."""
+    key, direction = objective.key, objective.direction
     finalists = stage_finalists(records, key, direction, count, baseline)
     base = baseline_number(records, baseline)
     if count <= 0:
@@ -323,12 +329,12 @@ def study_outcome(
         )
     by_number = {r.number: r for r in records}
     trials = {n: by_number[n] for n in finalists}
-    pooled = decide(trials, mine, key, direction, alpha)
+    pooled = decide(trials, mine, objective, alpha)
     latest = max((p for p in plans if p.finalists == finalists), key=lambda p: p.stage)
     missing = missing_slots(latest, runs)
     if missing and pooled.leader is not None:
         pooled = incomplete(pooled, latest, len(missing))
-    per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
+    per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], objective, alpha) for s in stages)
     return FinalistOutcome(
         finalists,
         pooled,

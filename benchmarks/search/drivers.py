@@ -163,8 +163,7 @@ class Lab:
             self.records,
             [StagePlan(1, chosen, rounds)],
             runs,
-            key=obj.key,
-            direction=obj.direction,
+            objective=obj,
             alpha=0.05,
             count=count,
         ).decision
