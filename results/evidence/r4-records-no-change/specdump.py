@@ -1,3 +1,5 @@
+"""Every shipped study file's StudySpec as JSON (what study.json holds) and its parts' reprs.
+Run from a checkout root: ``PYTHONPATH=$PWD python specdump.py OUT.json``."""
 import json, sys, glob
 from autotune.space import load_study
 out = {}
