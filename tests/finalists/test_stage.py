@@ -27,9 +27,9 @@ class _Ref:
         self.fn, self.args = fn, args
 
 
-def _fake_ray(calls: list[tuple[str, int]]) -> types.ModuleType:
-    """``ray.remote(...)(fn).remote(*args)`` defers ``fn(*args)``; ``ray.wait`` answers the oldest; ``ray.get`` runs it."""
-    ray = types.ModuleType("ray")
+def _fake_ray(calls: list[tuple[str, int]]) -> types.SimpleNamespace:
+    """``ray.remote(...)(fn).remote(*args)`` defers ``fn(*args)``; ``ray.wait`` answers the oldest; ``ray.get`` runs it.
+    The stage imports ``ray`` inside ``run_stage``, which finds this in ``sys.modules``."""
 
     def remote(**_options: Any) -> Any:
         def wrap(fn: Any) -> Any:
@@ -41,10 +41,11 @@ def _fake_ray(calls: list[tuple[str, int]]) -> types.ModuleType:
 
         return wrap
 
-    ray.remote = remote  # type: ignore[attr-defined]
-    ray.wait = lambda refs, num_returns, timeout: (refs[:1], refs[1:])  # type: ignore[attr-defined]
-    ray.get = lambda ref: ref.fn(*ref.args)  # type: ignore[attr-defined]
-    return ray
+    return types.SimpleNamespace(
+        remote=remote,
+        wait=lambda refs, num_returns, timeout: (refs[:1], refs[1:]),
+        get=lambda ref: ref.fn(*ref.args),
+    )
 
 
 def _relaunch(spec: Any, params: dict[str, Any], trial_id: str, number: int, owner: str | None) -> Any:
