@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from autotune.space.load import load_study
 from autotune.space.sample import suggest, to_trial_config
-from autotune.space.schema import FinalistsSpec, SimSpec, StopRule
+from autotune.space.schema import FinalistsSpec, ServerSpec, SimSpec, StopRule
 from autotune.space.types import (
     METRIC_NAMES,
     Condition,
     Constraint,
     Objective,
     ParamSpec,
-    ServerSpec,
     StudyOverrides,
     StudySpec,
     objective_key,

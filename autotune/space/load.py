@@ -15,7 +15,6 @@ from autotune.space.types import (
     METRIC_NAMES,
     Constraint,
     Objective,
-    ServerSpec,
     StudyOverrides,
     StudySpec,
     default_direction,
@@ -139,15 +138,13 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         )
     sim = m.sim if s.engine == "sim" else None
     model_path = (m.server.model_path or "").strip() or (sim.profile if sim else "")
-    server = ServerSpec(
-        model_path=model_path,
-        tp_size=m.server.tp_size,
-        host=m.server.host.strip(),
-        flags=dict(m.server.flags),
-        env=dict(m.server.env),
-        secret_env=tuple(m.server.secret_env),
-        secret_flags=tuple(f.strip().lstrip("-") for f in m.server.secret_flags),
-        study_only={k.strip().lstrip("-"): v.strip() for k, v in m.server.study_only.items()},
+    server = m.server.model_copy(  # the file's section, its names normalized
+        update={
+            "model_path": model_path,
+            "host": m.server.host.strip(),
+            "secret_flags": [f.strip().lstrip("-") for f in m.server.secret_flags],
+            "study_only": {k.strip().lstrip("-"): v.strip() for k, v in m.server.study_only.items()},
+        }
     )
     w = m.workload
     wpath = resolve_workload_path(m, source)

@@ -2,7 +2,8 @@
 
 Nothing here knows what the values mean; ``autotune.space.checks`` judges them and ``autotune.space.load`` builds
 the typed ``StudySpec``. A section whose values need nothing resolved against the rest of the file is its own type in
-the ``StudySpec`` as validated here (``SimSpec``, ``FinalistsSpec``, ``StopRule``: frozen, compared by value).
+the ``StudySpec`` as validated here (``SimSpec``, ``FinalistsSpec``, ``StopRule``: frozen, compared by value), and
+``ServerSpec`` with its names normalized by ``load_study``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from autotune.core.errors import SpaceError
 
@@ -370,8 +371,12 @@ class StudyModel(_Model):
     speculative_caps: Literal["tie", "sglang-default"] = "tie"
 
 
-class ServerModel(_Model):
-    model_path: str | None = None
+class ServerSpec(_Model):
+    """Fixed for every trial (``server:``). ``flags`` keyed without dashes; ``env`` values are strings. In a
+    ``StudySpec`` the names are normalized (``load_study``): ``model_path`` resolved (the sim profile's where the file
+    names none), ``host`` stripped, ``secret_flags`` and ``study_only`` keys without dashes."""
+
+    model_path: str = ""  # "" (or null in the file): none named
     tp_size: int = Field(1, gt=0)
     host: str = "127.0.0.1"
     flags: dict[str, FlagValueT] = Field(default_factory=dict)
@@ -383,6 +388,11 @@ class ServerModel(_Model):
     # Benchmark-only settings (a flag name without dashes, or a variable), with the reason: kept in the records, left
     # out of the production export (best/launch.sh, serve_config.yaml). autotune.export.study_only knows common ones.
     study_only: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("model_path", mode="before")
+    @classmethod
+    def _no_model_path(cls, value: Any) -> Any:
+        return "" if value is None else value
 
 
 class SimSpec(_Model):
@@ -456,7 +466,7 @@ class ExportModel(_Model):
 
 class StudyFileModel(_Model):
     study: StudyModel = Field(default_factory=StudyModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
-    server: ServerModel = Field(default_factory=ServerModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
+    server: ServerSpec = Field(default_factory=ServerSpec)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     sim: SimSpec | None = None
     workload: WorkloadModel = Field(default_factory=WorkloadModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     load_levels: list[LoadLevelT] = Field(default_factory=lambda: [1, 8, 32])

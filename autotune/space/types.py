@@ -1,7 +1,8 @@
 """Typed values of a study definition: what ``load_study`` returns and the driver, searcher and exporter read.
 
 Everything here is frozen, built from a validated YAML file: dataclasses, and the file's own sections that need
-nothing resolved (``SimSpec``, ``FinalistsSpec``, ``StopRule``: the pydantic models of ``autotune.space.schema``).
+nothing resolved (``SimSpec``, ``FinalistsSpec``, ``StopRule``: the pydantic models of ``autotune.space.schema``) or only
+its names normalized (``ServerSpec``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autotune.bench.types import BenchPlan, WorkloadSpec
-from autotune.space.schema import FinalistsSpec, SimSpec, StopRule
+from autotune.space.schema import FinalistsSpec, ServerSpec, SimSpec, StopRule
 
 Scalar = str | int | float | bool | None
 Level = int | str  # a concurrency, "max" / "min" (the highest / lowest concurrency) or an open-loop key ("rate8")
@@ -127,20 +128,6 @@ class ParamSpec:
 
 
 @dataclass(frozen=True)
-class ServerSpec:
-    """Fixed for every trial. ``flags`` keyed without dashes; ``env`` values are strings."""
-
-    model_path: str
-    tp_size: int = 1
-    host: str = "127.0.0.1"
-    flags: dict[str, str | int | float | bool] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    secret_env: tuple[str, ...] = ()  # variables redacted beyond those autotune.core.secrets recognises
-    secret_flags: tuple[str, ...] = ()  # flags (without dashes) redacted beyond those autotune.core.secrets recognises
-    study_only: dict[str, str] = field(default_factory=dict)  # flag or variable -> why it is benchmark-only
-
-
-@dataclass(frozen=True)
 class StudySpec:
     """A whole study definition, validated. ``source`` is the YAML file it came from."""
 
@@ -223,16 +210,16 @@ class StudySpec:
         from autotune.core.secrets import redact_env, redact_flags
 
         s = self.server
-        return replace(
-            self, server=replace(s, env=redact_env(s.env, s.secret_env), flags=redact_flags(s.flags, s.secret_flags))
-        )
+        safe = {"env": redact_env(s.env, s.secret_env), "flags": redact_flags(s.flags, s.secret_flags)}
+        return replace(self, server=s.model_copy(update=safe))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready copy (for records and exports); secret values of variables and flags are redacted
         (autotune.core.secrets)."""
-        data = asdict(self.redacted())
-        for key in ("sim", "finalists", "stop_when"):  # the file's own sections (pydantic models), as their fields
-            section = getattr(self, key)
+        safe = self.redacted()
+        data = asdict(safe)
+        for key in ("server", "sim", "finalists", "stop_when"):  # the file's own sections (pydantic), as their fields
+            section = getattr(safe, key)
             data[key] = section.model_dump() if section is not None else None
         data["source"] = str(self.source)
         data["gpus_per_trial"] = self.gpus_per_trial

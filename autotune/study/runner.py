@@ -369,7 +369,7 @@ def run_trial(
         )
     finally:
         send(TrialEvent(number, trial_id, Phase.ENDED))  # it no longer runs (a relaunch gets no FINISHED)
-    return redact_record(record, log_text, env, spec.server.secret_env, spec.server.secret_flags)
+    return redact_record(record, log_text, env, tuple(spec.server.secret_env), tuple(spec.server.secret_flags))
 
 
 def relaunch(

@@ -250,7 +250,7 @@ def test_a_study_with_only_a_secret_flag_gets_a_private_directory(
 
     (tmp_path / "in").mkdir()
     spec = flag_secret_spec(tmp_path / "in", declared=False)
-    spec = replace(spec, server=replace(spec.server, env={"TOKENIZERS_PARALLELISM": "false"}))
+    spec = replace(spec, server=spec.server.model_copy(update={"env": {"TOKENIZERS_PARALLELISM": "false"}}))
     monkeypatch.setattr(registry, "sweep", lambda *a, **k: [])
     monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: None)
     driver_mod.StudyDriver(spec, results_dir=tmp_path / "results").run()
