@@ -138,7 +138,7 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     if args.finalists is not None:
         if args.finalists < 0:
             raise SpaceError(f"--finalists must be 0 (no finalist stage) or more, got {args.finalists}")
-        spec = replace(spec, finalists=replace(spec.finalists, count=args.finalists))
+        spec = replace(spec, finalists=spec.finalists.model_copy(update={"count": args.finalists}))
     return args, spec
 
 

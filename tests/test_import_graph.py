@@ -31,6 +31,14 @@ FORBIDDEN = {
     ("autotune.policy", "autotune.study"): "the policy decides; the study runs (the searcher holds the policy)",
 }
 LEAVES_ALLOWED: set[str] = set()  # a leaf unit may import only these (and the package's version)
+# (from, to package): the only modules of ``to`` that ``from`` may import. The export reads the finalist stage's
+# results as data; the choice, the store and the stage that relaunches are not its business.
+ONLY_MODULES = {
+    ("autotune.export", "autotune.finalists"): (
+        {"autotune.finalists.outcome"},
+        "the export reads the finalist stage's results (finalists.outcome) as data, not how the stage decides or runs",
+    ),
+}
 
 
 def unit(module: str) -> str | None:
@@ -132,6 +140,32 @@ def forbidden_edges(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
+def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every ``autotune`` module -> the ``autotune`` modules (not units) it imports."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for path in sorted((root / "autotune").rglob("*.py")):
+        src = module_name(path, root)
+        for name in imported(ast.parse(path.read_text(), filename=str(path))):
+            if name.startswith("autotune."):
+                out[src].add(name)
+    return dict(out)
+
+
+def module_violations(modules: dict[str, set[str]]) -> list[str]:
+    """Imports of a package's modules that ``ONLY_MODULES`` does not allow."""
+    found = []
+    for (src, dst), (allowed, why) in ONLY_MODULES.items():
+        for module, names in sorted(modules.items()):
+            if unit(module) != src:
+                continue
+            found += [
+                f"{module} -> {name}: {why}"
+                for name in sorted(names)
+                if unit(name) == dst and not any(name == a or name.startswith(a + ".") for a in allowed)
+            ]
+    return found
+
+
 def documented_layers(path: Path = ROOT / "docs" / "architecture.md") -> dict[str, int]:
     """``autotune.<unit>`` -> its layer, from the table under "How the code is laid out" in docs/architecture.md."""
     text = path.read_text()
@@ -189,6 +223,16 @@ def test_no_import_cycles() -> None:
 
 def test_no_forbidden_edges() -> None:
     assert forbidden_edges(import_graph()) == []
+
+
+def test_the_export_imports_only_the_finalists_outcome() -> None:
+    modules = module_imports()
+    assert module_violations(modules) == []
+    assert any("autotune.finalists.outcome" in names for m, names in modules.items() if m.startswith("autotune.export"))
+    broken = {"autotune.export.x": {"autotune.finalists.choice", "autotune.finalists.outcome"}}
+    assert module_violations(broken) == [
+        f"autotune.export.x -> autotune.finalists.choice: {ONLY_MODULES[next(iter(ONLY_MODULES))][1]}"
+    ]
 
 
 def test_nothing_in_autotune_imports_serve_app() -> None:

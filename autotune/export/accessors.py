@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from autotune.bench.stats import Interval
 from autotune.bench.types import LevelSummary
 from autotune.engines.sglang_facts import is_given
 from autotune.engines.sglang_facts import speculative_algorithm as sglang_speculative_algorithm
+from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 
@@ -51,22 +52,22 @@ def interval(record: TrialRecord, concurrency: int, metric: str) -> Interval | N
     return lv.intervals.get(metric) if lv is not None else None
 
 
-def objective_interval(record: TrialRecord, key: str) -> Interval | None:
-    """The interval behind an objective value ``<metric>@<level>`` (level a concurrency, ``max`` or ``min``)."""
-    metric, _, where = key.partition("@")
+def objective_interval(record: TrialRecord, objective: Objective) -> Interval | None:
+    """The interval behind an objective's value (its level a concurrency, ``max`` or ``min``; an open-loop level has
+    none here)."""
     if record.bench is None or not record.bench.levels:
         return None
     concurrencies = [lv.concurrency for lv in record.bench.levels]
+    where = objective.level
     if where == "max":
         c = max(concurrencies)
     elif where == "min":
         c = min(concurrencies)
+    elif isinstance(where, int):
+        c = where
     else:
-        try:
-            c = int(where)
-        except ValueError:
-            return None
-    return interval(record, c, metric)
+        return None
+    return interval(record, c, objective.metric)
 
 
 def fmt_pm(value: float | None, iv: Interval | None, digits: int = 1, *, thousands: bool = False) -> str:
@@ -88,21 +89,10 @@ def accept_lengths(record: TrialRecord) -> tuple[float, ...]:
 
 
 def flag_value(record: TrialRecord, name: str) -> Any:
-    """A server flag's value from ``record.flags``; falls back to ``--name value`` in the argv."""
+    """A server flag's value from ``record.flags``; falls back to the option the trial's launch gave."""
     if name in record.flags:
         return record.flags[name]
-    return argv_value(record.argv, name)
-
-
-def argv_value(argv: Sequence[str], name: str) -> str | None:
-    """The value after ``--name`` (or in ``--name=value``) in an argv, else None."""
-    opt = f"--{name}"
-    for i, arg in enumerate(argv):
-        if arg == opt and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(opt + "="):
-            return arg[len(opt) + 1 :]
-    return None
+    return record.launch.option(name) if record.launch is not None else None
 
 
 def is_set(value: Any) -> bool:

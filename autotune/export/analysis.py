@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.export.banner import study_banner
-from autotune.export.best import BestChoice, apply_finalists, parse_load_levels, parse_objectives, select_best
+from autotune.export.best import BestChoice, apply_finalists, check_objectives, parse_load_levels, select_best
 from autotune.export.evidence import Evidence, level_of
 from autotune.export.health import CapNote, DrafterIssue, cap_notes, drafter_issues
 from autotune.export.output_gate import GateResult, output_gate
@@ -15,7 +15,7 @@ from autotune.export.pareto import ParetoFront, pareto_front
 from autotune.export.regimes import Crossover, RegimeChoice, crossover, open_level_keys, regime_choices
 from autotune.export.schedule import Schedule, speculation_schedule
 from autotune.export.verdict import BaselineVerdict, Spread, baseline_verdict, spread
-from autotune.finalists.choice import FinalistOutcome, baseline_number
+from autotune.finalists.outcome import FinalistOutcome, baseline_number
 from autotune.space import Objective
 from autotune.trial.records import TrialRecord
 
@@ -50,7 +50,7 @@ class StudyAnalysis:
 def analyze(
     *,
     study_name: str,
-    objectives: Sequence[tuple[str, str]],
+    objectives: Sequence[Objective],
     records: Sequence[TrialRecord],
     load_levels: Sequence[int],
     finalists: FinalistOutcome | None = None,
@@ -62,14 +62,14 @@ def analyze(
     ``finalists``: the finalist stage's outcome; where it decided a winner, that trial is the best. ``baseline``: the
     study's baseline point (``StudySpec.baseline``); the verdict judges the best against the trial that measured it.
     Every comparison (best, regimes, speculation on vs off, the verdict) uses one ``Evidence``."""
-    objs = parse_objectives(objectives)
+    objs = check_objectives(objectives)
     levels = parse_load_levels(load_levels)
     recs = tuple(sorted(records, key=lambda r: r.number))
     ev = Evidence(recs, finalists)
     best, gate, gated_out = gated_best(apply_finalists(select_best(recs, objs), recs, finalists), recs, objs)
     failed_gate = {r.number for r in recs if output_gate(r, recs).blocks}
     base = baseline_number(recs, baseline) if baseline is not None else (finalists.baseline if finalists else None)
-    at = level_of(objs[0].key, levels)
+    at = level_of(objs[0], levels)
     winner = (best.record.number, at) if best.record is not None and objs[0].metric == "output_tok_per_s" else None
     return StudyAnalysis(
         study_name=study_name,

@@ -1,5 +1,5 @@
-"""The study's objectives (``autotune.space.Objective``, from ``(key, direction)`` pairs) and the choice of the best
-trial (feasible, best primary objective)."""
+"""The study's objectives (``autotune.space.Objective``, checked) and the choice of the best trial (feasible, best
+primary objective)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, cast
+from typing import Literal
 
 from autotune.export.errors import ExportError
-from autotune.finalists.choice import FinalistOutcome
-from autotune.space import Objective, parse_objective_key
+from autotune.finalists.outcome import FinalistOutcome
+from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 Direction = Literal["maximize", "minimize"]
@@ -30,25 +30,19 @@ class BestChoice:
     method: str = "single_launch"
 
 
-def parse_objectives(objectives: Sequence[tuple[str, str]]) -> tuple[Objective, ...]:
-    """``[(key, direction), ...]`` (primary first) -> typed objectives; raises ExportError saying how to fix."""
+def check_objectives(objectives: Sequence[Objective]) -> tuple[Objective, ...]:
+    """The study's objectives (primary first), checked; raises ExportError saying how to fix."""
     if not objectives:
         raise ExportError(
-            "no objectives given: pass at least one (key, direction) pair, e.g. ('output_tok_per_s@max', 'maximize')"
+            "no objectives given: pass at least one, e.g. Objective('output_tok_per_s', 'max', 'maximize') "
+            "(the study's StudySpec.objectives)"
         )
-    parsed = []
-    for item in objectives:
-        if len(item) != 2:
-            raise ExportError(f"objective {item!r} must be a (key, direction) pair")
-        key, direction = item
-        if direction not in ("maximize", "minimize"):
-            raise ExportError(f"objective {key!r}: direction {direction!r} must be 'maximize' or 'minimize'")
-        try:
-            metric, level = parse_objective_key(str(key))
-        except ValueError as exc:
-            raise ExportError(f"objective {key!r}: {exc}") from exc
-        parsed.append(Objective(metric=metric, level=level, direction=cast(Direction, direction)))
-    return tuple(parsed)
+    for o in objectives:
+        if not isinstance(o, Objective):
+            raise ExportError(f"objective {o!r} is not an autotune.space.Objective (pass the study's objectives)")
+        if o.direction not in ("maximize", "minimize"):
+            raise ExportError(f"objective {o.key!r}: direction {o.direction!r} must be 'maximize' or 'minimize'")
+    return tuple(objectives)
 
 
 def parse_load_levels(load_levels: Sequence[int]) -> tuple[int, ...]:

@@ -1,5 +1,5 @@
 """The server a trial stands for, as the export runs it: the production SGLang command and, for a simulated study, the
-simulator rehearsal. Pure: built from a TrialRecord's argv and environment.
+simulator rehearsal. Pure: built from a TrialRecord's typed launch (``record.launch``) and environment.
 
 The production command is portable: no interpreter path (the scripts use ``${PYTHON:-python3}``), no host or port
 (``${HOST}``, ``${PORT}``), no port SGLang picks itself (``--nccl-port``), no simulator option, and no benchmark-only
@@ -15,6 +15,7 @@ from autotune.core.site import MULTICAST_VARS
 from autotune.engines.base import RAY_INJECTED_ENV
 from autotune.export.errors import ExportError
 from autotune.export.study_only import StudyOnly, study_only_settings
+from autotune.trial.launched import Option
 from autotune.trial.records import TrialRecord
 
 SGLANG_MODULE = "sglang.launch_server"
@@ -24,8 +25,6 @@ DEFAULT_PORT = 30000
 # Options the export writes itself (host, port) or leaves to the server (the NCCL port it picks when unset).
 MANAGED_OPTIONS = frozenset({"host", "port", "nccl-port"})
 SIM_OPTION_PREFIX = "sim-"
-
-Option = tuple[str, str | None]  # (flag without dashes, value or None for a bare switch)
 
 
 @dataclass(frozen=True)
@@ -47,31 +46,6 @@ class ExportedServer:
     removed: tuple[StudyOnly, ...]  # benchmark-only settings left out of production
 
 
-def split_argv(argv: Sequence[str]) -> tuple[str, tuple[Option, ...]]:
-    """``[python, -m, module, --a, 1, --b, ...]`` -> ``(module, (("a", "1"), ("b", None), ...))``."""
-    if "-m" not in argv or argv.index("-m") + 1 >= len(argv):
-        raise ExportError(f"the trial's argv does not run a Python module (`python -m ...`): {list(argv)!r}")
-    i = argv.index("-m")
-    module, rest = argv[i + 1], list(argv[i + 2 :])
-    options: list[Option] = []
-    j = 0
-    while j < len(rest):
-        token = rest[j]
-        if not token.startswith("--"):
-            raise ExportError(f"unexpected argument {token!r} in the trial's argv (every option starts with --)")
-        name, eq, inline = token[2:].partition("=")
-        if eq:
-            options.append((name, inline))
-            j += 1
-        elif j + 1 < len(rest) and not rest[j + 1].startswith("--"):
-            options.append((name, rest[j + 1]))
-            j += 2
-        else:
-            options.append((name, None))
-            j += 1
-    return module, tuple(options)
-
-
 def measured_unset_env(record: TrialRecord) -> tuple[str, ...]:
     """Inherited variables the trial's server ran without: the record's ``unset_env``, else (a record written before
     it was kept) what the launcher removes by rule: Ray's variables the study did not set."""
@@ -82,9 +56,17 @@ def measured_unset_env(record: TrialRecord) -> tuple[str, ...]:
 
 def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = None) -> ExportedServer:
     """The production command (and the rehearsal, for a simulated trial) of one trial."""
-    if not record.argv:
-        raise ExportError(f"trial {record.number} has no argv: nothing to launch (was the record written by a runner?)")
-    module, options = split_argv(record.argv)
+    launch = record.launch
+    if launch is None:
+        if not record.argv:
+            raise ExportError(
+                f"trial {record.number} has no argv: nothing to launch (was the record written by a runner?)"
+            )
+        raise ExportError(
+            f"trial {record.number}: its argv does not run a Python module with --options, so there is no launch to "
+            f"export: {list(record.argv)!r}"
+        )
+    module, options = launch.module, launch.options
     if module not in (SGLANG_MODULE, SIM_MODULE):
         raise ExportError(f"trial {record.number} ran {module!r}, neither SGLang nor the simulator: cannot export it")
     host = next((v for k, v in options if k == "host" and v), DEFAULT_HOST)

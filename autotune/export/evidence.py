@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from autotune.bench.stats import mean_sd, pooled_relative_sd, t_cdf, t_quantile, welch
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
+from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import METRICS, level_value
 
@@ -202,14 +203,13 @@ def tie_text(lead: int, tied: Sequence[int]) -> str:
     return f"#{lead}" + (f" (tie with {', '.join(f'#{n}' for n in tied)}: within the noise)" if tied else "")
 
 
-def level_of(key: str, load_levels: Sequence[int]) -> int:
-    """The concurrency an objective key ``metric@level`` names."""
-    tag = key.partition("@")[2] or "max"
-    if tag == "max":
+def level_of(objective: Objective, load_levels: Sequence[int]) -> int:
+    """The concurrency an objective's level names (``max`` / ``min``: the highest / lowest of ``load_levels``)."""
+    if objective.level == "max":
         return max(load_levels)
-    if tag == "min":
+    if objective.level == "min":
         return min(load_levels)
-    return int(tag)
+    return int(objective.level)
 
 
 def records_by_number(records: Sequence[TrialRecord]) -> Mapping[int, TrialRecord]:

@@ -63,7 +63,7 @@ def _simulated_model(record: TrialRecord) -> list[str]:
         model = load_profile(profile).model.name
     except Exception:  # noqa: BLE001 - a profile since removed: the header only names what it can
         return []
-    path = next((a for i, a in enumerate(record.argv) if i and record.argv[i - 1] == "--model-path"), None)
+    path = record.launch.option("model-path") if record.launch is not None else None
     same = path is not None and path.rstrip("/").rsplit("/", 1)[-1].lower() in model.lower()
     tail = "" if same else f"; the command names --model-path {path}: point it at that model's weights"
     return [f"# Simulated model: {model} (profile {profile}){tail}."]

@@ -80,22 +80,6 @@ class Crossover:
     summary: str
 
 
-def constraint_level(key: str, load_levels: Sequence[int]) -> int | str | None:
-    """The level a ``metric@level`` key names (a concurrency, or an open-loop key); None when it names none (applies
-    at every level)."""
-    if "@" not in key:
-        return None
-    tag = key.rsplit("@", 1)[1].strip().lower()
-    if tag == "max":
-        return max(load_levels)
-    if tag == "min":
-        return min(load_levels)
-    try:
-        return int(tag)
-    except ValueError:
-        return tag or None
-
-
 def eligible_at(record: TrialRecord, concurrency: int | str, load_levels: Sequence[int]) -> bool:
     """Completed, the level measured with no failed request, and every study constraint met."""
     if record.outcome is not TrialOutcome.COMPLETE or not record.feasible:

@@ -28,7 +28,7 @@ from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNIN
 from autotune.export.schedule import schedule_table
 from autotune.export.traffic import traffic_section
 from autotune.export.verdict import fmt_gain
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import level_value
 
@@ -134,7 +134,7 @@ def _recommendation(a: StudyAnalysis) -> list[str]:
         return out + [f"**No feasible trial.** {a.best.reason}", ""]
     return out + [
         f"**Best: trial {rec.number}** (`{rec.trial_id}`): `{a.best.objective.key}` = "
-        f"{fmt_pm(a.best.value, objective_interval(rec, a.best.objective.key), 2, thousands=True)}"
+        f"{fmt_pm(a.best.value, objective_interval(rec, a.best.objective), 2, thousands=True)}"
         f" ({a.best.reason}). Speculation: {_spec_label(rec)}.",
         "",
         f"Params: {_cell(compact_params(rec.params, shorten_paths=False))}",
@@ -425,7 +425,7 @@ def _trials(a: StudyAnalysis) -> list[str]:
         row += [
             fmt_pm(ttft_p99(rec, hi), interval(rec, hi, "ttft_ms.p99")),
             fmt_pm(tpot_median(rec, hi), interval(rec, hi, "tpot_ms.median"), 2),
-            fmt_pm(objective_value(rec, primary), objective_interval(rec, primary.key), 2),
+            fmt_pm(objective_value(rec, primary), objective_interval(rec, primary), 2),
         ]
         rows.append(row)
     note = (

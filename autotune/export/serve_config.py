@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 
 from autotune.core.secrets import REDACTED, is_secret
-from autotune.export.accessors import argv_value
 from autotune.export.banner import engine_banner
 from autotune.export.command import ExportedServer, ServerCommand, exported_server, option_argv
 from autotune.export.errors import ExportError
@@ -48,13 +47,10 @@ def app_name(study_name: str) -> str:
 
 
 def server_gpus(record: TrialRecord) -> int:
-    """GPUs a production replica reserves: tensor parallel x data parallel from the trial's argv."""
-    tp = argv_value(record.argv, "tp-size") or argv_value(record.argv, "tp") or "1"
-    dp = argv_value(record.argv, "dp-size") or argv_value(record.argv, "dp") or "1"
-    try:
-        return int(tp) * int(dp)
-    except ValueError as exc:
-        raise ExportError(f"trial {record.number}: cannot read --tp-size/--dp-size from argv ({tp!r}, {dp!r})") from exc
+    """GPUs a production replica reserves: tensor parallel x data parallel of the trial's launch."""
+    if record.launch is None:
+        raise ExportError(f"trial {record.number} has no launch: nothing to deploy (was it written by a runner?)")
+    return record.launch.gpus
 
 
 def serve_app_args(

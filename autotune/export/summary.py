@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from autotune.export.accessors import compact_params, fmt, fmt_pm, objective_interval, outcome_label
 from autotune.export.analysis import analyze
 from autotune.export.best import objective_value
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
+from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 
 def format_summary_table(
     records: Sequence[TrialRecord],
-    objectives: Sequence[tuple[str, str]],
+    objectives: Sequence[Objective],
     load_levels: Sequence[int],
     finalists: FinalistOutcome | None = None,
 ) -> str:
@@ -27,7 +28,7 @@ def format_summary_table(
     rows = []
     for rec in a.records:
         feasible = "yes" if rec.feasible else ("no" if rec.outcome is TrialOutcome.COMPLETE else "-")
-        values = [fmt_pm(objective_value(rec, o), objective_interval(rec, o.key), 2) for o in a.objectives]
+        values = [fmt_pm(objective_value(rec, o), objective_interval(rec, o), 2) for o in a.objectives]
         rows.append(
             [
                 "*" if rec.number == best else "",
@@ -54,6 +55,6 @@ def format_summary_table(
         out.append(f"* best: trial {best} ({primary.key} = {fmt(a.best.value, 2)}, {primary.direction}{how})")
     else:
         out.append(f"no best trial: {a.best.reason}")
-    if any(objective_interval(rec, o.key) is not None for rec in a.records for o in a.objectives):
+    if any(objective_interval(rec, o) is not None for rec in a.records for o in a.objectives):
         out.append("±: half-width of the 95% interval over a level's measurement windows, relative to the mean")
     return "\n".join(out) + "\n"

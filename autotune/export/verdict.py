@@ -116,7 +116,7 @@ def baseline_verdict(
             baseline_feasible=base.feasible,
         )
     gains = tuple(_gain(evidence, rec.number, baseline, c, objective) for c in sorted(load_levels))
-    at = level_of(objective.key, load_levels)
+    at = level_of(objective, load_levels)
     head = next((g for g in gains if g.concurrency == at), None)
     where = f"`{objective.key}` (concurrency {at})"
     if base.outcome is not TrialOutcome.COMPLETE:
@@ -236,7 +236,7 @@ def spread(
     """The best against the worst complete trial measured at the objective's level (None: fewer than two)."""
     if best.record is None:
         return None
-    at = level_of(objective.key, load_levels)
+    at = level_of(objective, load_levels)
     metric = (
         objective.metric
         if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median", "itl_ms.median")

@@ -26,7 +26,8 @@ from autotune.export.rayservice import RAYSERVICE_YAML, render_rayservice
 from autotune.export.report import PARETO_SVG, THROUGHPUT_SVG, render_report
 from autotune.export.schedule import schedule_document
 from autotune.export.serve_config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, is_secret_var, render_serve_config
-from autotune.finalists.choice import FinalistOutcome
+from autotune.finalists.outcome import FinalistOutcome
+from autotune.space import Objective
 from autotune.trial.records import TrialRecord
 
 BEST_DIR = "best"
@@ -102,7 +103,7 @@ def export_study(
     study_dir: Path,
     *,
     study_name: str,
-    objectives: Sequence[tuple[str, str]],
+    objectives: Sequence[Objective],
     records: Sequence[TrialRecord],
     load_levels: Sequence[int],
     study_only: Mapping[str, str] | None = None,
@@ -127,7 +128,14 @@ def export_study(
     host, port = http if http is not None else (DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT)
     # a record written before redaction existed (or before it knew a credential's shape)
     records = [
-        replace(r, env=redact_env(r.env), flags=redact_flags(r.flags), argv=redact_argv(r.argv)) for r in records
+        replace(
+            r,
+            env=redact_env(r.env),
+            flags=redact_flags(r.flags),
+            argv=redact_argv(r.argv),
+            launch=r.launch.redacted() if r.launch is not None else None,
+        )
+        for r in records
     ]
     a = analyze(
         study_name=study_name,

@@ -19,77 +19,25 @@ the lowest trial number break only exactly equal means (``method="tie"``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import asdict, replace
+from typing import Any
 
-from autotune.bench.stats import Interval, interval, welch
+from autotune.bench.stats import interval, welch
+from autotune.finalists.outcome import (
+    Comparison,
+    Decision,
+    Direction,
+    FinalistOutcome,
+    FinalistRun,
+    FinalistStats,
+    StagePlan,
+    baseline_number,
+)
+from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 from autotune.verify.compare import across_launches, launch_spread
-
-Direction = Literal["maximize", "minimize"]
-RUN_KIND = "finalist"
-
-
-@dataclass(frozen=True)
-class FinalistRun:
-    """One relaunch of a finalist: which stage and round, which trial it repeats, and its full record."""
-
-    stage: int
-    round: int
-    repeats: int  # the trial number it repeats
-    repeats_trial_id: str
-    record: TrialRecord  # trial_id ``<repeated trial_id>-f<stage>r<round>``
-    kind: str = RUN_KIND
-
-    @property
-    def key(self) -> tuple[int, int, int]:
-        return (self.stage, self.round, self.repeats)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "stage": self.stage,
-            "round": self.round,
-            "repeats": self.repeats,
-            "repeats_trial_id": self.repeats_trial_id,
-            "record": self.record.to_json(),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FinalistRun:
-        return cls(
-            stage=int(data["stage"]),
-            round=int(data["round"]),
-            repeats=int(data["repeats"]),
-            repeats_trial_id=str(data["repeats_trial_id"]),
-            record=TrialRecord.from_json(dict(data["record"])),
-            kind=str(data.get("kind", RUN_KIND)),
-        )
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """A finalist stage: the trial numbers relaunched (best first) and how many rounds."""
-
-    stage: int
-    finalists: tuple[int, ...]
-    rounds: int
-
-    def slots(self) -> list[tuple[int, int]]:
-        """``(round, trial number)`` in launch order: every finalist once per round, rounds one after another."""
-        return [(r, n) for r in range(1, self.rounds + 1) for n in self.finalists]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "finalists": list(self.finalists), "rounds": self.rounds}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StagePlan:
-        return cls(
-            stage=int(data["stage"]), finalists=tuple(int(n) for n in data["finalists"]), rounds=int(data["rounds"])
-        )
 
 
 def run_trial_id(trial_id: str, stage: int, round_: int) -> str:
@@ -117,17 +65,6 @@ def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direct
     sign = -1.0 if direction == "maximize" else 1.0
     scored.sort(key=lambda rv: (sign * rv[1], rv[0].number))
     return tuple(r.number for r, _ in scored[:count])
-
-
-def baseline_number(records: Sequence[TrialRecord], point: Mapping[str, Any] | None) -> int | None:
-    """The trial that measured the study's baseline (``StudySpec.baseline``): the first with exactly its params."""
-    if point is None:
-        return None
-    want = json.dumps(dict(point), sort_keys=True, default=str)
-    for rec in sorted(records, key=lambda r: r.number):
-        if json.dumps(rec.params, sort_keys=True, default=str) == want:
-            return rec.number
-    return None
 
 
 def stage_finalists(
@@ -181,76 +118,23 @@ def missing_slots(plan: StagePlan, runs: Sequence[FinalistRun]) -> list[tuple[in
 # ------------------------------------------------------------------------------------------------------- decision
 
 
-@dataclass(frozen=True)
-class FinalistStats:
-    """One finalist over its relaunches."""
-
-    number: int
-    trial_id: str
-    params: dict[str, Any]
-    values: tuple[float, ...]  # the primary objective of each clean launch
-    launches: int
-    unclean: int  # launches that failed or missed a constraint
-    objective: Interval | None
-    ttft_p99: tuple[float, ...]  # per clean launch, at the objective's level
-    mem_fraction: float | None
-
-    @property
-    def mean(self) -> float | None:
-        return self.objective.mean if self.objective is not None else None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The leader against one other finalist on the primary objective."""
-
-    number: int
-    diff_pct: float  # (leader - other) / |leader| x 100, signed so that > 0 favours the leader
-    p_value: float | None  # Welch's two-sided p; None with fewer than 2 launches on a side
-    separable: bool
-
-
-@dataclass(frozen=True)
-class Decision:
-    method: Literal["separable", "tie", "single", "incomplete", "none"]
-    winner: int | None
-    winner_trial_id: str | None
-    summary: str
-    objective_key: str
-    direction: Direction
-    alpha: float
-    tied: tuple[int, ...] = ()
-    tie_within_pct: float | None = None
-    secondary: str = ""
-    comparisons: tuple[Comparison, ...] = ()
-    stats: tuple[FinalistStats, ...] = field(default_factory=tuple)
-    stages: tuple[int, ...] = ()
-    leader: int | None = None  # the best mean among the clean finalists
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["stats"] = [{**asdict(s), "mean": s.mean} for s in self.stats]
-        return data
-
-
 def _mem_fraction(record: TrialRecord) -> float | None:
     value: Any = record.flags.get("mem-fraction-static")
-    if value is None and "--mem-fraction-static" in record.argv:
-        i = record.argv.index("--mem-fraction-static")
-        value = record.argv[i + 1] if i + 1 < len(record.argv) else None
+    if value is None and record.launch is not None:
+        value = record.launch.option("mem-fraction-static")
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
 
 
-def _ttft_p99(record: TrialRecord, level: str) -> float | None:
+def _ttft_p99(record: TrialRecord, level: int | str) -> float | None:
     from autotune.bench.metrics import metric_value
 
-    if record.bench is None:
-        return None
+    if record.bench is None or (isinstance(level, str) and level not in ("max", "min")):
+        return None  # an open-loop level has no TTFT tie-break here
     try:
-        return metric_value(record.bench, "ttft_ms.p99", level if level in ("max", "min") else int(level))
+        return metric_value(record.bench, "ttft_ms.p99", level)
     except ValueError:
         return None
 
@@ -260,9 +144,12 @@ def _clean(record: TrialRecord, key: str) -> bool:
     return record.outcome is TrialOutcome.COMPLETE and record.feasible and _value(record, key) is not None
 
 
-def finalist_stats(trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str) -> list[FinalistStats]:
-    """Per finalist (in ``trials``), its clean launches' objective values, TTFT p99s and memory setting."""
-    level = key.partition("@")[2] or "max"
+def finalist_stats(
+    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], objective: Objective
+) -> list[FinalistStats]:
+    """Per finalist (in ``trials``), its clean launches' objective values, TTFT p99s (at the objective's level) and
+    memory setting."""
+    key, level = objective.key, objective.level
     out = []
     for number, trial in trials.items():
         mine = [r.record for r in runs if r.repeats == number]
@@ -298,10 +185,12 @@ def _pct(leader: float, other: float, direction: Direction) -> float:
 
 
 def decide(
-    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], key: str, direction: Direction, alpha: float = 0.05
+    trials: Mapping[int, TrialRecord], runs: Sequence[FinalistRun], objective: Objective, alpha: float = 0.05
 ) -> Decision:
-    """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` (see module doc)."""
-    stats = finalist_stats(trials, runs, key)
+    """Decide the winner among the finalists ``trials`` (by number) from their relaunches ``runs`` on the primary
+    ``objective`` (see module doc)."""
+    key, direction = objective.key, objective.direction
+    stats = finalist_stats(trials, runs, objective)
     stages = tuple(sorted({r.stage for r in runs}))
     common: dict[str, Any] = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
     # A finalist with a failed or infeasible relaunch cannot win while one relaunched cleanly every time.
@@ -404,55 +293,19 @@ def _by_secondary(tied: Sequence[FinalistStats], alpha: float) -> tuple[Finalist
     return best, reason + "equal means; the lowest trial number"
 
 
-@dataclass(frozen=True)
-class FinalistOutcome:
-    """What the export says about the finalist stage: the finalists, the decision over every stage run for them
-    (pooled), and each stage's own decision (a repeat of the stage should give the same winner or the same tie)."""
-
-    finalists: tuple[int, ...]
-    decision: Decision | None  # None: no stage ran for these finalists (see note)
-    per_stage: tuple[Decision, ...] = ()
-    note: str = ""
-    launches: int = 0  # relaunches stored for these finalists (the stage's cost)
-    baseline: int | None = None  # the trial that measured the study's baseline, where one did
-    runs: tuple[FinalistRun, ...] = ()  # the relaunches the decision counted (every stage for these finalists)
-    # The winner at every load level over its clean relaunches: per level, each metric's mean across launches and its
-    # 95% interval across launches (``verify_compare.across_launches``; n = launches). Empty without a winner.
-    winner_levels: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def winner_launches(self) -> int:
-        """Clean relaunches behind ``winner_levels``."""
-        d = self.decision
-        stats = [s for s in d.stats if s.number == d.winner] if d is not None else []
-        return len(stats[0].values) if stats else 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "finalists": list(self.finalists),
-            "note": self.note,
-            "launches": self.launches,
-            "baseline": self.baseline,
-            "decision": self.decision.to_json() if self.decision else None,
-            "per_stage": [d.to_json() for d in self.per_stage],
-            "winner_launches": self.winner_launches,
-            "winner_levels": list(self.winner_levels),
-        }
-
-
 def study_outcome(
     records: Sequence[TrialRecord],
     plans: Sequence[StagePlan],
     runs: Sequence[FinalistRun],
     *,
-    key: str,
-    direction: Direction,
+    objective: Objective,
     alpha: float,
     count: int,
     baseline: Mapping[str, Any] | None = None,
 ) -> FinalistOutcome:
-    """The finalist stage's result for the study's current top ``count`` configs (and its baseline:
-    ``stage_finalists``)."""
+    """The finalist stage's result on the primary ``objective`` for the study's current top ``count`` configs (and its
+    baseline: ``stage_finalists``)."""
+    key, direction = objective.key, objective.direction
     finalists = stage_finalists(records, key, direction, count, baseline)
     base = baseline_number(records, baseline)
     if count <= 0:
@@ -476,12 +329,12 @@ def study_outcome(
         )
     by_number = {r.number: r for r in records}
     trials = {n: by_number[n] for n in finalists}
-    pooled = decide(trials, mine, key, direction, alpha)
+    pooled = decide(trials, mine, objective, alpha)
     latest = max((p for p in plans if p.finalists == finalists), key=lambda p: p.stage)
     missing = missing_slots(latest, runs)
     if missing and pooled.leader is not None:
         pooled = incomplete(pooled, latest, len(missing))
-    per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], key, direction, alpha) for s in stages)
+    per_stage = tuple(decide(trials, [r for r in mine if r.stage == s], objective, alpha) for s in stages)
     return FinalistOutcome(
         finalists,
         pooled,

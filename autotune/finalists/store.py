@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.finalists.choice import FinalistOutcome, FinalistRun, StagePlan, study_outcome
+from autotune.finalists.choice import study_outcome
+from autotune.finalists.outcome import FinalistOutcome, FinalistRun, StagePlan
+from autotune.space import Objective
 from autotune.trial.records import TrialRecord
 from autotune.trial.store import atomic_write_text, warn
 
@@ -86,13 +88,14 @@ def outcome_from_study(root: Path, study: Mapping[str, Any], records: Sequence[T
     first = (study.get("objectives") or [{}])[0]
     fin = study.get("finalists") or {}
     store = FinalistStore(root)
-    key = f"{first.get('metric', 'output_tok_per_s')}@{first.get('level', 'max')}"
+    objective = Objective(
+        str(first.get("metric", "output_tok_per_s")), first.get("level", "max"), first.get("direction", "maximize")
+    )
     return study_outcome(
         records,
         store.plans(),
         store.load(),
-        key=key,
-        direction=first.get("direction", "maximize"),
+        objective=objective,
         alpha=float(fin.get("alpha", 0.05)),
         count=int(fin.get("count", 0)),
         baseline=study_baseline(study),

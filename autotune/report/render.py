@@ -13,6 +13,7 @@ from autotune.export import ExportResult, export_study
 from autotune.finalists.store import outcome_from_study
 from autotune.report.html import render_html
 from autotune.report.study_summary import read_study_json
+from autotune.space import Objective
 from autotune.trial.records import TrialRecord
 from autotune.trial.store import StudyStore
 
@@ -24,7 +25,7 @@ class Rendered:
     export: ExportResult
     html: Path
     records: tuple[TrialRecord, ...]
-    objectives: tuple[tuple[str, str], ...]
+    objectives: tuple[Objective, ...]
     load_levels: tuple[int, ...]
 
 
@@ -64,7 +65,7 @@ def rerender(root: Path) -> Rendered:
     root = Path(root)
     study = read_study_json(root)
     try:
-        objectives = tuple((f"{o['metric']}@{o['level']}", str(o["direction"])) for o in study["objectives"])
+        objectives = tuple(Objective(str(o["metric"]), o["level"], o["direction"]) for o in study["objectives"])
         levels = tuple(int(c) for c in study["plan"]["concurrencies"])
     except (KeyError, TypeError, ValueError) as exc:
         raise AutotuneError(

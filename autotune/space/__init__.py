@@ -6,20 +6,16 @@ from __future__ import annotations
 
 from autotune.space.load import load_study
 from autotune.space.sample import suggest, to_trial_config
+from autotune.space.schema import FinalistsSpec, ServerSpec, SimSpec, StopRule
 from autotune.space.types import (
     METRIC_NAMES,
     Condition,
     Constraint,
-    FinalistsSpec,
     Objective,
     ParamSpec,
-    ServerSpec,
-    SimSpec,
-    StopRule,
     StudyOverrides,
     StudySpec,
     objective_key,
-    parse_objective_key,
 )
 from autotune.space.values import condition_holds, is_active
 
@@ -39,7 +35,6 @@ __all__ = [
     "is_active",
     "load_study",
     "objective_key",
-    "parse_objective_key",
     "suggest",
     "to_trial_config",
 ]

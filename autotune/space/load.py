@@ -14,11 +14,7 @@ from autotune.space.schema import Problem, StudyFileModel, parse_file_model, rai
 from autotune.space.types import (
     METRIC_NAMES,
     Constraint,
-    FinalistsSpec,
     Objective,
-    ServerSpec,
-    SimSpec,
-    StopRule,
     StudyOverrides,
     StudySpec,
     default_direction,
@@ -140,68 +136,38 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
             )
             for c in s.constraints
         )
-    sim = SimSpec(m.sim.profile.strip(), float(m.sim.time_scale)) if s.engine == "sim" and m.sim else None
+    sim = m.sim if s.engine == "sim" else None
     model_path = (m.server.model_path or "").strip() or (sim.profile if sim else "")
-    server = ServerSpec(
-        model_path=model_path,
-        tp_size=m.server.tp_size,
-        host=m.server.host.strip(),
-        flags=dict(m.server.flags),
-        env=dict(m.server.env),
-        secret_env=tuple(m.server.secret_env),
-        secret_flags=tuple(f.strip().lstrip("-") for f in m.server.secret_flags),
-        study_only={k.strip().lstrip("-"): v.strip() for k, v in m.server.study_only.items()},
+    server = m.server.model_copy(  # the file's section, its names normalized
+        update={
+            "model_path": model_path,
+            "host": m.server.host.strip(),
+            "secret_flags": [f.strip().lstrip("-") for f in m.server.secret_flags],
+            "study_only": {k.strip().lstrip("-"): v.strip() for k, v in m.server.study_only.items()},
+        }
     )
     w = m.workload
     wpath = resolve_workload_path(m, source)
     text_kind = w.kind not in ("synthetic", "random-ids", "trace")  # token-id kinds need no tokenizer
     tokenizer = (w.tokenizer or (m.server.model_path if s.engine == "sglang" else None)) if text_kind else None
+    # the file's workload section is the benchmark's WorkloadSpec field for field, but for its resolved path and
+    # tokenizer (and the properties, which go to the server's environment)
     workload = WorkloadSpec(
-        kind=w.kind,
-        input_len=w.input_len,
-        output_len=w.output_len,
-        range_ratio=w.range_ratio,
+        **w.model_dump(exclude={"properties", "path", "tokenizer"}),
         path=str(wpath) if wpath is not None else None,
-        seed=w.seed,
-        vocab_size=w.vocab_size,
-        ignore_eos=w.ignore_eos,
-        temperature=w.temperature,
         tokenizer=tokenizer,
-        context_len=w.context_len,
-        fixed_output_len=w.fixed_output_len,
-        turns=w.turns,
-        think_time_s=w.think_time_s,
-        gsp_groups=w.gsp_groups,
-        gsp_prompts_per_group=w.gsp_prompts_per_group,
-        gsp_system_len=w.gsp_system_len,
-        gsp_question_len=w.gsp_question_len,
-        trace_block_size=w.trace_block_size,
     )
     open_loop = any(not isinstance(lv, int) for lv in m.load_levels)
     loads = tuple(Load.closed(lv) if isinstance(lv, int) else lv for lv in m.load_levels) if open_loop else ()
-    b = m.bench
+    # the bench section is the BenchPlan's settings field for field (``max_level_s`` is its ``max_level_wall_s``)
     plan = BenchPlan(
+        **m.bench.model_dump(exclude={"max_level_s"}),
+        max_level_wall_s=m.bench.max_level_s,
         workload=workload,
         concurrencies=tuple(lv for lv in m.load_levels if isinstance(lv, int)),
         loads=loads,
         slo=study_slo(m),
-        rate_window_s=b.rate_window_s,
-        max_in_flight=b.max_in_flight,
-        requests_per_level=b.requests_per_level,
-        rounds=b.rounds,
-        min_requests=b.min_requests,
-        warmup_requests=b.warmup_requests,
-        min_duration_s=b.min_duration_s,
-        request_timeout_s=b.request_timeout_s,
-        level_timeout_s=b.level_timeout_s,
-        min_windows=b.min_windows,
-        max_windows=b.max_windows,
-        target_rel_ci=b.target_rel_ci,
-        max_level_wall_s=b.max_level_s,
         precision_metric=_precision_metric(objectives[0].metric),
-        flush_cache=b.flush_cache,
-        greedy_prompts=b.greedy_prompts,
-        greedy_max_new_tokens=b.greedy_max_new_tokens,
     )
     return StudySpec(
         name=s.name or source.stem,
@@ -223,8 +189,8 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         source=source.resolve(),
         baseline_point=dict(s.baseline) if s.baseline is not None else None,
         export_http=(m.export.http_host, m.export.http_port),
-        finalists=FinalistsSpec(count=s.finalists.count, rounds=s.finalists.rounds, alpha=s.finalists.alpha),
-        stop_when=StopRule(s.stop_when.no_improvement_launches) if s.stop_when else None,
+        finalists=s.finalists,
+        stop_when=s.stop_when,
         cpu_isolation=s.cpu_isolation,
         speculative_caps=s.speculative_caps,
     )

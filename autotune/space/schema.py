@@ -1,7 +1,9 @@
 """The study YAML at the edge: a strict YAML reader and pydantic models of the file, with errors turned into ``Problem``s.
 
 Nothing here knows what the values mean; ``autotune.space.checks`` judges them and ``autotune.space.load`` builds
-the typed ``StudySpec``.
+the typed ``StudySpec``. A section whose values need nothing resolved against the rest of the file is its own type in
+the ``StudySpec`` as validated here (``SimSpec``, ``FinalistsSpec``, ``StopRule``: frozen, compared by value), and
+``ServerSpec`` with its names normalized by ``load_study``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from autotune.core.errors import SpaceError
 
@@ -331,13 +333,19 @@ class SloModel(_Model):
     e2e_ms: NumberT | None = None
 
 
-class FinalistsModel(_Model):
+class FinalistsSpec(_Model):
+    """The finalist stage: the top ``count`` feasible configs relaunched ``rounds`` times each, interleaved; a winner
+    is declared where Welch's t test on the primary objective across those launches gives p < ``alpha``."""
+
     count: int = Field(3, ge=0)  # 0: no finalist stage
     rounds: int = Field(2, ge=1)
     alpha: float = Field(0.05, gt=0, lt=1)
 
 
-class StopWhenModel(_Model):
+class StopRule(_Model):
+    """End the search early: ``no_improvement_launches`` launched trials in a row without a feasible result beyond
+    the incumbent's 95% interval (its noise band) on the primary objective."""
+
     no_improvement_launches: int = Field(gt=0)
 
 
@@ -355,16 +363,20 @@ class StudyModel(_Model):
     points_to_evaluate: list[dict[str, ScalarT]] = Field(default_factory=list)
     # the user's current configuration, measured first and judged against (default: the first point_to_evaluate)
     baseline: dict[str, ScalarT] | None = None
-    finalists: FinalistsModel = Field(default_factory=FinalistsModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
-    stop_when: StopWhenModel | None = None
+    finalists: FinalistsSpec = Field(default_factory=FinalistsSpec)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
+    stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
     # "tie": a speculative point gets --max-running-requests and the CUDA-graph ceiling set together (neither held at
     # SGLang's speculative default of 48); "sglang-default": leave unset flags to SGLang (the 48 cap included)
     speculative_caps: Literal["tie", "sglang-default"] = "tie"
 
 
-class ServerModel(_Model):
-    model_path: str | None = None
+class ServerSpec(_Model):
+    """Fixed for every trial (``server:``). ``flags`` keyed without dashes; ``env`` values are strings. In a
+    ``StudySpec`` the names are normalized (``load_study``): ``model_path`` resolved (the sim profile's where the file
+    names none), ``host`` stripped, ``secret_flags`` and ``study_only`` keys without dashes."""
+
+    model_path: str = ""  # "" (or null in the file): none named
     tp_size: int = Field(1, gt=0)
     host: str = "127.0.0.1"
     flags: dict[str, FlagValueT] = Field(default_factory=dict)
@@ -377,9 +389,16 @@ class ServerModel(_Model):
     # out of the production export (best/launch.sh, serve_config.yaml). autotune.export.study_only knows common ones.
     study_only: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("model_path", mode="before")
+    @classmethod
+    def _no_model_path(cls, value: Any) -> Any:
+        return "" if value is None else value
 
-class SimModel(_Model):
-    profile: str
+
+class SimSpec(_Model):
+    """The simulated engine's hardware+model profile and its time scale (engine seconds per wall second)."""
+
+    profile: Annotated[str, AfterValidator(str.strip)]
     time_scale: float = Field(1.0, gt=0)
 
 
@@ -447,8 +466,8 @@ class ExportModel(_Model):
 
 class StudyFileModel(_Model):
     study: StudyModel = Field(default_factory=StudyModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
-    server: ServerModel = Field(default_factory=ServerModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
-    sim: SimModel | None = None
+    server: ServerSpec = Field(default_factory=ServerSpec)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
+    sim: SimSpec | None = None
     workload: WorkloadModel = Field(default_factory=WorkloadModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)
     load_levels: list[LoadLevelT] = Field(default_factory=lambda: [1, 8, 32])
     bench: BenchModel = Field(default_factory=BenchModel)  # type: ignore[arg-type]  # pydantic's Field overloads type a model class as default_factory Never (no mypy plugin)

@@ -1,6 +1,8 @@
 """Typed values of a study definition: what ``load_study`` returns and the driver, searcher and exporter read.
 
-Everything here is a frozen dataclass built from a validated YAML file (see ``autotune.space.schema``).
+Everything here is frozen, built from a validated YAML file: dataclasses, and the file's own sections that need
+nothing resolved (``SimSpec``, ``FinalistsSpec``, ``StopRule``: the pydantic models of ``autotune.space.schema``) or only
+its names normalized (``ServerSpec``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.space.schema import FinalistsSpec, ServerSpec, SimSpec, StopRule
 
 Scalar = str | int | float | bool | None
 Level = int | str  # a concurrency, "max" / "min" (the highest / lowest concurrency) or an open-loop key ("rate8")
@@ -52,16 +55,9 @@ class StudyOverrides:
 
 def objective_key(metric: str, level: Level) -> str:
     """The key of a metric at a load level in records and reports (``output_tok_per_s@max``); the only place the
-    form is written. ``parse_objective_key`` reads it back."""
+    form is written. Nothing reads it back: whoever needs the metric and the level takes the typed ``Objective`` or
+    ``Constraint``."""
     return f"{metric}@{level}"
-
-
-def parse_objective_key(key: str) -> tuple[str, Level]:
-    """``"ttft_ms.p99@32"`` -> ``("ttft_ms.p99", 32)``; raises ValueError for a key without ``@``."""
-    metric, sep, level = key.rpartition("@")
-    if not sep or not metric or not level:
-        raise ValueError(f"{key!r} is not <metric>@<level> (e.g. output_tok_per_s@max)")
-    return metric, int(level) if level.isdigit() else level
 
 
 @dataclass(frozen=True)
@@ -132,46 +128,6 @@ class ParamSpec:
 
 
 @dataclass(frozen=True)
-class ServerSpec:
-    """Fixed for every trial. ``flags`` keyed without dashes; ``env`` values are strings."""
-
-    model_path: str
-    tp_size: int = 1
-    host: str = "127.0.0.1"
-    flags: dict[str, str | int | float | bool] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    secret_env: tuple[str, ...] = ()  # variables redacted beyond those autotune.core.secrets recognises
-    secret_flags: tuple[str, ...] = ()  # flags (without dashes) redacted beyond those autotune.core.secrets recognises
-    study_only: dict[str, str] = field(default_factory=dict)  # flag or variable -> why it is benchmark-only
-
-
-@dataclass(frozen=True)
-class SimSpec:
-    """The simulated engine's hardware+model profile and its time scale (engine seconds per wall second)."""
-
-    profile: str
-    time_scale: float = 1.0
-
-
-@dataclass(frozen=True)
-class FinalistsSpec:
-    """The finalist stage: the top ``count`` feasible configs relaunched ``rounds`` times each, interleaved; a winner
-    is declared where Welch's t test on the primary objective across those launches gives p < ``alpha``."""
-
-    count: int = 3
-    rounds: int = 2
-    alpha: float = 0.05
-
-
-@dataclass(frozen=True)
-class StopRule:
-    """End the search early: ``no_improvement_launches`` launched trials in a row without a feasible result beyond
-    the incumbent's 95% interval (its noise band) on the primary objective."""
-
-    no_improvement_launches: int
-
-
-@dataclass(frozen=True)
 class StudySpec:
     """A whole study definition, validated. ``source`` is the YAML file it came from."""
 
@@ -195,7 +151,7 @@ class StudySpec:
     # the user's current configuration: ``study.baseline``, else the first of ``points_to_evaluate`` (see ``baseline``)
     baseline_point: dict[str, Any] | None = None
     export_http: tuple[str, int] = ("127.0.0.1", 8000)  # export.http_host / http_port: the exported Serve proxy
-    finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
+    finalists: FinalistsSpec = field(default_factory=FinalistsSpec)  # type: ignore[arg-type]  # pydantic models type their Field defaults as required arguments (no mypy plugin)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
     speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see sglang_rules.tie_speculative_caps
@@ -254,14 +210,17 @@ class StudySpec:
         from autotune.core.secrets import redact_env, redact_flags
 
         s = self.server
-        return replace(
-            self, server=replace(s, env=redact_env(s.env, s.secret_env), flags=redact_flags(s.flags, s.secret_flags))
-        )
+        safe = {"env": redact_env(s.env, s.secret_env), "flags": redact_flags(s.flags, s.secret_flags)}
+        return replace(self, server=s.model_copy(update=safe))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready copy (for records and exports); secret values of variables and flags are redacted
         (autotune.core.secrets)."""
-        data = asdict(self.redacted())
+        safe = self.redacted()
+        data = asdict(safe)
+        for key in ("server", "sim", "finalists", "stop_when"):  # the file's own sections (pydantic), as their fields
+            section = getattr(safe, key)
+            data[key] = section.model_dump() if section is not None else None
         data["source"] = str(self.source)
         data["gpus_per_trial"] = self.gpus_per_trial
         return data

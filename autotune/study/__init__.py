@@ -1,4 +1,4 @@
 """How a study runs: the driver (``driver``), the Ray cluster it starts or joins (``cluster``), Ctrl-C and the Ray
 watchdog (``interrupts``), the study lock, the Optuna searcher (``searcher``) and its study and storage
-(``optuna_study``, ``storage``), the runner that runs one trial end to end inside Ray Tune (``runner``), and the
-finalist relaunches (``finalist_stage``)."""
+(``optuna_study``, ``storage``), and the runner that runs one trial end to end inside Ray Tune (``runner``; its ``relaunch`` is what
+the finalist stage, ``autotune.finalists.stage``, runs for each relaunch)."""

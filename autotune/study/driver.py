@@ -13,14 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import AutotuneError
-from autotune.finalists.choice import (
-    FinalistOutcome,
-    StagePlan,
-    missing_slots,
-    next_stage,
-    stage_finalists,
-    study_outcome,
-)
+from autotune.finalists.choice import missing_slots, next_stage, stage_finalists, study_outcome
+from autotune.finalists.outcome import FinalistOutcome, StagePlan
+from autotune.finalists.stage import run_stage
 from autotune.finalists.store import FinalistStore
 from autotune.policy import stopping
 from autotune.progress.console import Console, Verbosity
@@ -37,13 +32,13 @@ from autotune.study.cluster import (
     start_serve,
     stop_orphans,
 )
-from autotune.study.finalist_stage import run_stage
 from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.study.optuna_study import reconcile
-from autotune.study.runner import base_record, failed_record, now_iso, tune_trainable
+from autotune.study.runner import base_record, failed_record, now_iso, relaunch, tune_trainable
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.study.storage import StorageLock, open_shared_study, redact_url
 from autotune.study.studylock import StudyLock
+from autotune.study.timebox import TimeBox, stage_launches
 from autotune.trial import registry, slots
 from autotune.trial.records import FailureKind, TrialRecord
 from autotune.trial.store import StudyStore
@@ -95,6 +90,7 @@ class StudyDriver:
         self.serve_port = serve_port
         self.fresh = fresh
         self.stop_after_s = stop_after_s
+        self.timebox = TimeBox(stop_after_s, stage_launches(spec))  # --stop-after-s against the finalist stage
         self._slot_pool: Any = None  # the study's GPU slot pool (autotune.trial.slots), alive while Tune runs
         self.stop_reason = ""
         self.stopped = StopState()  # an interrupt or a lost Ray cluster
@@ -102,9 +98,6 @@ class StudyDriver:
         self.stop_rule_reason = ""  # why study.stop_when ended the search, if it did
         self._searcher: OptunaStudySearcher | None = None
         self._study: Any = None
-        self._trial_walls: list[float] = []  # wall seconds of this study's trials (launch + benchmark)
-        self._concurrency = 1
-        self.no_stage_room = ""  # set when --stop-after-s cannot hold the finalist stage: what the user gives up
 
     @property
     def owner(self) -> str:
@@ -165,43 +158,9 @@ class StudyDriver:
             if self._searcher is not None:
                 self._searcher.finish(verdict.reason)
 
-    def stage_launches(self) -> int:
-        """Relaunches a finalist stage makes: the finalists and the baseline, each ``rounds`` times."""
-        spec = self.spec
-        if spec.finalists.count <= 0:
-            return 0
-        return (spec.finalists.count + (1 if spec.baseline is not None else 0)) * spec.finalists.rounds
-
-    def stage_reserve_s(self) -> float:
-        """The time the finalist stage needs, from this study's own trial times (median launch + benchmark wall time),
-        its relaunches run ``concurrency`` at a time; 0 until a trial has finished."""
-        if not self._trial_walls or self.no_stage_room:
-            return 0.0
-        walls = sorted(self._trial_walls)
-        per = walls[len(walls) // 2]
-        return per * math.ceil(self.stage_launches() / max(1, self._concurrency))
-
-    def _check_time_box(self) -> None:
-        """Once the first trial's time is known: say whether --stop-after-s can hold the finalist stage."""
-        if self.stop_after_s is None or not self._trial_walls or self.no_stage_room or not self.stage_launches():
-            return
-        need = self._trial_walls[0] + self.stage_reserve_s()
-        if need > self.stop_after_s:
-            self.no_stage_room = (
-                f"--stop-after-s {self.stop_after_s:g} cannot hold the finalist stage: one trial took "
-                f"{self._trial_walls[0]:.0f} s here, so the stage's {self.stage_launches()} relaunches need about "
-                f"{self.stage_reserve_s():.0f} s more. The search runs the whole time box and the finalist stage is "
-                f"skipped: the export rests on single launches (no relaunch means, no tie test). Give at least "
-                f"{math.ceil(need * 1.5)} s to keep it."
-            )
-            self.console.say(self.no_stage_room)
-
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
-        if record.phases.trial_wall_s:
-            first = not self._trial_walls
-            self._trial_walls.append(float(record.phases.trial_wall_s))
-            if first:
-                self._check_time_box()
+        if record.phases.trial_wall_s and (said := self.timebox.add_trial(record.phases.trial_wall_s)):
+            self.console.say(said)
         self.store.append(record, log_text)
         self._check_stop_rule()
         if self._pump is not None:
@@ -343,19 +302,16 @@ class StudyDriver:
             for cap in (spec.max_concurrent, self.max_concurrent):
                 if cap:
                     conc = min(conc, cap)
-            self._concurrency = conc
-            self._trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
+            self.timebox.at_once = conc
+            self.timebox.trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
             self.console.say(
                 f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
                 f"trial, {conc} at a time; results in {self.store.root}"
             )
-            if self.stop_after_s is not None and self.stage_launches():
-                self.console.say(
-                    f"--stop-after-s {self.stop_after_s:g}: the search stops in time to leave the finalist stage "
-                    f"({self.stage_launches()} relaunches) its time, estimated from this study's own trial times"
-                    + (f" (now {self.stage_reserve_s():.0f} s)" if self._trial_walls else " once the first finishes")
-                )
-                self._check_time_box()
+            if self.timebox.start_text():
+                self.console.say(self.timebox.start_text())
+                if said := self.timebox.check():
+                    self.console.say(said)
             if port_busy(self.serve_port):
                 raise AutotuneError(
                     f"port {self.serve_port} on 127.0.0.1 is in use, so Ray Serve's HTTP proxy cannot start there; "
@@ -377,7 +333,7 @@ class StudyDriver:
                     make_missing_record=self._missing_record,
                     stop_after_s=self.stop_after_s,
                     on_raw_result=self.store.save_raw,
-                    reserve_s=self.stage_reserve_s,
+                    reserve_s=self.timebox.reserve_s,
                 )
                 self._searcher = searcher
                 tuner = tune.Tuner(
@@ -413,16 +369,7 @@ class StudyDriver:
                         f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured points"
                     )
                 if searcher.timed_out and not self.stopped.stopping:
-                    kept = (
-                        ""
-                        if self.no_stage_room
-                        else (f" (the last {self.stage_reserve_s():.0f} s of it kept for the finalist stage)")
-                    )
-                    self.time_box_note = (
-                        f"STOPPED by --stop-after-s {self.stop_after_s:g}{kept}: no new trial started after that; "
-                        f"{len(self.store.load())} of {spec.trials} trial(s) done. Rerun the same command to "
-                        f"continue."
-                    )
+                    self.time_box_note = self.timebox.stopped_note(len(self.store.load()), spec.trials)
                     self.console.say(f"\n{self.time_box_note}")
             if not self.stop_reason and not self.stopped.stopping:
                 try:  # Ctrl-C: no new relaunch (the running one is stored); again, or SIGTERM: cancel it
@@ -467,11 +414,8 @@ class StudyDriver:
 
     def _run_finalists(self, concurrency: int) -> None:
         """Relaunch the top configs (see autotune.finalists.choice), unless the study's time box has run out."""
-        if self.no_stage_room:
-            self.console.say(
-                "finalist stage skipped: --stop-after-s is too short to hold it (rerun the command, or "
-                "--finalists-only, to run it)"
-            )
+        if self.timebox.no_stage_room:
+            self.console.say(self.timebox.skipped_text)
             return
         records = self.store.load()
         plan = self._stage_due(records)
@@ -495,6 +439,8 @@ class StudyDriver:
                 plan,
                 trials,
                 self.finalist_store,
+                relaunch=relaunch,
+                lost=self._missing_record,
                 owner=self.owner,
                 concurrency=concurrency,
                 say=say,
@@ -508,8 +454,7 @@ class StudyDriver:
             records,
             self.finalist_store.plans(),
             self.finalist_store.load(),
-            key=first.key,
-            direction=first.direction,
+            objective=first,
             alpha=spec.finalists.alpha,
             count=spec.finalists.count,
             baseline=spec.baseline,
@@ -535,7 +480,7 @@ class StudyDriver:
 
         spec = self.spec
         records = self.store.load()
-        objectives = [(o.key, o.direction) for o in spec.objectives]
+        objectives = spec.objectives
         levels = list(spec.plan.concurrencies)
         outcome = self.finalist_outcome(records)
         result = export_study(

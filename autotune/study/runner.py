@@ -14,7 +14,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from importlib import metadata
@@ -38,6 +38,7 @@ from autotune.engines.sglang_rules import tie_speculative_caps, violations
 from autotune.progress.events import Phase, TrialEvent
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.space import StudySpec, to_trial_config
+from autotune.trial.launched import Launched, read_launched
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 from autotune.trial.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
 from autotune.trial.score import failed_score, objective_key, score
@@ -314,6 +315,7 @@ def assemble(
         phases=phases,
         bench=bench,
         argv=list(report.argv) if report is not None and report.argv else record.argv,
+        launch=read_launched(engine.name, report.argv)[0] if report is not None and report.argv else record.launch,
         unset_env=list(report.unset_env) if report is not None and report.argv else record.unset_env,
     )
     notes = _notes(obs)
@@ -367,7 +369,16 @@ def run_trial(
         )
     finally:
         send(TrialEvent(number, trial_id, Phase.ENDED))  # it no longer runs (a relaunch gets no FINISHED)
-    return redact_record(record, log_text, env, spec.server.secret_env, spec.server.secret_flags)
+    return redact_record(record, log_text, env, tuple(spec.server.secret_env), tuple(spec.server.secret_flags))
+
+
+def relaunch(
+    spec: StudySpec, params: dict[str, Any], trial_id: str, number: int, owner: str | None
+) -> tuple[dict[str, Any], str]:
+    """One finalist relaunch as the stage's Ray task runs it (``autotune.finalists.stage``): the record as JSON (what
+    crosses Ray) and the server log."""
+    record, log_text = run_trial(spec, params, trial_id=trial_id, number=number, owner=owner)
+    return record.to_json(), log_text
 
 
 def redact_record(
@@ -394,8 +405,17 @@ def redact_record(
         flags=redact_flags(record.flags, extra_flags),
         log_tail=text(record.log_tail),
         argv=[text(a) for a in redact_argv(record.argv, extra_flags)],
+        launch=_redact_launch(record.launch, extra_flags, text),
     )
     return safe, text(log_text)
+
+
+def _redact_launch(launch: Launched | None, extra_flags: Iterable[str], text: Callable[[str], str]) -> Launched | None:
+    """The typed launch redacted as the argv is: secret flags' values, and secret text in every value."""
+    if launch is None:
+        return None
+    safe = launch.redacted(extra_flags)
+    return replace(safe, options=tuple((k, v if v is None else text(v)) for k, v in safe.options))
 
 
 def _run_trial(
@@ -423,7 +443,13 @@ def _run_trial(
         )
 
     lspec = engine.launch_spec(cfg, port=0, nccl_port=0, ready_timeout_s=spec.ready_timeout_s)
-    record = replace(record, argv=list(lspec.argv), env=dict(lspec.env), unset_env=list(lspec.unset_env))
+    record = replace(
+        record,
+        argv=list(lspec.argv),
+        launch=read_launched(lspec.engine, lspec.argv)[0],
+        env=dict(lspec.env),
+        unset_env=list(lspec.unset_env),
+    )
     name = app_name(number, trial_id)
     deployer = deployer or serve_deployer(spec)
     send(event(Phase.LAUNCHING))

@@ -1,6 +1,8 @@
 """Outcomes and durable per-trial records (frozen values, JSON round-trippable).
 
 ``FailureKind`` and ``PhaseTimings`` live in the leaf module ``autotune.core.failures``; they are re-exported here.
+A record keeps what its server ran both as the exact argv and typed (``launch``: ``autotune.trial.launched``); a
+record written before the typed launch was kept (schema 0 and 1) gets it read from its argv on loading.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from typing import Any
 
 from autotune.bench.types import BenchResult
 from autotune.core.failures import FailureKind, PhaseTimings
+from autotune.trial.launched import Launched, read_launched
 
-__all__ = ["EngineInfo", "FailureKind", "PhaseTimings", "TrialOutcome", "TrialRecord"]
+__all__ = ["EngineInfo", "FailureKind", "Launched", "PhaseTimings", "TrialOutcome", "TrialRecord"]
 
 
 class TrialOutcome(str, enum.Enum):
@@ -42,7 +45,8 @@ class EngineInfo:
 
 
 # Version of the record layout written to ``trials.jsonl``; a reader keeps, and reports, fields it does not know.
-SCHEMA_VERSION = 1
+# 2: ``launch`` (the typed launch) beside ``argv``; 0 and 1 are read, their launch from their argv.
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class TrialRecord:
     log_tail: str = ""
     rejected_flags: list[str] = field(default_factory=list)  # flags the engine refused (UNKNOWN_FLAG / INVALID_VALUE)
     unset_env: list[str] = field(default_factory=list)  # inherited variables removed from the server's environment
+    launch: Launched | None = None  # ``argv`` typed: engine, module, options, parallelism; None: nothing launched
     engine: EngineInfo | None = None
     bench: BenchResult | None = None
     phases: PhaseTimings = field(default_factory=PhaseTimings)
@@ -112,6 +117,10 @@ class TrialRecord:
         engine, extra_engine = _split(EngineInfo, d.get("engine"), "engine")
         d["engine"] = EngineInfo(**engine) if engine else None
         d["bench"] = BenchResult.from_json(d["bench"]) if d.get("bench") else None
+        if d.get("launch"):
+            d["launch"] = Launched.from_json(d["launch"])
+        else:  # written before the launch was kept typed (schema 0 and 1): read from the argv it ran
+            d["launch"] = read_launched(d["engine"].engine if d["engine"] else None, d.get("argv") or [])[0]
         phases, extra_phases = _split(PhaseTimings, d.get("phases"), "phases")
         d["phases"] = PhaseTimings(**phases)
         d.setdefault("schema_version", 0)  # written before versions were recorded

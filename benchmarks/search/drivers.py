@@ -19,8 +19,9 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
-from autotune.export.best import parse_objectives, select_best
-from autotune.finalists.choice import FinalistRun, StagePlan, run_trial_id, select_finalists, study_outcome
+from autotune.export.best import check_objectives, select_best
+from autotune.finalists.choice import run_trial_id, select_finalists, study_outcome
+from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import PhaseTimings, TrialOutcome, TrialRecord
@@ -72,7 +73,7 @@ class Lab:
         self.invalid = self.failed = self.infeasible = self.repeats = 0
         self._seen: set[str] = set()
         spec = land.spec
-        self.objectives = parse_objectives([(objective_key(o.metric, o.level), o.direction) for o in spec.objectives])
+        self.objectives = check_objectives(spec.objectives)
 
     def record(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
         """The trial's record; a launch is counted unless the point is invalid."""
@@ -162,8 +163,7 @@ class Lab:
             self.records,
             [StagePlan(1, chosen, rounds)],
             runs,
-            key=obj.key,
-            direction=obj.direction,
+            objective=obj,
             alpha=0.05,
             count=count,
         ).decision

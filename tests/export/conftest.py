@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from autotune.bench.stats import Interval
 from autotune.bench.types import BenchResult, Dist, LevelSummary
+from autotune.space import Objective
+from autotune.trial.launched import Launched
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 
 LEVELS = (1, 8, 32, 128)
-OBJECTIVES = [("output_tok_per_s@max", "maximize"), ("ttft_ms.p99@max", "minimize")]
+OBJECTIVES = [Objective("output_tok_per_s", "max", "maximize"), Objective("ttft_ms.p99", "max", "minimize")]
 SIM = EngineInfo(
     engine="sim",
     version="0.1.0",
@@ -60,6 +63,12 @@ def level(
         if window_pct
         else {},
     )
+
+
+def with_argv(record: TrialRecord, argv: list[str]) -> TrialRecord:
+    """``record`` as if its server had run ``argv``: the argv and the typed launch the runner reads from it."""
+    engine = record.engine.engine if record.engine is not None else None
+    return replace(record, argv=argv, launch=Launched.from_argv(engine, argv) if argv else None)
 
 
 def argv_for(flags: Mapping[str, Any], port: int = 31000) -> list[str]:
@@ -115,6 +124,7 @@ def make_record(
         flags=flags,
         env=dict(env or {"NCCL_ALGO": "Ring"}),
         argv=argv_for(flags),
+        launch=Launched.from_argv(engine.engine if engine is not None else None, argv_for(flags)),
         outcome=outcome,
         failure=failure,
         message=message,
@@ -224,7 +234,7 @@ def levels() -> tuple[int, ...]:
 
 
 @pytest.fixture
-def objectives() -> list[tuple[str, str]]:
+def objectives() -> list[Objective]:
     return list(OBJECTIVES)
 
 

@@ -19,6 +19,7 @@ import pytest
 from autotune.export.command import exported_server
 from autotune.export.errors import ExportError
 from autotune.export.launch_script import render_launch_script, render_rehearsal_script
+from tests.export.conftest import with_argv
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -58,7 +59,7 @@ def _sim_record(record_factory, env=None):
         TRIAL_NCCL_PORT,
     ]
     env = env if env is not None else {"NCCL_ALGO": "Ring", "ODD": ODD_VALUE, "SGLANG_SIMULATE_ACC_LEN": "3.0"}
-    return replace(rec, argv=argv, env=env)
+    return replace(with_argv(rec, argv), env=env)
 
 
 @pytest.fixture
@@ -209,6 +210,6 @@ def test_real_engine_banner_and_simulated_acceptance(record_factory, real_engine
 @pytest.mark.parametrize("env, argv, match", [({"BAD-NAME": "1"}, None, "not valid shell"), ({}, [], "no argv")])
 def test_bad_records_raise(record_factory, levels, env, argv, match):
     rec = record_factory(0, tputs={1: 60})
-    rec = replace(rec, env=env, argv=argv if argv is not None else rec.argv)
+    rec = replace(with_argv(rec, argv if argv is not None else rec.argv), env=env)
     with pytest.raises(ExportError, match=match):
         render_launch_script(rec, study_name="demo", load_levels=levels)

@@ -6,29 +6,30 @@ from dataclasses import replace
 
 import pytest
 
-from autotune.export.best import parse_load_levels, parse_objectives, select_best
+from autotune.export.best import check_objectives, parse_load_levels, select_best
 from autotune.export.errors import ExportError
 from autotune.export.pareto import ParetoPoint, dominates, pareto_front
-from autotune.export.regimes import constraint_level, crossover, eligible_at, regime_choices
+from autotune.export.regimes import crossover, eligible_at, regime_choices
+from autotune.space import Objective
 from autotune.trial.records import FailureKind, TrialOutcome
 from tests.export.conftest import study_records
 
 
 def test_best_is_feasible_with_best_primary_objective(records, objectives):
-    choice = select_best(records, parse_objectives(objectives))
+    choice = select_best(records, check_objectives(objectives))
     assert choice.record is not None and choice.record.number == 0
     assert choice.value == 2370
 
 
 def test_infeasible_trial_with_higher_objective_is_not_best(record_factory, records, objectives):
     huge = record_factory(9, tputs={1: 100, 128: 9000}, constraints={"ttft_ms.p99@max": 1.0})
-    choice = select_best([*records, huge], parse_objectives(objectives))
+    choice = select_best([*records, huge], check_objectives(objectives))
     assert choice.record is not None and choice.record.number == 0
 
 
 def test_minimize_direction_and_ties_go_to_earlier_trial(record_factory):
     recs = [record_factory(n, tputs={1: 10, 8: t}) for n, t in [(3, 50.0), (1, 40.0), (2, 40.0)]]
-    choice = select_best(recs, parse_objectives([("output_tok_per_s@max", "minimize")]))
+    choice = select_best(recs, check_objectives([Objective("output_tok_per_s", "max", "minimize")]))
     assert choice.record is not None and choice.record.number == 1
 
 
@@ -37,7 +38,7 @@ def test_no_feasible_trial_gives_reason(record_factory):
         record_factory(0, tputs={1: 10, 8: 50}, constraints={"ttft_ms.p99@max": 3.0}),
         record_factory(1, outcome=TrialOutcome.FAILED, failure=FailureKind.OOM_AT_LAUNCH),
     ]
-    choice = select_best(recs, parse_objectives([("output_tok_per_s@max", "maximize")]))
+    choice = select_best(recs, check_objectives([Objective("output_tok_per_s", "max", "maximize")]))
     assert choice.record is None
     assert "no feasible trial among 2" in choice.reason
     assert "ttft_ms.p99@max in 1" in choice.reason
@@ -46,11 +47,15 @@ def test_no_feasible_trial_gives_reason(record_factory):
 
 @pytest.mark.parametrize(
     "objectives, fix",
-    [([], "at least one"), ([("x@max", "up")], "'maximize' or 'minimize'"), ([("x@max",)], "pair")],
+    [
+        ([], "at least one"),
+        ([Objective("x", "max", "up")], "'maximize' or 'minimize'"),  # type: ignore[arg-type]  # a bad direction
+        ([("x@max", "maximize")], "not an autotune.space.Objective"),
+    ],
 )
 def test_bad_objectives_raise_with_fix(objectives, fix):
     with pytest.raises(ExportError, match=fix):
-        parse_objectives(objectives)
+        check_objectives(objectives)
 
 
 @pytest.mark.parametrize("levels", [[], [0, 8], [1.5], [True]])
@@ -77,13 +82,6 @@ def test_dominates_and_equal_points_are_both_kept(record_factory):
     assert not dominates(pt(0, 10, 2), pt(1, 9, 1))
     twins = [record_factory(n, tputs={1: 5, 8: 100}, tpots={1: 7.0}) for n in (0, 1)]
     assert [p.number for p in pareto_front(twins, (1, 8)).front] == [0, 1]
-
-
-def test_constraint_level_parsing():
-    assert constraint_level("ttft_ms.p99@max", (1, 8, 64)) == 64
-    assert constraint_level("ttft_ms.p99@min", (1, 8, 64)) == 1
-    assert constraint_level("ttft_ms.p99@8", (1, 8, 64)) == 8
-    assert constraint_level("ttft_ms.p99", (1, 8, 64)) is None
 
 
 def test_no_regime_recommends_a_config_that_misses_a_study_constraint(records, levels):

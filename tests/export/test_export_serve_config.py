@@ -17,6 +17,7 @@ from autotune.export.serve_config import (
     serve_config,
     validate_serve_config,
 )
+from tests.export.conftest import with_argv
 
 
 def _app(text: str) -> dict:
@@ -30,7 +31,7 @@ def _sim(rec):
     """The record as a simulated trial ran it: the simulator module, its options, a benchmark-only variable."""
     argv = list(rec.argv)
     argv[:3] = ["/venv/bin/python3", "-m", "autotune.sim.server", "--sim-profile", "p", "--sim-time-scale", "5.0"]
-    return replace(rec, argv=argv, env={**rec.env, "SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    return replace(with_argv(rec, argv), env={**rec.env, "SGLANG_SIMULATE_ACC_LEN": "3.0"})
 
 
 def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_engine):

@@ -16,6 +16,7 @@ from ray.serve.schema import ServeDeploySchema
 
 from autotune.export import ExportError, export_study
 from autotune.export.ray_llm import ray_llm_available
+from autotune.space import Objective
 from autotune.trial.records import FailureKind, TrialOutcome
 from tests.export.conftest import LEVELS, OBJECTIVES, study_records
 
@@ -159,9 +160,12 @@ def test_only_failures_and_no_engine(tmp_path, record_factory, objectives, level
     assert "No speculative trial in this study" in report
 
 
+SIDEWAYS = Objective("output_tok_per_s", "max", "sideways")  # type: ignore[arg-type]  # a direction the export refuses
+
+
 def test_bad_input_writes_nothing(tmp_path, records, levels):
     with pytest.raises(ExportError):
-        export_study(tmp_path, study_name="demo", objectives=[("k", "sideways")], records=records, load_levels=levels)
+        export_study(tmp_path, study_name="demo", objectives=[SIDEWAYS], records=records, load_levels=levels)
     assert not (tmp_path / "best").exists()
 
 

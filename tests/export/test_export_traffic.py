@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from autotune.bench.types import BenchResult, Lateness, TrafficStats
-from autotune.export.regimes import constraint_level, eligible_at, open_level_keys, regime_choices
+from autotune.export.regimes import eligible_at, open_level_keys, regime_choices
 from autotune.export.traffic import traffic_section
 from autotune.trial.records import TrialRecord
 from tests.export.conftest import level, make_record
@@ -40,8 +40,6 @@ def test_the_rate_level_is_a_regime_ranked_by_goodput() -> None:
 
 
 def test_a_constraint_names_a_rate_level_and_a_config_missing_it_is_recommended_nowhere() -> None:
-    assert constraint_level("goodput@rate8", (1, 8)) == "rate8"
-    assert constraint_level("ttft_ms.p99@max", (1, 8)) == 8
     rec = with_rate(make_record(1, tputs={1: 100.0, 8: 500.0}, constraints={"goodput@rate8": 1.0}), 1000.0, 2.0)
     assert not eligible_at(rec, "rate8", (1, 8))
     assert not eligible_at(rec, 8, (1, 8))  # a regime never recommends a config the study's constraints rule out

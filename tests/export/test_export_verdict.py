@@ -8,11 +8,13 @@ from dataclasses import replace
 
 from autotune.export.analysis import analyze
 from autotune.export.report import render_report
-from autotune.finalists.choice import FinalistRun, StagePlan, stage_finalists, study_outcome
-from tests.export.conftest import make_record
+from autotune.finalists.choice import stage_finalists, study_outcome
+from autotune.finalists.outcome import FinalistRun, StagePlan
+from autotune.space import Objective
+from tests.export.conftest import make_record, with_argv
 
 LEVELS = (1, 8)
-OBJECTIVES = [("output_tok_per_s@max", "maximize")]
+OBJECTIVES = [Objective("output_tok_per_s", "max", "maximize")]
 KEY = "output_tok_per_s@max"
 SPEC = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/d"}
 BASE = {"mem-fraction-static": 0.85}
@@ -41,8 +43,7 @@ def _study(spec_at_8: list[float], plain_at_8: list[float], base_at_8: list[floa
         records,
         [StagePlan(1, finalists, rounds)],
         runs,
-        key=KEY,
-        direction="maximize",
+        objective=OBJECTIVES[0],
         alpha=0.05,
         count=2,
         baseline=BASE,
@@ -164,11 +165,10 @@ def test_a_simulated_launch_script_names_the_model_its_profile_stands_for() -> N
 
     rec = make_record(0, tputs={1: 50, 8: 1000}, flags=BASE)
     assert _simulated_model(rec) == ["# Simulated model: moonshotai/Kimi-K2.5 (profile kimi-k2.5-int4-8x-rtxpro6000)."]
-    dummy = replace(rec, argv=[a if a != "/models/kimi-k2.5" else "dummy-model" for a in rec.argv])
+    dummy = with_argv(rec, [a if a != "/models/kimi-k2.5" else "dummy-model" for a in rec.argv])
     assert "the command names --model-path dummy-model: point it at that model's weights" in _simulated_model(dummy)[0]
     llama = replace(
-        rec,
+        with_argv(rec, [a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv]),
         engine=replace(rec.engine, profile="h200-llama-1b"),
-        argv=[a if a != "/models/kimi-k2.5" else "meta-llama/Llama-3.2-1B" for a in rec.argv],
     )
     assert _simulated_model(llama) == ["# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)."]

@@ -8,6 +8,7 @@ from dataclasses import replace
 from autotune.bench.types import GreedySample
 from autotune.export.analysis import analyze
 from autotune.export.output_gate import FAILED, NOT_APPLICABLE, PASSED, compare_outputs, output_gate
+from autotune.space import Objective
 from autotune.trial.records import TrialRecord
 from tests.export.conftest import REAL, make_record
 
@@ -48,7 +49,12 @@ def test_identical_outputs_pass_and_differing_ones_fail() -> None:
 
 def test_the_export_never_recommends_a_config_that_changes_outputs() -> None:
     records = [plain(0), spec(1, 2000.0, OUT), spec(2, 3000.0, ((5, 6, 7, 9), *OUT[1:]))]
-    a = analyze(study_name="g", objectives=[("output_tok_per_s@max", "maximize")], records=records, load_levels=[1, 32])
+    a = analyze(
+        study_name="g",
+        objectives=[Objective("output_tok_per_s", "max", "maximize")],
+        records=records,
+        load_levels=[1, 32],
+    )
     assert a.best.record is not None and a.best.record.number == 1  # trial 2 is faster but changes outputs
     assert a.best.method == "output_gate" and "set aside trial(s) 2" in a.best.reason
     assert a.gate is not None and a.gate.status == PASSED
@@ -76,5 +82,10 @@ def test_not_applicable_without_samples_without_reference_or_with_simulated_acce
 
 def test_when_every_speculative_config_fails_the_plain_one_is_recommended() -> None:
     records = [plain(0, 500.0), spec(1, 3000.0, ((1,), (2,), (3,)))]
-    a = analyze(study_name="g", objectives=[("output_tok_per_s@max", "maximize")], records=records, load_levels=[1, 32])
+    a = analyze(
+        study_name="g",
+        objectives=[Objective("output_tok_per_s", "max", "maximize")],
+        records=records,
+        load_levels=[1, 32],
+    )
     assert a.best.record is not None and a.best.record.number == 0

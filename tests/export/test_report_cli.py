@@ -26,7 +26,7 @@ def _study_dir(tmp_path: Path, records, objectives, levels) -> Path:  # type: ig
     store.ensure()
     for rec in records:
         store.append(rec)
-    objs = [{"metric": k.split("@")[0], "level": k.split("@")[1], "direction": d} for k, d in objectives]
+    objs = [{"metric": o.metric, "level": o.level, "direction": o.direction} for o in objectives]
     store.write_json(
         "study.json",
         {

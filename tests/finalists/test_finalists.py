@@ -9,8 +9,6 @@ import pytest
 
 from autotune.bench.types import BenchResult, Dist, LevelSummary
 from autotune.finalists.choice import (
-    FinalistRun,
-    StagePlan,
     decide,
     missing_slots,
     next_stage,
@@ -18,10 +16,13 @@ from autotune.finalists.choice import (
     select_finalists,
     study_outcome,
 )
+from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.finalists.store import FinalistStore
+from autotune.space import Objective
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 
-KEY = "output_tok_per_s@max"
+OBJ = Objective("output_tok_per_s", "max", "maximize")
+KEY = OBJ.key  # "output_tok_per_s@max", the records' objective key
 
 
 def trial(
@@ -114,7 +115,7 @@ def test_interleaved_order_and_resume() -> None:
 
 def test_separable_winner() -> None:
     trials = trials_of(trial(1, 1000.0), trial(2, 950.0))
-    d = decide(trials, runs(1, {1: [1000.0, 1010.0, 1005.0], 2: [900.0, 905.0, 910.0]}), KEY, "maximize")
+    d = decide(trials, runs(1, {1: [1000.0, 1010.0, 1005.0], 2: [900.0, 905.0, 910.0]}), OBJ)
     assert (d.method, d.winner) == ("separable", 1)
     assert d.comparisons[0].separable and d.comparisons[0].p_value is not None and d.comparisons[0].p_value < 0.05
     assert "trial 1 wins" in d.summary and "Welch" in d.summary
@@ -122,14 +123,14 @@ def test_separable_winner() -> None:
 
 def test_leader_by_relaunch_mean_not_by_original_trial() -> None:
     trials = trials_of(trial(1, 2000.0), trial(2, 950.0))  # trial 1's original launch was lucky
-    d = decide(trials, runs(1, {1: [900.0, 905.0, 910.0], 2: [1000.0, 1010.0, 1005.0]}), KEY, "maximize")
+    d = decide(trials, runs(1, {1: [900.0, 905.0, 910.0], 2: [1000.0, 1010.0, 1005.0]}), OBJ)
     assert (d.method, d.winner) == ("separable", 2)
 
 
 def test_tie_picks_by_ttft_then_memory() -> None:
     trials = trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8), trial(3, 980.0, mem=0.85))
     values = {1: [1000.0, 900.0], 2: [980.0, 960.0], 3: [950.0, 1000.0]}  # overlapping: not separable with 2 launches
-    d = decide(trials, runs(1, values, ttft={1: [200.0, 202.0], 2: [100.0, 101.0], 3: [150.0, 152.0]}), KEY, "maximize")
+    d = decide(trials, runs(1, values, ttft={1: [200.0, 202.0], 2: [100.0, 101.0], 3: [150.0, 152.0]}), OBJ)
     assert d.method == "tie" and set(d.tied) == {1, 2, 3}
     assert d.winner == 2 and "TTFT p99" in d.secondary
     assert d.tie_within_pct == pytest.approx(100 * (975.0 - 950.0) / 975.0)
@@ -138,16 +139,14 @@ def test_tie_picks_by_ttft_then_memory() -> None:
     d = decide(
         trials,
         runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]}, mem={1: 0.9, 2: 0.8, 3: 0.85}),
-        KEY,
-        "maximize",
+        OBJ,
     )
     assert (d.method, d.winner, d.leader) == ("tie", 3, 3) and "best relaunch mean" in d.secondary
     values = {1: [1000.0, 960.0], 2: [980.0, 960.0], 3: [950.0, 1000.0]}  # trial 1 leads by mean, holds more memory
     d = decide(
         trials,
         runs(1, values, ttft={1: [100.0, 140.0], 2: [120.0, 110.0], 3: [130.0, 100.0]}, mem={1: 0.9, 2: 0.8, 3: 0.85}),
-        KEY,
-        "maximize",
+        OBJ,
     )
     assert (d.method, d.winner) == ("tie", 1) and "best relaunch mean" in d.secondary
     # equal means: memory, then the trial number
@@ -155,18 +154,17 @@ def test_tie_picks_by_ttft_then_memory() -> None:
     d = decide(
         trials_of(trial(1, 1000.0, mem=0.9), trial(2, 990.0, mem=0.8)),
         runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}, mem={1: 0.9, 2: 0.8}),
-        KEY,
-        "maximize",
+        OBJ,
     )
     assert (d.method, d.winner) == ("tie", 2) and "mem-fraction-static" in d.secondary
     plain = trials_of(trial(1, 1000.0), trial(2, 990.0))
-    d = decide(plain, runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}), KEY, "maximize")
+    d = decide(plain, runs(1, same, ttft={1: [100.0, 140.0], 2: [120.0, 110.0]}), OBJ)
     assert (d.method, d.winner) == ("tie", 1) and "lowest trial number" in d.secondary
 
 
 def test_one_launch_each_is_never_separable() -> None:
     trials = trials_of(trial(1, 1000.0), trial(2, 500.0))
-    d = decide(trials, runs(1, {1: [1000.0], 2: [500.0]}), KEY, "maximize")
+    d = decide(trials, runs(1, {1: [1000.0], 2: [500.0]}), OBJ)
     assert d.method == "tie" and d.winner == 1 and d.comparisons[0].p_value is None
 
 
@@ -174,11 +172,9 @@ def test_failed_relaunch_cannot_win_over_a_clean_one() -> None:
     trials = trials_of(trial(1, 1000.0), trial(2, 900.0))
     rs = runs(1, {1: [1200.0, 1210.0], 2: [900.0, 905.0]})
     rs[1] = replace(rs[1], record=replace(trial(1, None), trial_id="t1-f1r2"))  # trial 1's second relaunch OOMs
-    d = decide(trials, rs, KEY, "maximize")
+    d = decide(trials, rs, OBJ)
     assert (d.method, d.winner) == ("single", 2) and "only finalist that relaunched cleanly" in d.summary
-    none = decide(
-        trials, [replace(r, record=replace(trial(r.repeats, None), trial_id="x")) for r in rs], KEY, "maximize"
-    )
+    none = decide(trials, [replace(r, record=replace(trial(r.repeats, None), trial_id="x")) for r in rs], OBJ)
     assert (none.method, none.winner) == ("none", None)
 
 
@@ -191,7 +187,7 @@ def test_minimize_direction() -> None:
         for rnd, v in enumerate(vals, start=1):
             rec = replace(trial(number, 1.0), objectives={key: v}, trial_id=f"t{number}-f1r{rnd}")
             rs.append(FinalistRun(1, rnd, number, f"t{number}", rec))
-    d = decide(trials_of(a, b), rs, key, "minimize")
+    d = decide(trials_of(a, b), rs, Objective("tpot_ms.median", "max", "minimize"))
     assert (d.method, d.winner) == ("separable", 1) and d.comparisons[0].diff_pct > 0
 
 
@@ -210,10 +206,10 @@ def test_store_roundtrip_and_outcome(tmp_path: Path) -> None:
     assert loaded[0] == made[0] and store.plans() == [plan]
     assert (tmp_path / "logs" / "0001-t1-f1r1.log").read_text() == "log"
     records = [trial(1, 1000.0), trial(2, 900.0), trial(3, 100.0)]
-    out = study_outcome(records, store.plans(), loaded, key=KEY, direction="maximize", alpha=0.05, count=2)
+    out = study_outcome(records, store.plans(), loaded, objective=OBJ, alpha=0.05, count=2)
     assert out.finalists == (1, 2) and out.decision is not None and out.decision.winner == 1
     assert out.launches == 4 and len(out.per_stage) == 1  # stage 2 has no plan for these finalists
-    assert study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=0).decision is None
+    assert study_outcome(records, [], [], objective=OBJ, alpha=0.05, count=0).decision is None
 
 
 def test_cli_finalists_options(tmp_path: Path) -> None:
@@ -236,10 +232,10 @@ def test_summary_marks_the_finalist_winner() -> None:
 
     records = [trial(1, 1000.0), trial(2, 900.0)]
     rs = runs(1, {1: [900.0, 905.0, 910.0], 2: [1000.0, 1010.0, 1005.0]})
-    out = study_outcome(records, [StagePlan(1, (1, 2), 3)], rs, key=KEY, direction="maximize", alpha=0.05, count=2)
-    text = format_summary_table(records, [(KEY, "maximize")], [32], finalists=out)
+    out = study_outcome(records, [StagePlan(1, (1, 2), 3)], rs, objective=OBJ, alpha=0.05, count=2)
+    text = format_summary_table(records, [Objective("output_tok_per_s", "max", "maximize")], [32], finalists=out)
     assert "* best: trial 2" in text and "decided by the finalist stage: separable" in text
-    assert "* best: trial 1" in format_summary_table(records, [(KEY, "maximize")], [32])
+    assert "* best: trial 1" in format_summary_table(records, [Objective("output_tok_per_s", "max", "maximize")], [32])
 
 
 def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
@@ -251,9 +247,7 @@ def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
         replace(made[0], round=4, repeats=n, record=replace(trial(n, None), trial_id=run_trial_id(f"t{n}", 1, 4)))
         for n in (1, 2)
     ]  # both finalists have a failed relaunch, so neither is disqualified by it
-    out = study_outcome(
-        records, [StagePlan(1, (1, 2), 4)], [*made, *failed], key=KEY, direction="maximize", alpha=0.05, count=2
-    )
+    out = study_outcome(records, [StagePlan(1, (1, 2), 4)], [*made, *failed], objective=OBJ, alpha=0.05, count=2)
     assert out.decision is not None and out.decision.winner == 1 and out.winner_launches == 3
     (level,) = out.winner_levels
     iv = level["intervals"]["output_tok_per_s"]
@@ -267,7 +261,7 @@ def test_the_winner_is_reported_per_level_across_its_clean_relaunches() -> None:
     half = (iv["new_launch_high"] - iv["new_launch_low"]) / 2
     assert half == pytest.approx(2.7764451051977987 * cv * 1100.0 * (1 + 1 / 3) ** 0.5)
     assert out.to_json()["winner_levels"][0]["intervals"]["output_tok_per_s"]["n"] == 3
-    no_stage = study_outcome(records, [], [], key=KEY, direction="maximize", alpha=0.05, count=2)
+    no_stage = study_outcome(records, [], [], objective=OBJ, alpha=0.05, count=2)
     assert no_stage.winner_levels == () and no_stage.to_json()["winner_launches"] == 0
 
 
@@ -277,11 +271,11 @@ def test_an_interrupted_stage_declares_no_winner_and_keeps_the_leader() -> None:
     records = [trial(0, 5684.0, mem=0.88), trial(4, 5388.0, mem=0.80)]
     made = runs(1, {0: [5338.0, 5082.0], 4: [4779.0]}, mem={0: 0.88, 4: 0.80})
     plan = StagePlan(1, (0, 4), 2)
-    out = study_outcome(records, [plan], made, key=KEY, direction="maximize", alpha=0.05, count=2)
+    out = study_outcome(records, [plan], made, objective=OBJ, alpha=0.05, count=2)
     assert out.decision is not None and out.decision.method == "incomplete" and out.decision.winner == 0
     assert "3 of 4 relaunches" in out.decision.summary and "resumed" in out.decision.summary
     done = [*made, *runs(1, {4: [4779.0, 4800.0]}, mem={4: 0.80})[1:]]
-    assert study_outcome(records, [plan], done, key=KEY, direction="maximize", alpha=0.05, count=2).decision.method in (
+    assert study_outcome(records, [plan], done, objective=OBJ, alpha=0.05, count=2).decision.method in (
         "separable",
         "tie",
     )

@@ -108,7 +108,7 @@ def test_minimize_and_no_feasible_trial() -> None:
     c = check(failing, OBJ, RULE)
     assert c.stop and "no feasible trial yet" in c.reason
     assert not check(failing[:2], OBJ, RULE).stop
-    assert replace(RULE).no_improvement_launches == 3
+    assert RULE.model_copy().no_improvement_launches == 3 and RULE == StopRule(no_improvement_launches=3)
 
 
 def test_driver_applies_the_rule_and_says_why(tmp_path) -> None:  # noqa: ANN001

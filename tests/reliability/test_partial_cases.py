@@ -149,14 +149,15 @@ def test_the_time_box_keeps_the_finalist_stage_its_time(tmp_path: Path) -> None:
     console = Console()
     console.say = said.append  # type: ignore[method-assign]
     driver = StudyDriver(spec, results_dir=tmp_path / "r", stop_after_s=300.0, console=console)
-    assert driver.stage_launches() == (3 + 1) * 2  # the top 3 and the baseline, twice each
-    assert driver.stage_reserve_s() == 0.0  # not known before a trial has finished
-    driver._trial_walls = [10.0, 12.0, 8.0]
-    assert driver.stage_reserve_s() == 10.0 * 8  # the median trial, 8 relaunches one at a time
-    driver._check_time_box()
-    assert not driver.no_stage_room and not said
-    short = StudyDriver(spec, results_dir=tmp_path / "r2", stop_after_s=60.0, console=console)
-    short._trial_walls = [10.0]
-    short._check_time_box()
+    box = driver.timebox
+    assert box.launches == (3 + 1) * 2  # the top 3 and the baseline, twice each
+    assert box.reserve_s() == 0.0  # not known before a trial has finished
+    for wall in (10.0, 12.0, 8.0):
+        if said_now := box.add_trial(wall):
+            said.append(said_now)
+    assert box.reserve_s() == 10.0 * 8  # the median trial, 8 relaunches one at a time
+    assert not box.no_stage_room and not said
+    short = StudyDriver(spec, results_dir=tmp_path / "r2", stop_after_s=60.0, console=console).timebox
+    said.append(short.add_trial(10.0))
     assert "cannot hold the finalist stage" in short.no_stage_room and "Give at least" in said[-1]
-    assert short.stage_reserve_s() == 0.0  # the search then runs the whole box
+    assert short.reserve_s() == 0.0  # the search then runs the whole box

@@ -16,7 +16,7 @@ from autotune.study import runner
 from autotune.study.driver import _spec_json
 from autotune.trial.records import TrialOutcome
 from autotune.trial.replica import Teardown
-from tests.export.conftest import LEVELS, OBJECTIVES, make_record
+from tests.export.conftest import LEVELS, OBJECTIVES, make_record, with_argv
 from tests.study.test_runner import FakeDeployer, FakeReplica
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,12 +137,13 @@ def _flag_leaks(data: bytes | str) -> list[str]:
 
 def _as_sglang(record):  # type: ignore[no-untyped-def]
     """An SGLang record of the export tests with the measured record's study flags and environment."""
-    from autotune.export.command import option_argv, split_argv
+    from autotune.export.command import option_argv
 
-    _, options = split_argv(record.argv)
-    ours = [o for o in options if o[0] in ("api-key", "custom-credential", "tokenizer-path", "skip-tokenizer-init")]
+    assert record.launch is not None
+    names = ("api-key", "custom-credential", "tokenizer-path", "skip-tokenizer-init")
+    ours = [o for o in record.launch.options if o[0] in names]
     base = make_record(0, tputs={1: 100.0, 8: 500.0, 32: 900.0, 128: 1000.0})
-    return replace(base, argv=[*base.argv, *option_argv(ours)], env=record.env, flags=record.flags)
+    return replace(with_argv(base, [*base.argv, *option_argv(ours)]), env=record.env, flags=record.flags)
 
 
 def test_a_known_credential_flag_is_kept_out_of_study_json_and_tunes_pickle(tmp_path: Path) -> None:
@@ -249,7 +250,7 @@ def test_a_study_with_only_a_secret_flag_gets_a_private_directory(
 
     (tmp_path / "in").mkdir()
     spec = flag_secret_spec(tmp_path / "in", declared=False)
-    spec = replace(spec, server=replace(spec.server, env={"TOKENIZERS_PARALLELISM": "false"}))
+    spec = replace(spec, server=spec.server.model_copy(update={"env": {"TOKENIZERS_PARALLELISM": "false"}}))
     monkeypatch.setattr(registry, "sweep", lambda *a, **k: [])
     monkeypatch.setattr(driver_mod.StudyDriver, "_run_tune", lambda *a, **k: None)
     driver_mod.StudyDriver(spec, results_dir=tmp_path / "results").run()

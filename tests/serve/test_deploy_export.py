@@ -23,6 +23,8 @@ from autotune.bench.client import run_plan
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.core.trial import LaunchSpec
 from autotune.export import export_study
+from autotune.space import Objective
+from autotune.trial.launched import Launched
 from autotune.trial.launcher import launched
 from autotune.trial.records import EngineInfo, TrialOutcome, TrialRecord
 from autotune.trial.registry import group_alive
@@ -77,6 +79,7 @@ def _export(root: Path) -> Path:
         flags={},
         env={},
         argv=list(argv),
+        launch=Launched.from_argv("sim", argv),
         outcome=TrialOutcome.COMPLETE,
         engine=ENGINE,
         bench=bench,
@@ -84,7 +87,11 @@ def _export(root: Path) -> Path:
         feasible=True,
     )
     result = export_study(
-        root, study_name="deploy", objectives=[("output_tok_per_s@max", "maximize")], records=[record], load_levels=[1]
+        root,
+        study_name="deploy",
+        objectives=[Objective("output_tok_per_s", "max", "maximize")],
+        records=[record],
+        load_levels=[1],
     )
     assert result.rehearsal_serve_config is not None
     return result.rehearsal_serve_config

@@ -23,7 +23,7 @@ def test_a_flag_typo_and_an_unknown_profile_are_named_with_the_fix() -> None:
     spec = load_study(SPACES / "smoke.yaml")
     bad = replace(
         spec,
-        server=replace(spec.server, flags={"attention-backnd": "triton"}),
+        server=spec.server.model_copy(update={"flags": {"attention-backnd": "triton"}}),
         sim=SimSpec(profile="h200-lama-1b", time_scale=10),
     )
     problems = check_engine_flags(bad).problems

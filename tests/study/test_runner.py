@@ -147,7 +147,7 @@ def test_success_assembles_a_complete_record(spec) -> None:  # type: ignore[no-u
 def test_every_run_ends_with_an_ended_event(spec) -> None:  # type: ignore[no-untyped-def]
     # a point rejected before any launch, and a deploy that raised: the run still says it no longer runs
     no_drafter = replace(
-        spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"})
+        spec, server=spec.server.model_copy(update={"flags": {**spec.server.flags, "speculative-algorithm": "EAGLE3"}})
     )
     for spec_, deployer in ((no_drafter, FakeDeployer()), (spec, FakeDeployer(error=ReplicaError("boom")))):
         events: list[TrialEvent] = []
@@ -159,7 +159,7 @@ def test_every_run_ends_with_an_ended_event(spec) -> None:  # type: ignore[no-un
 
 def test_invalid_point_is_recorded_without_a_deploy(spec) -> None:  # type: ignore[no-untyped-def]
     no_drafter = replace(
-        spec, server=replace(spec.server, flags={**spec.server.flags, "speculative-algorithm": "EAGLE3"})
+        spec, server=spec.server.model_copy(update={"flags": {**spec.server.flags, "speculative-algorithm": "EAGLE3"}})
     )
     d = FakeDeployer()
     record, log_text = trial(no_drafter, d)

@@ -14,6 +14,8 @@ from autotune.bench.plan_codec import plan_to_json
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.core.trial import LaunchSpec
 from autotune.export import export_study
+from autotune.space import Objective
+from autotune.trial.launched import Launched
 from autotune.trial.launcher import launched
 from autotune.trial.records import EngineInfo, TrialOutcome, TrialRecord
 from autotune.trial.registry import group_alive
@@ -73,6 +75,7 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         flags={},
         env={},
         argv=list(argv),
+        launch=Launched.from_argv("sim", argv),
         outcome=TrialOutcome.COMPLETE,
         engine=ENGINE,
         bench=bench,
@@ -82,7 +85,7 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     export_study(
         root,
         study_name="vstudy",
-        objectives=[("output_tok_per_s@max", "maximize")],
+        objectives=[Objective("output_tok_per_s", "max", "maximize")],
         records=[record],
         load_levels=[1, 4],
     )

@@ -1,34 +1,34 @@
-"""Run a finalist stage on the study's Ray cluster: each relaunch is a trial run (``runner.run_trial``, the same GPU
-slots and Serve path as the search), in the stage's interleaved order, at most ``concurrency`` at once. Each finished
-relaunch is stored (``FinalistStore``) before the next one is started; nothing is told to the sampler.
+"""Run a finalist stage on the study's Ray cluster: each relaunch is a trial run (the same GPU slots and Serve path as
+the search), in the stage's interleaved order, at most ``concurrency`` at once. Each finished relaunch is stored
+(``FinalistStore``) before the next one is started; nothing is told to the sampler.
+
+The stage does not know how a trial runs: the driver hands it ``relaunch`` (``autotune.study.runner.relaunch``, run
+as a Ray task) and ``lost`` (the record of a relaunch that raised), so this package imports nothing of the study.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from autotune.finalists.choice import FinalistRun, StagePlan, missing_slots, run_trial_id
+from autotune.finalists.choice import missing_slots, run_trial_id
+from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.finalists.store import FinalistStore
 from autotune.space import StudySpec
-from autotune.trial.records import FailureKind, TrialRecord
+from autotune.trial.records import TrialRecord
 
 
-def _relaunch(
-    spec: StudySpec, params: dict[str, Any], trial_id: str, number: int, owner: str | None
-) -> tuple[dict[str, Any], str]:
-    from autotune.study.runner import run_trial
+class Relaunch(Protocol):
+    """One relaunch of a trial's params, as a Ray task runs it: the record as JSON (it crosses Ray) and the log."""
 
-    record, log_text = run_trial(spec, params, trial_id=trial_id, number=number, owner=owner)
-    return record.to_json(), log_text
+    def __call__(
+        self, spec: StudySpec, params: dict[str, Any], trial_id: str, number: int, owner: str | None
+    ) -> tuple[dict[str, Any], str]: ...
 
 
-def _lost(spec: StudySpec, trial: TrialRecord, trial_id: str, why: str) -> TrialRecord:
-    from autotune.study.runner import base_record, failed_record, now_iso
-
-    rec = base_record(spec, None, trial_id=trial_id, number=trial.number, params=trial.params, started_at=now_iso())
-    return failed_record(rec, spec, FailureKind.UNKNOWN, why)
+# The failed record of a relaunch that raised: (number, trial id, params, why) -> record.
+Lost = Callable[[int, str, dict[str, Any], str], TrialRecord]
 
 
 def fmt_run(run: FinalistRun, key: str) -> str:
@@ -47,6 +47,8 @@ def run_stage(
     trials: Mapping[int, TrialRecord],
     store: FinalistStore,
     *,
+    relaunch: Relaunch,
+    lost: Lost,
     owner: str | None,
     concurrency: int,
     say: Callable[[str], None],
@@ -66,7 +68,7 @@ def run_stage(
         f"finalist stage {plan.stage}: trials {', '.join(map(str, plan.finalists))}, {plan.rounds} round(s), "
         f"{len(todo)} relaunch(es) to run" + (f" ({done_before} kept from an interrupted run)" if done_before else "")
     )
-    task = ray.remote(num_cpus=0.5, max_retries=0)(_relaunch)
+    task = ray.remote(num_cpus=0.5, max_retries=0)(relaunch)
     in_flight: dict[Any, tuple[int, int, str]] = {}
     made: list[FinalistRun] = []
     while todo or in_flight:
@@ -92,7 +94,7 @@ def run_stage(
         except Exception as exc:  # noqa: BLE001 - a dead worker, a Ray error: recorded, the stage goes on
             if halted():
                 continue  # an interrupt or a lost cluster, not the config's doing: not stored, rerun on resume
-            record = _lost(spec, trial, tid, f"the relaunch raised {type(exc).__name__}: {exc}")
+            record = lost(number, tid, dict(trial.params), f"the relaunch raised {type(exc).__name__}: {exc}")
         run = FinalistRun(stage=plan.stage, round=rnd, repeats=number, repeats_trial_id=trial.trial_id, record=record)
         store.append(run, log_text)  # durable before anything else
         made.append(run)

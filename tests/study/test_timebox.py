@@ -1,0 +1,42 @@
+"""The time box (``--stop-after-s``) against the finalist stage: its reserve, when it cannot hold the stage, and what
+the study says."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from autotune.space import FinalistsSpec, load_study
+from autotune.study.timebox import TimeBox, stage_launches
+
+SMOKE = Path(__file__).resolve().parents[2] / "autotune" / "search_spaces" / "smoke.yaml"
+
+
+def test_the_stage_launches_the_finalists_and_the_baseline_each_round() -> None:
+    spec = load_study(SMOKE)
+    assert stage_launches(spec) == (spec.finalists.count + 1) * spec.finalists.rounds
+    assert stage_launches(replace(spec, finalists=FinalistsSpec(count=0))) == 0
+
+
+def test_the_reserve_is_the_median_trial_times_the_rounds_of_relaunches() -> None:
+    box = TimeBox(stop_after_s=1000.0, launches=8, at_once=3)
+    assert box.reserve_s() == 0.0  # no trial finished yet
+    assert box.add_trial(10.0) == ""  # 10 + 10 x ceil(8 / 3) = 40 s fits in 1000 s
+    box.add_trial(30.0)
+    box.add_trial(20.0)
+    assert box.reserve_s() == 20.0 * 3
+    assert "(now 60 s)" in box.start_text()
+
+
+def test_a_box_too_short_for_the_stage_says_so_once_and_reserves_nothing() -> None:
+    box = TimeBox(stop_after_s=60.0, launches=8)
+    said = box.add_trial(10.0)  # 10 + 80 s > 60 s
+    assert "cannot hold the finalist stage" in said and "Give at least 135 s" in said
+    assert box.add_trial(10.0) == "" and box.check() == ""
+    assert box.reserve_s() == 0.0
+    assert "kept for the finalist stage" not in box.stopped_note(3, 12) and "3 of 12" in box.stopped_note(3, 12)
+
+
+def test_no_box_or_no_stage_says_nothing() -> None:
+    assert TimeBox(stop_after_s=None, launches=8).start_text() == ""
+    assert TimeBox(stop_after_s=60.0, launches=0).add_trial(100.0) == ""
