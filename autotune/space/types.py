@@ -176,7 +176,7 @@ class StudySpec:
     """A whole study definition, validated. ``source`` is the YAML file it came from."""
 
     name: str
-    engine: Literal["sim", "sglang"]
+    engine: str  # a registered engine's name (``autotune.engines.ENGINES``), checked by the study file's schema
     trials: int
     sampler: Literal["tpe", "random", "nsga2"]
     seed: int
@@ -198,7 +198,7 @@ class StudySpec:
     finalists: FinalistsSpec = field(default_factory=FinalistsSpec)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
-    speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see sglang_rules.tie_speculative_caps
+    speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see EngineModel.tie_caps
 
     @property
     def gpus_per_trial(self) -> int:
