@@ -147,6 +147,33 @@ def test_a_study_on_the_engine_gets_it(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", engines())
+def test_the_record_names_the_engine(name: str) -> None:
+    """A server that never answered is still named: the engine, simulated or not, the GPUs it was given."""
+    engine = get_engine(name)
+    ident = engine.identity(release=None, server_info={}, gpu_names=[], gpus=2)
+    assert ident.engine == name and ident.simulated is engine.simulated and ident.gpu_count == 2
+    assert ident.version and ident.gpu_name
+    if engine.simulated:
+        assert ident.gpu_name.startswith("SIMULATED"), "simulated figures are never presented as measurements"
+
+
+@pytest.mark.parametrize("name", engines())
+def test_memory_sizes_are_known_or_none(name: str) -> None:
+    spec = load_study(
+        ROOT / "search_spaces" / "smoke.yaml", overrides=StudyOverrides(engine=name, model_path="llama-1b")
+    )
+    engine = engine_for(spec)
+    try:
+        sizes = engine.memory_sizes("/tmp/models/llama-1b", ())
+    except OSError as exc:  # a real engine reads the GPUs of this node
+        pytest.skip(f"{name}: the GPUs here cannot be read ({exc})")
+    if sizes is None:
+        assert not engine.simulated, "a simulated engine knows its profile's sizes"
+        return
+    assert sizes.gpu_mem_bytes > sizes.weight_bytes / spec.server.tp_size > 0 and sizes.kv_bytes_per_token > 0
+
+
+@pytest.mark.parametrize("name", engines())
 def test_launch_spec_shape(name: str) -> None:
     engine = get_engine(name)
     cfg = Point(EAGLE, env={"MY_VAR": "1"}, tp_size=2).config()
