@@ -29,6 +29,20 @@ FORBIDDEN = {
     ("autotune.export", "autotune.study"): "the export reads what a study stored, not how it ran",
     ("autotune.finalists", "autotune.study"): "the finalists' choice and store are data the export may import",
     ("autotune.policy", "autotune.study"): "the policy decides; the study runs (the searcher holds the policy)",
+    ("autotune.policy", "autotune.sim"): "the policy reads sizes through the engine (Engine.memory_sizes)",
+    ("autotune.trial", "autotune.sim"): "a trial's parts launch any engine; the simulator is one behind the registry",
+}
+# Module edges below the unit level: (importer, imported), each a module or a package prefix. The search policy reads
+# an engine through its model and the registry, never SGLang's own modules; the runner names no engine.
+FORBIDDEN_MODULES = {
+    ("autotune.policy", "autotune.engines.sglang"): "the policy reads the engine's model (engines.base, the registry)",
+    ("autotune.policy", "autotune.engines.sglang_facts"): "the policy reads the engine's model, not SGLang's facts",
+    ("autotune.policy", "autotune.engines.sglang_rules"): "the policy reads the engine's model, not SGLang's rules",
+    ("autotune.policy", "autotune.engines.sglang_model"): "the policy asks the registry for the study's engine model",
+    ("autotune.study.runner", "autotune.sim"): "the runner asks the engine registry; it never loads a sim profile",
+    ("autotune.study.runner", "autotune.engines.sglang"): "the runner names no engine",
+    ("autotune.study.runner", "autotune.engines.sglang_facts"): "the runner reads the engine's model",
+    ("autotune.study.runner", "autotune.engines.sglang_rules"): "the runner reads the engine's model",
 }
 LEAVES_ALLOWED: set[str] = set()  # a leaf unit may import only these (and the package's version)
 # (from, to package): the only modules of ``to`` that ``from`` may import. The export reads the finalist stage's
@@ -87,6 +101,37 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
                 if dst is not None and dst != src and exists(root, dst):
                     graph[src].add(dst)
     return dict(graph)
+
+
+def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every autotune module and the autotune modules it imports (``from a import b``: ``a``, and ``a.b`` where that is
+    a module)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((root / "autotune").rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names |= {f"{node.module}.{a.name}" for a in node.names if exists(root, f"{node.module}.{a.name}")}
+        out[module_name(path, root)] = {n for n in names if n.startswith("autotune.")}
+    return out
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def forbidden_module_edges(modules: dict[str, set[str]]) -> list[str]:
+    return [
+        f"{src} -> {dst}: {why}"
+        for (a, b), why in FORBIDDEN_MODULES.items()
+        for src, dsts in sorted(modules.items())
+        if under(src, a)
+        for dst in sorted(dsts)
+        if under(dst, b)
+    ]
 
 
 def exists(root: Path, node: str) -> bool:
@@ -235,6 +280,18 @@ def test_the_export_imports_only_the_finalists_outcome() -> None:
     ]
 
 
+def test_no_forbidden_module_edges() -> None:
+    assert forbidden_module_edges(module_imports()) == []
+
+
+def test_the_policy_imports_of_the_engines_only_the_contract_and_the_registry() -> None:
+    allowed = {"autotune.engines", "autotune.engines.base", "autotune.engines.memory"}
+    found = {dst for src, dsts in module_imports().items() if under(src, "autotune.policy") for dst in dsts} & {
+        m for m in module_imports() if under(m, "autotune.engines")
+    }
+    assert found <= allowed, sorted(found - allowed)
+
+
 def test_nothing_in_autotune_imports_serve_app() -> None:
     graph = import_graph()
     assert [src for src, dsts in graph.items() if "serve_app" in dsts] == []
@@ -252,8 +309,8 @@ def test_the_cycle_check_finds_a_cycle(edges: dict[str, set[str]], expected: lis
 
 
 def test_the_checks_fail_on_a_broken_copy(tmp_path: Path) -> None:
-    """A copy of the tree with space importing engines, a bench <-> core cycle, and export importing policy, is
-    reported."""
+    """A copy of the tree with space importing engines, a bench <-> core cycle, export importing policy, policy
+    importing SGLang's rules, the runner the simulator's profiles and trial the simulator, is reported."""
     import shutil
 
     for package in ("autotune", "serve_app"):
@@ -262,10 +319,18 @@ def test_the_checks_fail_on_a_broken_copy(tmp_path: Path) -> None:
     with (tmp_path / "autotune" / "core" / "errors.py").open("a") as f:
         f.write("\nfrom autotune.bench.types import BenchPlan  # noqa\n")
     (tmp_path / "autotune" / "export" / "broken.py").write_text("import autotune.policy.fit\n")
+    (tmp_path / "autotune" / "policy" / "broken.py").write_text("from autotune.engines.sglang_rules import normalize\n")
+    with (tmp_path / "autotune" / "study" / "runner.py").open("a") as f:
+        f.write("\nfrom autotune.sim.profile import load_profile  # noqa\n")
+    (tmp_path / "autotune" / "trial" / "broken.py").write_text("import autotune.sim.server\n")
+    module_found = forbidden_module_edges(module_imports(tmp_path))
+    assert "autotune.policy.broken -> autotune.engines.sglang_rules" in " ".join(module_found)
+    assert "autotune.study.runner -> autotune.sim.profile" in " ".join(module_found)
     graph = import_graph(tmp_path)
     found = forbidden_edges(graph)
     assert any("autotune.space -> autotune.engines" in e for e in found)
     assert any("autotune.export -> autotune.policy" in e for e in found)
+    assert any("autotune.trial -> autotune.sim" in e for e in found)
     assert any("autotune.core -> autotune.bench" in e for e in found)
     assert any({"autotune.bench", "autotune.core"} <= set(c) for c in cycles(graph))
 

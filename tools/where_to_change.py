@@ -10,9 +10,11 @@ The counting rule. Each module is parsed (``ast``); what counts is its code, not
 that mentions a thing does not count. A change touches a module when the module's code holds what the change must
 alter there, and each change adds the files it needs of its own:
 
-- new engine: a module outside the existing engines' own code (``engines/sglang*.py``, ``engines/sim.py``,
-  ``sim/``) that names an engine by its string (``"sglang"``, ``"sim"``) or imports an engine's own module
-  (``autotune.engines.sglang*``, ``autotune.engines.sim``, ``autotune.sim``); plus 1 (the new engine's adapter).
+- new engine: a module outside the existing engines' own code (``engines/sglang*.py``, ``sim/`` with the simulator's
+  adapter, and ``engines/sim.py`` where an older revision has it) that names an engine by its string (``"sglang"``,
+  ``"sim"``) or imports an engine's own module (``autotune.engines.sglang*``, ``autotune.engines.sim``,
+  ``autotune.sim``); plus 1 (the new engine's adapter). The registry (``engines/__init__.py``), which names every
+  engine, counts: the new engine's entry goes there.
 - request-rate load: a module whose code names a concurrency (an identifier or string ``concurrency`` or
   ``concurrencies``): a load level read as a number of requests in flight; plus 0 (the rate is a new kind of level,
   not a new file, where levels are typed).

@@ -1,8 +1,14 @@
-"""The engine contract: how a TrialConfig becomes a running server, and how its log is read.
+"""The engine contract: how a TrialConfig becomes a running server, how its log is read, and what its flags mean.
 
 An engine adapter is pure on the driver side (``launch_spec`` probes nothing) and does its probing on the worker
-(``preflight`` runs the installed release's ``--help``). Implementations: ``sglang.SGLangEngine`` (real SGLang) and
-``sim.SimEngine`` (the simulated server, same flags, same endpoints, same log lines).
+(``preflight`` runs the installed release's ``--help``). Implementations, registered by import path in
+``autotune.engines``: ``sglang.SGLangEngine`` (real SGLang) and ``autotune.sim.adapter.SimEngine`` (the simulated
+server, same flags, same endpoints, same log lines). ``tests/engines/test_contract.py`` is what every registered
+engine must pass.
+
+The search policy reads an engine through its ``EngineModel`` (``Engine.model``): the validity rules, the running
+cap, the memory fraction, the KV bytes a token takes, the drafter, and the flag names a study's parameters are matched
+against. Policy code never spells an engine's flags itself.
 """
 
 from __future__ import annotations
@@ -10,12 +16,13 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol
 
 from autotune.core.failures import FailureKind, PhaseTimings
 from autotune.core.site import SitePolicy, check_study_env, site_policy
 from autotune.core.trial import FlagValue, LaunchSpec, TrialConfig
-from autotune.engines import sglang_rules
+from autotune.engines.memory import Sizes
 from autotune.engines.sglang_facts import ARGPARSE_ARGUMENT, ARGPARSE_UNRECOGNIZED, FAILURE_PATTERNS, LOG_PATTERNS
 
 # Ray sets these in every actor (OMP_NUM_THREADS = the actor's CPUs). A server started by hand has none of them, so the
@@ -103,6 +110,111 @@ def flags_in_help(help_text: str) -> frozenset[str]:
     return frozenset(_HELP_FLAG.findall(help_text))
 
 
+class EngineModel(abc.ABC):
+    """What the search policy knows of an engine before launching it, read from a trial's flags (keyed without
+    dashes, as in ``TrialConfig.flags``) and environment. Pure; one instance per engine family (``Engine.model``).
+
+    The flag names are what a study's parameters are matched against (``ParamSpec.flag``): the policy lifts the
+    running cap, raises the memory fraction and tells drafters apart through them.
+    """
+
+    name: ClassVar[str]  # the engine family as users know it ("SGLang"), for messages
+    running_cap_flag: ClassVar[str]  # the running-request limit
+    memory_fraction_flag: ClassVar[str]  # the share of GPU memory for weights and KV cache
+    drafter_flag: ClassVar[str]  # the draft model of speculative decoding
+    graph_ceiling_flags: ClassVar[tuple[str, ...]]  # the decode CUDA-graph batch ceiling, every spelling
+
+    # ---- validity (before a launch) -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def normalize(self, flags: Mapping[str, Any]) -> dict[str, Any]:
+        """The flags as the engine will run them (what it changes silently applied, omitted flags dropped)."""
+
+    @abc.abstractmethod
+    def violations(self, flags: Mapping[str, Any], env: Mapping[str, str], *, tp_size: int) -> list[str]:
+        """Every reason the engine would reject the point or fail on it; empty when worth a launch."""
+
+    @abc.abstractmethod
+    def tie_caps(self, flags: Mapping[str, Any], highest_load: int) -> dict[str, Any]:
+        """A speculative point's running cap and CUDA-graph ceiling set together (a study's ``speculative_caps: tie``)."""
+
+    # ---- the running batch ----------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def running_cap(self, flags: Mapping[str, Any]) -> int | None:
+        """The most requests the server runs at once, when known before the launch (None: the engine's default)."""
+
+    @abc.abstractmethod
+    def speculation(self, flags: Mapping[str, Any]) -> str | None:
+        """The speculative algorithm the engine runs, or None when speculation is off."""
+
+    @abc.abstractmethod
+    def drafter(self, flags: Mapping[str, Any]) -> str | None:
+        """The draft model the point loads (None without speculation or without a draft model)."""
+
+    @abc.abstractmethod
+    def draft_store(self, flags: Mapping[str, Any]) -> str | None:
+        """What drafts for a speculative point without a draft model, named by its settings (None: nothing such)."""
+
+    @abc.abstractmethod
+    def accept_source(self, flags: Mapping[str, Any], env: Mapping[str, str], simulated: bool) -> str | None:
+        """Where a trial's accept length comes from: None without speculation, ``"simulated"`` or ``"measured"``."""
+
+    @abc.abstractmethod
+    def sets_simulated_acceptance(self, env: Mapping[str, str]) -> bool:
+        """Whether the environment asks the engine to act as if a chosen accept length were measured."""
+
+    # ---- memory ---------------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def memory_fraction(self, flags: Mapping[str, Any]) -> float | None:
+        """The memory fraction the flags give (None: the engine's own choice)."""
+
+    @abc.abstractmethod
+    def cuda_graphs(self, flags: Mapping[str, Any]) -> bool:
+        """Whether the server captures decode CUDA graphs."""
+
+    @abc.abstractmethod
+    def graph_ceiling(self, flags: Mapping[str, Any]) -> float | None:
+        """The decode CUDA-graph batch ceiling the flags give (None: the engine's default)."""
+
+    @abc.abstractmethod
+    def graph_tokens_per_request(self, flags: Mapping[str, Any]) -> int:
+        """Tokens one request holds in a decode CUDA graph (a speculative verify holds its draft tokens + 1)."""
+
+    @abc.abstractmethod
+    def prefill_chunk(self, flags: Mapping[str, Any]) -> float | None:
+        """The largest prefill chunk in tokens the flags give (None: the engine's default)."""
+
+    @abc.abstractmethod
+    def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
+        """Bytes one token takes in one GPU's KV cache (the target's layers, and the drafter's where it shares the
+        pool)."""
+
+
+class StudyEngine(Protocol):
+    """What ``Engine.for_study`` reads of a study (``autotune.space.StudySpec`` has it)."""
+
+    @property
+    def engine(self) -> str: ...
+
+    @property
+    def sim(self) -> Any: ...  # the simulator's section (profile, time scale), None for other engines
+
+    @property
+    def seed(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which engine produced a result, as the trial record names it (``autotune.trial.records.EngineInfo``)."""
+
+    engine: str
+    version: str
+    simulated: bool
+    gpu_name: str
+    gpu_count: int
+    profile: str | None = None
+    time_scale: float | None = None
+
+
 class Engine(abc.ABC):
     """Turns a TrialConfig into a LaunchSpec and checks it on the worker. Both engines print SGLang's log lines, which
     ``parse_log_phases`` and ``classify_failure`` read.
@@ -113,7 +225,13 @@ class Engine(abc.ABC):
 
     name: str
     simulated: bool
+    model: ClassVar[EngineModel]  # what the search policy reads of this engine's flags
     cache_help: bool = True  # SGLang's --help costs 20-40 s; the simulator's is cheap and changes with the code
+
+    @classmethod
+    @abc.abstractmethod
+    def for_study(cls, study: StudyEngine) -> Engine:
+        """The engine a study's trials launch (its options from the study)."""
 
     @abc.abstractmethod
     def command(self) -> tuple[str, ...]:
@@ -122,7 +240,43 @@ class Engine(abc.ABC):
     def normalize(self, cfg: TrialConfig) -> TrialConfig:
         """The configuration as the server will run it: what SGLang changes silently applied (the simulator takes the
         same flags and makes the same changes), so a trial's recorded flags are what ran."""
-        return replace(cfg, flags=sglang_rules.normalize(cfg.flags))
+        return replace(cfg, flags=self.model.normalize(cfg.flags))
+
+    def violations(self, cfg: TrialConfig) -> list[str]:
+        """Why the server would reject this configuration or fail on it (``EngineModel.violations``)."""
+        return self.model.violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
+
+    def parse_log_phases(self, text: str) -> PhaseTimings:
+        """Launch phases from the server's log (both engines print SGLang's lines)."""
+        return parse_log_phases(text)
+
+    def classify_failure(self, log_tail: str, *, ready: bool) -> FailureKind:
+        """Why a server died, from its log tail."""
+        return classify_failure(log_tail, ready=ready)
+
+    def memory_sizes(self, model_path: str, drafters: tuple[str, ...]) -> Sizes | None:
+        """What the study's model takes in GPU memory, for the pre-launch prediction (None: unknown). May read the
+        local GPUs or model files; raises AutotuneError, OSError, ValueError or KeyError when they cannot be read."""
+        return None
+
+    def declared_gpu_name(self) -> str | None:
+        """The GPU the engine says it runs on before it runs (a simulator's profile), else None (read from the
+        server)."""
+        return None
+
+    @abc.abstractmethod
+    def identity(
+        self,
+        *,
+        release: str | None,
+        server_info: Mapping[str, Any],
+        gpu_names: Sequence[str],
+        gpus: int,
+        declared_gpu: str | None = None,
+    ) -> Identity:
+        """Which engine a trial ran on, from what its server reported (``release``, ``/server_info``, the GPUs it
+        saw; each may be empty for a server that never answered) and the GPUs it was given. ``declared_gpu``:
+        ``declared_gpu_name()``, read by the caller (this method does no I/O)."""
 
     def launch_spec(
         self,

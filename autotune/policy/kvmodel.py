@@ -14,17 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.core.errors import SpaceError
-from autotune.engines import sglang_rules
+from autotune.engines import engine_model
+from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.space import StudySpec, to_trial_config
 
-MEM_FLAG = "mem-fraction-static"
-
 
 class KvModel:
-    def __init__(self, spec: StudySpec, sizes: fit.Sizes | None) -> None:
+    def __init__(self, spec: StudySpec, sizes: Sizes | None) -> None:
         self.spec = spec
         self.sizes = sizes
+        self.model = engine_model(spec.engine)
         self.errors: list[tuple[float, float]] = []  # (memory fraction, allocated - predicted bytes)
         self.version = 0  # bumped on every observation that changes the correction
 
@@ -36,21 +36,15 @@ class KvModel:
             tc = to_trial_config(self.spec, dict(params))
         except SpaceError:
             return None
-        frac = tc.flags.get(MEM_FLAG)
+        frac = tc.flags.get(self.model.memory_fraction_flag)
         if not isinstance(frac, (int, float)) or isinstance(frac, bool):
             frac = self.sizes.default_mem_fraction
         if frac is None:
             return None
-        pred = fit.predict(self.sizes, tc.flags, tp_size=tc.tp_size)
+        pred = fit.predict(self.sizes, tc.flags, tp_size=tc.tp_size, model=self.model)
         if pred.kv_tokens is None:
             return None
-        tp = max(int(tc.tp_size), 1)
-        per_token = self.sizes.kv_bytes_per_token / (1 if self.sizes.kv_replicated else tp)
-        drafter = (
-            self.sizes.drafter(tc.flags.get(sglang_rules.DRAFT_MODEL)) if sglang_rules.algorithm(tc.flags) else None
-        )
-        if drafter and self.sizes.num_layers:
-            per_token *= 1.0 + drafter[1] / self.sizes.num_layers
+        per_token = self.model.kv_bytes_per_token(self.sizes, tc.flags, tp_size=tc.tp_size)
         if per_token <= 0:
             return None
         return float(frac), pred.kv_tokens * per_token, per_token

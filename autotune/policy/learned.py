@@ -6,7 +6,7 @@ drafter pays the drafting cost for nothing (the user story's custom drafter: acc
 model: its drafter is its n-gram store (a store too small to keep n-grams accepts nothing either). Simulated
 acceptance (``SGLANG_SIMULATE_ACC_LEN``) is never taken as evidence.
 
-**Memory that did not fit.** A launch that failed at CUDA-graph capture with ``--mem-fraction-static`` f left too
+**Memory that did not fit.** A launch that failed at CUDA-graph capture with memory fraction f left too
 little memory outside the static pool for its graphs: every point with a fraction of at least f and at least as many
 graph tokens (running cap x tokens a request in the graphs) fails the same way, so it is set aside, and the repair
 (``autotune.policy.repair``) stays below f. A launch that failed out of memory at load (the weights leave no KV cache)
@@ -20,22 +20,21 @@ from typing import Any
 
 from autotune.core.errors import SpaceError
 from autotune.core.failures import FailureKind
-from autotune.engines import sglang_rules
-from autotune.engines.sglang_facts import NGRAM_STORE_FLAGS
+from autotune.engines import engine_model
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 BROKEN_ACCEPT = 1.05
-MEM_FLAG = "mem-fraction-static"
 UNCAPPED = 1 << 20  # graph batch of a point without a running cap: above any real one
 
 
 class Learned:
     def __init__(self, spec: StudySpec) -> None:
         self.spec = spec
+        self.model = engine_model(spec.engine)
         self.graph_failures: list[tuple[float, int]] = []  # (memory fraction, graph tokens) of capture failures
         self.load_failures: list[tuple[float, float]] = []  # (memory fraction, drafter weight rank) of OOM at load
-        self.drafter_param = next((p.name for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL), None)
+        self.drafter_param = next((p.name for p in spec.params if p.flag == self.model.drafter_flag), None)
         self.broken: dict[str, float] = {}  # drafter -> the accept length that showed it accepts nothing
 
     def _memory_shape(self, params: Mapping[str, Any]) -> tuple[float, int, float] | None:
@@ -44,18 +43,18 @@ class Learned:
             flags = to_trial_config(self.spec, params).flags
         except SpaceError:
             return None
-        frac = flags.get(MEM_FLAG)
+        frac = flags.get(self.model.memory_fraction_flag)
         if not isinstance(frac, (int, float)) or isinstance(frac, bool):
             return None
-        cap = sglang_rules.effective_max_running_requests(flags)
+        cap = self.model.running_cap(flags)
         graph = cap if cap is not None else UNCAPPED
-        for name in ("cuda-graph-max-bs-decode", "cuda-graph-max-bs"):
+        for name in self.model.graph_ceiling_flags:
             bs = flags.get(name)
             if isinstance(bs, int) and not isinstance(bs, bool):
                 graph = min(graph, bs)
-        algo = sglang_rules.algorithm(flags)
-        per_request = (int(flags.get(sglang_rules.DRAFT_TOKENS) or 0) + 1) if algo else 1
-        drafter = 1.0 if algo else 0.0
+        speculative = self.model.speculation(flags) is not None
+        per_request = self.model.graph_tokens_per_request(flags)
+        drafter = 1.0 if speculative else 0.0
         return float(frac), graph * per_request, drafter
 
     def observe_failure(self, params: Mapping[str, Any], failure: FailureKind | None) -> None:
@@ -85,14 +84,12 @@ class Learned:
         for f, g in self.graph_failures:
             if frac >= f and graph >= g:
                 return (
-                    f"a launch with --mem-fraction-static {f:g} and fewer CUDA-graph tokens failed at graph capture;"
+                    f"a launch with --{self.model.memory_fraction_flag} {f:g} and fewer CUDA-graph tokens failed at graph capture;"
                     f" this point has {frac:g}"
                 )
         for f, d in self.load_failures:
             if frac <= f and drafter >= d:
-                return (
-                    f"a launch with --mem-fraction-static {f:g} failed out of memory at load; this point has {frac:g}"
-                )
+                return f"a launch with --{self.model.memory_fraction_flag} {f:g} failed out of memory at load; this point has {frac:g}"
         return None
 
     def observe(self, params: Mapping[str, Any], record: TrialRecord) -> float | None:
@@ -100,7 +97,7 @@ class Learned:
         highest accept length it measured (None: none reported, or simulated)."""
         if record.outcome is TrialOutcome.FAILED:
             self.observe_failure(params, record.failure)
-        if record.bench is None or "SGLANG_SIMULATE_ACC_LEN" in record.env:
+        if record.bench is None or self.model.sets_simulated_acceptance(record.env):
             return None
         accepts = [lv.accept_length for lv in record.bench.levels if lv.accept_length is not None]
         if not accepts:
@@ -111,9 +108,8 @@ class Learned:
         return max(accepts)
 
     def drafter(self, params: Mapping[str, Any]) -> str | None:
-        """What drafts for this point: the draft model's path, or for NGRAM (no draft model) its n-gram store
-        (``sglang_facts.NGRAM_STORE_FLAGS``; draft tokens and breadth only shape the tree it proposes); None without
-        speculation."""
+        """What drafts for this point: the draft model's path, or without one what the engine drafts from
+        (``EngineModel.draft_store``: NGRAM's n-gram store); None without speculation."""
         drafter = params.get(self.drafter_param) if self.drafter_param else None
         if drafter is not None:
             return str(drafter)
@@ -121,10 +117,7 @@ class Learned:
             flags = to_trial_config(self.spec, dict(params)).flags
         except SpaceError:
             return None
-        if sglang_rules.algorithm(flags) != "NGRAM":
-            return None
-        knobs = {k: flags[k] for k in NGRAM_STORE_FLAGS if k in flags}
-        return "NGRAM " + " ".join(f"--{k} {v}" for k, v in sorted(knobs.items())) if knobs else "NGRAM (defaults)"
+        return self.model.draft_store(flags)
 
     def reason(self, params: Mapping[str, Any]) -> str | None:
         """Why the study's own results say this point is not worth a launch now (None: no such reason)."""

@@ -1,13 +1,14 @@
 """Pre-launch screen: does a point's launch look wasted before it is made? (``None``: launch it; else the reason.)
 
 Two rules, both from what the project already knows:
-- **Running cap below the load being optimised.** SGLang runs at most ``--max-running-requests`` requests at once, 48
-  by default with any speculative algorithm (``sglang_rules.effective_max_running_requests``). A point whose cap is
+- **Running cap below the load being optimised.** The engine runs at most its running cap of requests at once
+  (``EngineModel.running_cap``: SGLang's ``--max-running-requests``, 48 by default with any speculative algorithm). A
+  point whose cap is
   below the highest load level its objectives or constraints read queues the rest of that load: a measurement of the
   cap, not of the point's other settings.
 - **Predicted not to fit in GPU memory** (``autotune.policy.fit``): the weights leave no KV cache, or the memory outside the
-  static pool cannot hold the CUDA graphs. Sizes come from the simulator profile, or for SGLang from the model's
-  ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
+  static pool cannot hold the CUDA graphs. Sizes come from the engine (``Engine.memory_sizes``): the simulator's
+  profile, or for SGLang the model's ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
 
 The searcher sets such points aside while it can find others (it never rejects them outright: a prediction can be
 wrong, and the study's own ``points_to_evaluate`` are never screened).
@@ -19,9 +20,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from autotune.core import gpus
 from autotune.core.errors import AutotuneError, SpaceError
-from autotune.engines import sglang_rules
+from autotune.engines import engine_for, engine_model
+from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.space import StudySpec, to_trial_config
 from autotune.space.types import ParamSpec
@@ -39,40 +40,35 @@ def top_level(spec: StudySpec) -> int | None:
     return max(nums) if nums else None
 
 
-def study_sizes(spec: StudySpec) -> fit.Sizes | None:
-    """The sizes ``autotune.policy.fit`` needs for this study, or None (with a note on stderr) when they are unknown."""
+def study_sizes(spec: StudySpec) -> Sizes | None:
+    """The sizes ``autotune.policy.fit`` needs for this study (``Engine.memory_sizes``), or None (with a note on
+    stderr) when they are unknown."""
     try:
-        if spec.engine == "sim" and spec.sim is not None:
-            from autotune.sim.profile import load_profile
-
-            return fit.from_profile(load_profile(spec.sim.profile))
-        rows = gpus.query("memory.total")
-        if not rows:
-            return None
-        total = min(float(r[0]) for r in rows) * 1024 * 1024
-        drafters = tuple(str(c) for p in spec.params if p.flag == sglang_rules.DRAFT_MODEL for c in p.choices if c)
-        return fit.from_model_dir(spec.server.model_path, total, drafters=drafters)
+        engine = engine_for(spec)
+        drafters = tuple(str(c) for p in spec.params if p.flag == engine.model.drafter_flag for c in p.choices if c)
+        return engine.memory_sizes(spec.server.model_path, drafters)
     except (AutotuneError, OSError, ValueError, KeyError) as exc:
         print(f"note: no GPU-memory prediction for study {spec.name!r}: {exc}", file=sys.stderr)
         return None
 
 
-def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Screen:
+def default_screen(spec: StudySpec, sizes: Sizes | None | bool = True) -> Screen:
     """The study's screen. ``sizes=True`` reads them with ``study_sizes``; None or False: no memory prediction."""
     top = top_level(spec)
     known = study_sizes(spec) if sizes is True else (sizes or None)
+    model = engine_model(spec.engine)
 
     def screen(params: dict[str, Any]) -> str | None:
         try:
             cfg = to_trial_config(spec, params)
         except SpaceError:
             return None  # the trial itself will say what is wrong
-        cap = sglang_rules.effective_max_running_requests(cfg.flags)
+        cap = model.running_cap(cfg.flags)
         if top is not None and cap is not None and cap < top:
-            default = "SGLang's speculative default " if sglang_rules.MAX_RUNNING not in cfg.flags else ""
-            return f"running cap {cap} ({default}--max-running-requests) is below the top load level {top}"
+            default = f"{model.name}'s speculative default " if model.running_cap_flag not in cfg.flags else ""
+            return f"running cap {cap} ({default}--{model.running_cap_flag}) is below the top load level {top}"
         if known is not None:
-            pred = fit.predict(known, cfg.flags, tp_size=cfg.tp_size)
+            pred = fit.predict(known, cfg.flags, tp_size=cfg.tp_size, model=model)
             if not pred.fits:
                 return f"predicted {pred.failure.value if pred.failure else 'not to fit'}: {pred.reason}"
         return None
@@ -81,14 +77,15 @@ def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Sc
 
 
 def _cap_param(spec: StudySpec) -> ParamSpec | None:
-    """The study's unconditional ``--max-running-requests`` parameter, if it searches one."""
-    return next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
+    """The study's unconditional running-cap parameter (``EngineModel.running_cap_flag``), if it searches one."""
+    flag = engine_model(spec.engine).running_cap_flag
+    return next((p for p in spec.params if p.flag == flag and not p.when), None)
 
 
 def _capped_below(spec: StudySpec, point: dict[str, Any], top: int) -> bool | None:
     """Whether ``point``'s running cap is below ``top`` requests at once; None when it is not a valid point."""
     try:
-        cap = sglang_rules.effective_max_running_requests(to_trial_config(spec, point).flags)
+        cap = engine_model(spec.engine).running_cap(to_trial_config(spec, point).flags)
     except SpaceError:
         return None
     return cap is not None and cap < top
@@ -103,7 +100,7 @@ def _lifts_already(spec: StudySpec, point: dict[str, Any], other: dict[str, Any]
 
 def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     """For each of the study's ``points_to_evaluate`` whose running cap is below the top load level, the same point with
-    the cap lifted to the top load (the smallest value of the study's ``--max-running-requests`` parameter that
+    the cap lifted to the top load (the smallest value of the study's running-cap parameter that
     reaches it): the user's own launch, without the cap the screen would otherwise hold against the search."""
     top = top_level(spec)
     param = _cap_param(spec)
@@ -150,7 +147,7 @@ def capped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     return out
 
 
-def predicted_oom_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+def predicted_oom_seeds(spec: StudySpec, sizes: Sizes | None) -> list[dict[str, Any]]:
     """The study's ``points_to_evaluate`` predicted not to fit in GPU memory (``autotune.policy.fit``)."""
     if sizes is None:
         return []
@@ -160,12 +157,12 @@ def predicted_oom_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[s
             cfg = to_trial_config(spec, dict(point))
         except SpaceError:
             continue
-        if not fit.predict(sizes, cfg.flags, tp_size=cfg.tp_size).fits:
+        if not fit.predict(sizes, cfg.flags, tp_size=cfg.tp_size, model=engine_model(spec.engine)).fits:
             out.append(dict(point))
     return out
 
 
-def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+def deferred_seeds(spec: StudySpec, sizes: Sizes | None) -> list[dict[str, Any]]:
     """The seed points launched last, when only as many launches of the budget remain (or when the stopping rule ends
     the search), so the search does not wait behind them: capped seeds whose lifted twin is launched (the baseline,
     first), then seeds predicted not to fit in GPU memory. The study's baseline (``StudySpec.baseline``, the user's
@@ -175,7 +172,7 @@ def deferred_seeds(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, A
     return [p for p in out if p != spec.baseline]
 
 
-def seeds_now(spec: StudySpec, sizes: fit.Sizes | None) -> list[dict[str, Any]]:
+def seeds_now(spec: StudySpec, sizes: Sizes | None) -> list[dict[str, Any]]:
     """The seed points enqueued when the study opens, in order: the study's ``points_to_evaluate`` and the lifted caps
     ``uncapped_seeds`` adds, a deferred capped seed replaced in its place by its lifted twin; ``deferred_seeds`` are
     left out (the searcher launches them last). The study's baseline comes first, always (the user's configuration is

@@ -4,10 +4,10 @@ A point whose running batch is capped below the highest load level its objective
 cache cannot hold that load's requests, measures the cap or the memory, not its other settings. Setting such points
 aside (``autotune.policy.prescreen``) wastes the sampler's proposal; repairing it keeps the proposal's other settings:
 
-- **the running cap** (``--max-running-requests``, 48 by default in any speculative mode) is lifted to the smallest
-  value of the study's cap parameter that reaches the top load;
+- **the running cap** (``EngineModel.running_cap``: SGLang's ``--max-running-requests``, 48 by default in any
+  speculative mode) is lifted to the smallest value of the study's cap parameter that reaches the top load;
 - **the KV cache**: where ``autotune.policy.fit`` can predict the cache a launch allocates and the workload's lengths are
-  known (synthetic), ``--mem-fraction-static`` is raised to the smallest value of its parameter whose cache holds the
+  known (synthetic), the memory fraction (``EngineModel.memory_fraction_flag``) is raised to the smallest value of its parameter whose cache holds the
   top load's requests at full length (with ``KV_MARGIN``), among the values predicted to fit and below any value the
   study's own launches showed not to fit (``Learned.memory_ceiling``). Where no value reaches it, the largest such
   value; a value is never lowered. The cache a value gives is ``autotune.policy.kvmodel``'s: the prediction corrected by what
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.core.errors import SpaceError
-from autotune.engines import sglang_rules
+from autotune.engines import engine_model
+from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.policy.kvmodel import KvModel
 from autotune.space import StudySpec, to_trial_config
@@ -32,7 +33,6 @@ from autotune.space.types import ParamSpec
 from autotune.space.values import rounded
 
 KV_MARGIN = 1.2  # cache tokens per token the top load's requests hold at full length
-MEM_FLAG = "mem-fraction-static"
 FLOAT_STEPS = 100  # a float memory parameter without a step or rounding is tried at this many values
 
 Ceiling = Callable[[dict[str, Any]], "float | None"]  # the lowest memory fraction known not to fit such a point
@@ -78,7 +78,7 @@ class Repairer:
         self,
         spec: StudySpec,
         top: int | None,
-        sizes: fit.Sizes | None,
+        sizes: Sizes | None,
         ceiling: Ceiling | None = None,
         kv: KvModel | None = None,
     ) -> None:
@@ -87,8 +87,9 @@ class Repairer:
         self.sizes = sizes
         self.kv = kv or KvModel(spec, sizes)
         self.ceiling = ceiling or (lambda params: None)
-        self.cap = next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
-        self.mem = next((p for p in spec.params if p.flag == MEM_FLAG and not p.when), None)
+        self.model = engine_model(spec.engine)
+        self.cap = next((p for p in spec.params if p.flag == self.model.running_cap_flag and not p.when), None)
+        self.mem = next((p for p in spec.params if p.flag == self.model.memory_fraction_flag and not p.when), None)
         w = spec.workload
         self.tokens_per_request = w.input_len + w.output_len if w.kind == "synthetic" else None
         self._repairs: dict[str, Repaired | None] = {}
@@ -111,7 +112,7 @@ class Repairer:
             flags = to_trial_config(self.spec, out).flags
         except SpaceError:
             return None
-        cap = sglang_rules.effective_max_running_requests(flags)
+        cap = self.model.running_cap(flags)
         if self.cap is not None and cap is not None and cap < self.top:
             lifts = _cap_values(self.cap, self.top)
             if lifts:
@@ -130,7 +131,7 @@ class Repairer:
         """Cache tokens the top load's requests hold at full length (running ones only: at most the cap)."""
         if self.top is None or self.tokens_per_request is None:
             return None
-        cap = sglang_rules.effective_max_running_requests(flags)
+        cap = self.model.running_cap(flags)
         running = min(self.top, cap) if cap is not None else self.top
         return running * self.tokens_per_request * KV_MARGIN
 
@@ -158,7 +159,7 @@ class Repairer:
                 continue
             candidate = {**params, self.mem.name: value}
             trial = to_trial_config(self.spec, candidate)
-            if not fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size).fits:
+            if not fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size, model=self.model).fits:
                 continue
             best = value
             tokens = self.kv.tokens(candidate)

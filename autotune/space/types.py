@@ -132,7 +132,7 @@ class StudySpec:
     """A whole study definition, validated. ``source`` is the YAML file it came from."""
 
     name: str
-    engine: Literal["sim", "sglang"]
+    engine: str  # a registered engine's name (``autotune.engines.ENGINES``), checked by the study file's schema
     trials: int
     sampler: Literal["tpe", "random", "nsga2"]
     seed: int
@@ -154,7 +154,7 @@ class StudySpec:
     finalists: FinalistsSpec = field(default_factory=FinalistsSpec)  # type: ignore[arg-type]  # pydantic models type their Field defaults as required arguments (no mypy plugin)
     stop_when: StopRule | None = None
     cpu_isolation: Literal["auto", "off"] = "auto"
-    speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see sglang_rules.tie_speculative_caps
+    speculative_caps: Literal["tie", "sglang-default"] = "tie"  # see EngineModel.tie_caps
 
     @property
     def gpus_per_trial(self) -> int:

@@ -9,6 +9,7 @@ from failures.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -31,12 +32,10 @@ from autotune.core.secrets import (
     secret_values,
 )
 from autotune.core.trial import TrialConfig
-from autotune.engines import get_engine
-from autotune.engines.base import Engine, classify_failure, parse_log_phases
-from autotune.engines.sglang_facts import accept_source
-from autotune.engines.sglang_rules import tie_speculative_caps, violations
+from autotune.engines import engine_for as registered_engine
+from autotune.engines import engine_model
+from autotune.engines.base import Engine
 from autotune.progress.events import Phase, TrialEvent
-from autotune.sim.profile import ProfileError, load_profile
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial.launched import Launched, read_launched
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
@@ -49,10 +48,8 @@ def now_iso() -> str:
 
 
 def engine_for(spec: StudySpec) -> Engine:
-    if spec.engine == "sim":
-        assert spec.sim is not None  # load_study guarantees it
-        return get_engine("sim", profile=spec.sim.profile, time_scale=spec.sim.time_scale, seed=spec.seed)
-    return get_engine("sglang")
+    """The study's engine, from the engine registry (``autotune.engines``)."""
+    return registered_engine(spec)
 
 
 def app_name(number: int, trial_id: str) -> str:
@@ -72,17 +69,27 @@ def versions() -> dict[str, str]:
 
 def resolve_config(spec: StudySpec, params: Mapping[str, Any]) -> TrialConfig:
     """The trial's flags and environment as launched, before the engine's own normalization: with ``speculative_caps:
-    tie`` a speculative point's running cap and CUDA-graph ceiling are set together
-    (``sglang_rules.tie_speculative_caps``; the ceiling defaults to the study's highest load level)."""
+    tie`` a speculative point's running cap and CUDA-graph ceiling are set together (``EngineModel.tie_caps``;
+    the ceiling defaults to the study's highest load level)."""
     cfg = to_trial_config(spec, params)
     if spec.speculative_caps != "tie":
         return cfg
-    return replace(cfg, flags=tie_speculative_caps(cfg.flags, max(spec.plan.concurrencies)))
+    return replace(cfg, flags=engine_model(spec.engine).tie_caps(cfg.flags, max(spec.plan.concurrencies)))
 
 
 def base_record(
-    spec: StudySpec, cfg: TrialConfig | None, *, trial_id: str, number: int, params: Mapping[str, Any], started_at: str
+    spec: StudySpec,
+    cfg: TrialConfig | None,
+    *,
+    trial_id: str,
+    number: int,
+    params: Mapping[str, Any],
+    started_at: str,
+    engine: Engine | None = None,
 ) -> TrialRecord:
+    """The record before the launch. ``engine``: the study's (default: from the registry)."""
+    if cfg is not None:
+        engine = engine or engine_for(spec)
     return TrialRecord(
         study=spec.name,
         trial_id=trial_id,
@@ -95,7 +102,7 @@ def base_record(
         failure=FailureKind.UNKNOWN,
         message="the trial did not finish",
         workload_properties=dict(spec.workload_properties),
-        accept_source=accept_source(cfg.flags, cfg.env, spec.engine == "sim") if cfg else None,
+        accept_source=engine.model.accept_source(cfg.flags, cfg.env, engine.simulated) if cfg and engine else None,
         versions=versions(),
         started_at=started_at,
     )
@@ -125,48 +132,22 @@ def failed_record(
     )
 
 
-def sim_gpu_name(spec: StudySpec) -> str | None:
-    """The GPU the study's simulator profile declares, which its server reports once it runs; None for a real engine
-    or a profile that cannot be read (the launch says why)."""
-    if spec.engine != "sim" or spec.sim is None:
-        return None
-    try:
-        return load_profile(spec.sim.profile).hardware.gpu_name
-    except ProfileError:
-        return None
-
-
 def engine_info(
-    spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int, sim_gpu: str | None = None
+    spec: StudySpec, engine: Engine, report: ServerReport | None, gpus: int, declared_gpu: str | None = None
 ) -> EngineInfo:
-    """The record's engine. ``sim_gpu``: the simulator profile's GPU, for a simulated server that never answered (a
-    failed launch), so that its trial names the same hardware as the study's other trials."""
+    """The record's engine (``Engine.identity``). ``declared_gpu``: the GPU the engine declares before it runs
+    (``Engine.declared_gpu_name``: a simulator profile's), for a server that never answered (a failed launch), so
+    that its trial names the same hardware as the study's other trials."""
     report = report or ServerReport()
-    server_info = report.server_info or {}
-    if engine.simulated:
-        sim = server_info.get("sim") or {}
-        return EngineInfo(
-            engine="sim",
-            version=str(report.release or engine.release()).split()[-1],  # autotune's release, not SGLang's it mimics
-            simulated=True,
-            gpu_name=f"SIMULATED {sim.get('gpu_name', sim_gpu or '?')}",
-            gpu_count=int(sim.get("gpu_count", gpus)),
-            profile=spec.sim.profile if spec.sim else None,
-            time_scale=float(sim.get("time_scale", spec.sim.time_scale if spec.sim else 1.0)),
-            node=report.node,
-            cpus=report.cpus,
-            cpu_isolation=report.cpu_isolation,
-        )
-    release = str(report.release or engine.release())
+    identity = engine.identity(
+        release=report.release,
+        server_info=report.server_info or {},
+        gpu_names=report.gpu_names,
+        gpus=gpus,
+        declared_gpu=declared_gpu,
+    )
     return EngineInfo(
-        engine="sglang",
-        version=str(server_info.get("version") or release.replace("sglang ", "")),
-        simulated=False,
-        gpu_name=report.gpu_names[0] if report.gpu_names else "unknown GPU",
-        gpu_count=len(report.gpu_names) or gpus,
-        node=report.node,
-        cpus=report.cpus,
-        cpu_isolation=report.cpu_isolation,
+        **dataclasses.asdict(identity), node=report.node, cpus=report.cpus, cpu_isolation=report.cpu_isolation
     )
 
 
@@ -258,7 +239,7 @@ def _failure_of(engine: Engine, obs: Observation) -> Failure | None:
     if bench.ok and not bench.alive:
         return Failure(FailureKind.CRASHED_UNDER_LOAD, "server exited during the benchmark")
     if not bench.ok:
-        kind = FailureKind.BENCH_ERROR if bench.alive else classify_failure(bench.log_tail, ready=True)
+        kind = FailureKind.BENCH_ERROR if bench.alive else engine.classify_failure(bench.log_tail, ready=True)
         return Failure(kind, bench.message, bench.log_tail)
     return None
 
@@ -285,15 +266,16 @@ def assemble(
     gpus: int,
     trial_wall_s: float,
     finished_at: str,
-    sim_gpu: str | None = None,
+    declared_gpu: str | None = None,
 ) -> TrialRecord:
-    """The trial's record from what the replica said (pure: no I/O, no clock). ``sim_gpu``: ``sim_gpu_name(spec)``."""
+    """The trial's record from what the replica said (pure: no I/O, no clock). ``declared_gpu``:
+    ``engine.declared_gpu_name()``."""
     report = obs.report
     log_text = report.log_text if report is not None else ""
     ready_s = obs.ready.ready_s if isinstance(obs.ready, Ready) else None
     bench = obs.bench.result if obs.bench is not None else None
     phases = replace(
-        parse_log_phases(log_text),
+        engine.parse_log_phases(log_text),
         launch_to_ready_s=ready_s,
         deploy_to_ready_s=obs.deploy_to_ready_s,
         bench_s=obs.bench.bench_s if obs.bench is not None else None,
@@ -305,7 +287,7 @@ def assemble(
         trial_wall_s=trial_wall_s,
     )
     einfo = replace(
-        engine_info(spec, engine, report, gpus, sim_gpu),
+        engine_info(spec, engine, report, gpus, declared_gpu),
         serve_app=obs.app,
         replica_launches=report.launches if report is not None else None,
     )
@@ -433,8 +415,10 @@ def _run_trial(
     send(event(Phase.STARTED, params=dict(params)))
     engine = engine_for(spec)
     cfg = engine.normalize(resolve_config(spec, params))
-    record = base_record(spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso())
-    problems = violations(cfg.flags, cfg.env, tp_size=cfg.tp_size)
+    record = base_record(
+        spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso(), engine=engine
+    )
+    problems = engine.violations(cfg)
     if problems:
         return (
             failed_record(record, spec, FailureKind.INVALID_CONFIG, "; ".join(problems), outcome=TrialOutcome.INVALID),
@@ -489,7 +473,7 @@ def _run_trial(
         gpus=lspec.gpus,
         trial_wall_s=time.monotonic() - t_trial,
         finished_at=now_iso(),
-        sim_gpu=sim_gpu_name(spec),
+        declared_gpu=engine.declared_gpu_name(),
     )
     return record, obs.report.log_text if obs.report is not None else "", dict(lspec.env)
 

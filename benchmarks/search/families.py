@@ -34,6 +34,7 @@ from typing import Any
 
 from autotune.core.errors import SpaceError
 from autotune.engines import sglang_rules
+from autotune.engines.sglang_model import SGLANG
 from autotune.policy import fit
 from autotune.space import StudySpec, to_trial_config
 from autotune.trial.records import FailureKind
@@ -205,12 +206,12 @@ class FamilyLandscape:
         frac = flags.get(MEM_FLAG)
         kv_tokens: int | None = None
         if self.sizes is not None:
-            pred = fit.predict(self.sizes, flags, tp_size=tc.tp_size)
+            pred = fit.predict(self.sizes, flags, tp_size=tc.tp_size, model=SGLANG)
             if pred.kv_tokens is not None and pred.kv_tokens <= 0 or (pred.failure is FailureKind.OOM_AT_LAUNCH):
                 return Outcome("failed", FailureKind.OOM_AT_LAUNCH, 0.0, {}, False, "no memory left for the KV cache")
             if isinstance(frac, float) and self.mem_edge:
                 moved = fit.predict(
-                    self.sizes, {**flags, MEM_FLAG: min(frac - self.mem_edge, 0.99)}, tp_size=tc.tp_size
+                    self.sizes, {**flags, MEM_FLAG: min(frac - self.mem_edge, 0.99)}, tp_size=tc.tp_size, model=SGLANG
                 )
                 failure = moved.failure
             else:

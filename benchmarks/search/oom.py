@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.engines import sglang_rules
+from autotune.engines.memory import from_model_dir
+from autotune.engines.sglang_model import SGLANG
 from autotune.policy import fit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +48,13 @@ def evaluate(study_dir: Path, gpu_bytes: float) -> list[Row]:
         for c in (p.get("choices") or ())
         if p.get("flag") == sglang_rules.DRAFT_MODEL and c
     )
-    sizes = fit.from_model_dir(server["model_path"], gpu_bytes, drafters=drafters)
+    sizes = from_model_dir(server["model_path"], gpu_bytes, drafters=drafters)
     rows = []
     for line in (study_dir / "trials.jsonl").read_text().splitlines():
         r: dict[str, Any] = json.loads(line)
         if r["outcome"] == "invalid":
             continue  # never launched
-        pred = fit.predict(sizes, r["flags"], tp_size=int(server["tp_size"]))
+        pred = fit.predict(sizes, r["flags"], tp_size=int(server["tp_size"]), model=SGLANG)
         rows.append(
             Row(
                 study_dir.name,

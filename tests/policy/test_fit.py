@@ -2,46 +2,36 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pytest
-
-from autotune.models.dummy import resolved_config
+from autotune.engines import engine_model
+from autotune.engines.memory import from_model_dir
 from autotune.policy import fit
+from autotune.sim.adapter import profile_sizes
 from autotune.sim.profile import load_profile
 from autotune.space import load_study
 from autotune.trial.records import FailureKind
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = 143771 * 1024 * 1024
-
-
-def test_llama_1b_sizes_match_what_sglang_loaded_on_the_h200() -> None:
-    cfg = resolved_config("llama-1b")
-    # SGLang's log on the H200: "Load weight end ... mem usage=2.35 GB" (GiB); the drafter 1.23 GB
-    assert fit.model_bytes(cfg) / fit.GIB == pytest.approx(2.31, abs=0.05)
-    # the drafter's parameter count comes 8% under what SGLang reported (1.13 vs 1.23 GiB): buffers it allocates too
-    assert fit.model_bytes(resolved_config("eagle3-llama-1b")) / fit.GIB == pytest.approx(1.23, rel=0.1)
-    kv, replicated = fit.kv_bytes_per_token(cfg)
-    assert kv == 2 * 8 * 64 * 16 * 2 and not replicated
+SGLANG = engine_model("sglang")
 
 
 def test_weights_larger_than_the_static_pool_are_predicted_oom() -> None:
-    sizes = fit.from_model_dir("/tmp/models/llama-1b", H200)  # no such directory here: the dummy shape's config
-    bad = fit.predict(sizes, {"mem-fraction-static": 0.01}, tp_size=1)
+    sizes = from_model_dir("/tmp/models/llama-1b", H200)  # no such directory here: the dummy shape's config
+    bad = fit.predict(sizes, {"mem-fraction-static": 0.01}, tp_size=1, model=SGLANG)
     assert not bad.fits and bad.failure is FailureKind.OOM_AT_LAUNCH and "no KV cache" in bad.reason
-    good = fit.predict(sizes, {"mem-fraction-static": 0.82}, tp_size=1)
+    good = fit.predict(sizes, {"mem-fraction-static": 0.82}, tp_size=1, model=SGLANG)
     assert good.fits and good.kv_tokens is not None and good.kv_tokens > 1_000_000
 
 
 def test_unknown_fraction_is_not_predicted() -> None:
-    sizes = fit.from_model_dir("/tmp/models/llama-1b", H200)
-    assert fit.predict(sizes, {}, tp_size=1).fits
+    sizes = from_model_dir("/tmp/models/llama-1b", H200)
+    assert fit.predict(sizes, {}, tp_size=1, model=SGLANG).fits
 
 
 def test_capture_failure_from_graph_memory_on_a_sim_profile() -> None:
-    sizes = fit.from_profile(load_profile("kimi-k2.5-int4-8x-rtxpro6000"))
+    sizes = profile_sizes(load_profile("kimi-k2.5-int4-8x-rtxpro6000"))
     flags = {
         "mem-fraction-static": 0.92,
         "max-running-requests": 256,
@@ -51,17 +41,9 @@ def test_capture_failure_from_graph_memory_on_a_sim_profile() -> None:
         "speculative-eagle-topk": 4,
         "speculative-num-draft-tokens": 8,
     }
-    p = fit.predict(sizes, flags, tp_size=8)
+    p = fit.predict(sizes, flags, tp_size=8, model=SGLANG)
     assert not p.fits and p.failure is FailureKind.GRAPH_CAPTURE_FAILED
-    assert fit.predict(sizes, {**flags, "mem-fraction-static": 0.8}, tp_size=8).fits
-
-
-def test_model_dir_config_json_is_read(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps(resolved_config("llama-8b")))
-    sizes = fit.from_model_dir(tmp_path, H200)
-    assert sizes.weight_bytes / 1e9 == pytest.approx(16.06, abs=0.1)
-    with pytest.raises(fit.FitError, match="not a known dummy shape"):
-        fit.from_model_dir(tmp_path / "nothing-here", H200)
+    assert fit.predict(sizes, {**flags, "mem-fraction-static": 0.8}, tp_size=8, model=SGLANG).fits
 
 
 def test_check_says_when_a_prediction_was_wrong() -> None:

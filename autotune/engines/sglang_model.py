@@ -1,0 +1,106 @@
+"""SGLang's model for the search policy (``base.EngineModel``): its validity rules (``sglang_rules``), its running
+cap, its memory plan and its speculative decoding, read from a trial's flags. The simulated engine speaks the same
+flags and uses this model too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.engines import sglang_rules
+from autotune.engines.base import EngineModel
+from autotune.engines.memory import Sizes
+from autotune.engines.sglang_facts import NGRAM_STORE_FLAGS, SIMULATE_ACC_LEN, accept_source
+
+MEM_FRACTION = "mem-fraction-static"
+DISABLE_CUDA_GRAPH = "disable-cuda-graph"
+CHUNKED_PREFILL = "chunked-prefill-size"
+
+
+def _num(flags: Mapping[str, Any], name: str) -> float | None:
+    """A numeric flag value (a number or a numeric string); None when omitted, a switch, or not a number."""
+    v = flags.get(name)
+    if v is None or v is False or v is True:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class SGLangModel(EngineModel):
+    name = "SGLang"
+    running_cap_flag = sglang_rules.MAX_RUNNING
+    memory_fraction_flag = MEM_FRACTION
+    drafter_flag = sglang_rules.DRAFT_MODEL
+    graph_ceiling_flags = sglang_rules.GRAPH_CEILINGS
+
+    def normalize(self, flags: Mapping[str, Any]) -> dict[str, Any]:
+        return sglang_rules.normalize(flags)
+
+    def violations(self, flags: Mapping[str, Any], env: Mapping[str, str], *, tp_size: int) -> list[str]:
+        return sglang_rules.violations(flags, env, tp_size=tp_size)
+
+    def tie_caps(self, flags: Mapping[str, Any], highest_load: int) -> dict[str, Any]:
+        return sglang_rules.tie_speculative_caps(flags, highest_load)
+
+    def running_cap(self, flags: Mapping[str, Any]) -> int | None:
+        """The explicit ``--max-running-requests``, else 48 in any speculative mode, else None (SGLang's default)."""
+        return sglang_rules.effective_max_running_requests(flags)
+
+    def speculation(self, flags: Mapping[str, Any]) -> str | None:
+        """``--speculative-algorithm`` as SGLang runs it (upper case, ``NEXTN`` as ``EAGLE``)."""
+        return sglang_rules.algorithm(flags)
+
+    def drafter(self, flags: Mapping[str, Any]) -> str | None:
+        value = flags.get(self.drafter_flag)
+        if self.speculation(flags) is None or value is None or value is False:
+            return None
+        return str(value)
+
+    def draft_store(self, flags: Mapping[str, Any]) -> str | None:
+        """NGRAM drafts from its n-gram store: named by the store's settings (``sglang_facts.NGRAM_STORE_FLAGS``; draft
+        tokens and breadth only shape the tree it proposes)."""
+        if self.speculation(flags) != "NGRAM":
+            return None
+        knobs = {k: flags[k] for k in NGRAM_STORE_FLAGS if k in flags}
+        return "NGRAM " + " ".join(f"--{k} {v}" for k, v in sorted(knobs.items())) if knobs else "NGRAM (defaults)"
+
+    def accept_source(self, flags: Mapping[str, Any], env: Mapping[str, str], simulated: bool) -> str | None:
+        return accept_source(flags, env, simulated)
+
+    def sets_simulated_acceptance(self, env: Mapping[str, str]) -> bool:
+        """``SGLANG_SIMULATE_ACC_LEN`` present in the environment (whatever its value)."""
+        return SIMULATE_ACC_LEN in env
+
+    def memory_fraction(self, flags: Mapping[str, Any]) -> float | None:
+        return _num(flags, MEM_FRACTION)
+
+    def cuda_graphs(self, flags: Mapping[str, Any]) -> bool:
+        return flags.get(DISABLE_CUDA_GRAPH) in (None, False)
+
+    def graph_ceiling(self, flags: Mapping[str, Any]) -> float | None:
+        """The first of the ceiling's spellings set to a non-zero number (None: SGLang's default)."""
+        decode, plain = (_num(flags, name) for name in self.graph_ceiling_flags)
+        return decode or plain
+
+    def graph_tokens_per_request(self, flags: Mapping[str, Any]) -> int:
+        """1, or draft tokens + 1 for a speculative verify graph."""
+        return (int(_num(flags, sglang_rules.DRAFT_TOKENS) or 0) + 1) if self.speculation(flags) else 1
+
+    def prefill_chunk(self, flags: Mapping[str, Any]) -> float | None:
+        return _num(flags, CHUNKED_PREFILL)
+
+    def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
+        """The target's KV bytes split over tensor parallel (all of it on every rank for MLA), the drafter's layers
+        added: SGLang's draft model keeps its cache in the same pool, a token for a token."""
+        tp = max(int(tp_size), 1)
+        per_token = sizes.kv_bytes_per_token / (1 if sizes.kv_replicated else tp)
+        drafter = sizes.drafter(self.drafter(flags))
+        if drafter and sizes.num_layers:
+            per_token *= 1.0 + drafter[1] / sizes.num_layers
+        return per_token
+
+
+SGLANG = SGLangModel()
