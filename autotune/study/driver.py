@@ -522,10 +522,9 @@ class StudyDriver:
         from autotune.core.dashboard_attrs import mark_export
 
         verdict = result.verdict.headline if result.verdict is not None else result.reason
+        best = result.best.number if result.best is not None else None
         try:
-            mark_export(
-                self._study, result.best.number if result.best is not None else None, verdict, result.decided_by
-            )
+            mark_export(self._study, best, verdict, result.decided_by, self._study.find_trial(best))
         except Exception as exc:  # noqa: BLE001 - the export is written; the dashboard note is a convenience
             self.console.say(f"could not mark the export in the Optuna study ({type(exc).__name__}: {exc})")
 

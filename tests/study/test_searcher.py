@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import optuna
 import pytest
 from ray.tune.search import Searcher
 
+from autotune.policy.base import Rule, Rules
+from autotune.policy.defaults import default_rules
+from autotune.policy.rejected_flags import always_passed_flags
 from autotune.space import load_study
 from autotune.study.optuna_study import LAUNCH_CONSTRAINT, open_study, reconcile
 from autotune.study.searcher import OptunaStudySearcher
@@ -178,8 +182,8 @@ def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -
     s = OptunaStudySearcher(
         spec, study, budget=5, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
     )
-    assert "attention-backend" in s.always_passed_flags()  # fixed in smoke.yaml's server.flags
-    assert "cuda-graph-max-bs-decode" not in s.always_passed_flags()  # conditional
+    assert "attention-backend" in always_passed_flags(spec)  # fixed in smoke.yaml's server.flags
+    assert "cuda-graph-max-bs-decode" not in always_passed_flags(spec)  # conditional
     cfg = s.suggest("a")
     rec = replace(
         record_for(spec, cfg["number"], "a", cfg["params"], False),
@@ -247,14 +251,27 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
     assert seen_off
 
 
+class _Screen(Rule):
+    """The study's rules with this screen in place of the pre-launch screen."""
+
+    name = "screen"
+
+    def __init__(self, screen: Callable[[dict], str | None]) -> None:
+        self.screen = screen
+
+    def set_aside(self, params: dict, running: Collection[str]) -> str | None:
+        return self.screen(params)
+
+
 def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
+    test_screen = _Screen(screen or (lambda p: None))
     return OptunaStudySearcher(
         spec,
         study,
         budget=100,
         on_record=lambda r, log: None,
         make_missing_record=lambda *a: pytest.fail("no missing record expected"),
-        screen=screen or (lambda p: None),
+        rules=Rules(test_screen if r.name == "screen" else r for r in default_rules(spec)),
     )
 
 
