@@ -44,7 +44,7 @@ from autotune.study.runner import base_record, failed_record, now_iso, tune_trai
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.study.storage import StorageLock, open_shared_study, redact_url
 from autotune.study.studylock import StudyLock
-from autotune.trial import registry, slots
+from autotune.trial import inbox, registry, slots
 from autotune.trial.records import FailureKind, TrialRecord
 from autotune.trial.store import StudyStore
 
@@ -377,6 +377,7 @@ class StudyDriver:
                     make_missing_record=self._missing_record,
                     stop_after_s=self.stop_after_s,
                     on_raw_result=self.store.save_raw,
+                    inbox=inbox.create(self.owner),  # where trainables leave their records (autotune.trial.inbox)
                     reserve_s=self.stage_reserve_s,
                 )
                 self._searcher = searcher

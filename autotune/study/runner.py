@@ -10,7 +10,6 @@ from failures.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import time
@@ -38,6 +37,7 @@ from autotune.engines.sglang_rules import tie_speculative_caps, violations
 from autotune.progress.events import Phase, TrialEvent
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.space import StudySpec, to_trial_config
+from autotune.trial import inbox
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 from autotune.trial.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
 from autotune.trial.score import failed_score, objective_key, score
@@ -480,15 +480,16 @@ def tune_trainable(spec: StudySpec, owner: str | None = None):
         )
         first = spec.objectives[0]
         value = record.objectives.get(objective_key(first.metric, first.level), 0.0)
+        # the record and its log go to the study's inbox (autotune.trial.inbox); Tune carries what it shows
+        inbox.deliver(owner, ctx.get_trial_id(), record.to_json(), log_text)
         tune.report(
             {
                 "objective0": value,
                 "feasible": record.feasible,
                 "outcome": record.outcome.value,
                 "failure": record.failure.value if record.failure else "",
-                "record_json": json.dumps(record.to_json()),
-                "log_text": log_text,
+                inbox.RECORD_REF: ctx.get_trial_id(),
             }
-        )  # clipped by the replica (clip_log)
+        )
 
     return trainable

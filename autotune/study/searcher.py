@@ -41,6 +41,7 @@ from autotune.space import StudySpec, suggest
 from autotune.space.enumerate import finite_points, nearest_first
 from autotune.space.neighbours import neighbour
 from autotune.study.optuna_study import constraint_values, enqueued, objective_values, tag_trial
+from autotune.trial.inbox import RECORD_REF, Inbox, LocalInbox
 from autotune.trial.records import TrialRecord
 
 MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
@@ -75,6 +76,7 @@ class OptunaStudySearcher(Searcher):
         stop_after_s: float | None = None,
         on_raw_result: Callable[[int, str, str], str] | None = None,
         rules: Rules | None = None,
+        inbox: Inbox | None = None,
         reserve_s: Callable[[], float] | None = None,
     ) -> None:
         first = spec.objectives[0]
@@ -85,7 +87,9 @@ class OptunaStudySearcher(Searcher):
         self.suggested = 0
         self.on_record = on_record
         self.make_missing_record = make_missing_record
-        self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "the Ray Tune results")
+        self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "no file (no store was given)")
+        # where a finished trial's record waits (autotune.trial.inbox): the driver's inbox actor, or one in this process
+        self.inbox: Inbox = inbox if inbox is not None else LocalInbox()
         self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
         # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
@@ -278,11 +282,11 @@ class OptunaStudySearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret values redacted, and without the
-        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the screen and the
-        rules (they would carry the spec along). autotune never restores it from there."""
+        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the rules (they
+        would carry the spec along) and the record inbox (an actor handle). autotune never restores it from there."""
         state = self.__dict__.copy()
         state["spec"] = self.spec.redacted()
-        state["rules"] = None
+        state["rules"] = state["inbox"] = None
         for name, value in state.items():
             if callable(value) and not isinstance(value, type):
                 state[name] = None
@@ -301,14 +305,16 @@ class OptunaStudySearcher(Searcher):
             return
         trial, params = live
         log_text = ""
-        if self.infrastructure_lost and not (result and "record_json" in result):
+        ref = result.get(RECORD_REF) if result else None  # Tune carries the metrics it shows and this reference
+        delivery = self.inbox.take(str(ref)) if ref is not None else None
+        if self.infrastructure_lost and delivery is None:
             return  # left RUNNING in Optuna: the resume fails it there (no values, nothing learnt) and reruns it
-        if result and "record_json" in result:
+        if delivery is not None:
             try:
-                record = TrialRecord.from_json(json.loads(result["record_json"]))
-                log_text = str(result.get("log_text", ""))
+                record = TrialRecord.from_json(delivery.record)
+                log_text = delivery.log_text
             except (ValueError, TypeError, KeyError) as exc:  # e.g. workers running another autotune version
-                kept = self.on_raw_result(trial.number, trial_id, str(result["record_json"]))
+                kept = self.on_raw_result(trial.number, trial_id, json.dumps(delivery.record, default=str))
                 record = self.make_missing_record(
                     trial.number,
                     trial_id,
@@ -317,7 +323,12 @@ class OptunaStudySearcher(Searcher):
                     f"{kept}. Do the driver and the workers run the same autotune version?",
                 )
         else:
-            reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
+            if ref is not None:
+                reason = f"the trial reported its record ({RECORD_REF} {ref}) but it did not reach the driver"
+            elif error:
+                reason = "the trial function raised (see the Ray Tune log)"
+            else:
+                reason = "the trial reported no result"
             record = self.make_missing_record(trial.number, trial_id, params, reason)
         self.on_record(record, log_text)  # durable first
         self.stop_reason = self.rules.stop(record) or self.stop_reason

@@ -71,7 +71,7 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
     for tid, kind in kinds.items():
         cfg = searcher.suggest(tid)
         rec = _record(spec, cfg["number"], tid, cfg["params"], kind)
-        searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+        searcher.on_trial_complete(tid, searcher.inbox.report(tid, rec.to_json()))
 
     app = optuna_dashboard.wsgi(store.db_url)
     summaries = _get(app, "/api/studies")["study_summaries"]
@@ -122,7 +122,7 @@ def test_a_repeated_point_shows_which_trial_it_repeats(tmp_path: Path) -> None:
     )
     cfg = searcher.suggest("a")
     searcher.on_trial_complete(
-        "a", {"record_json": json.dumps(_record(spec, cfg["number"], "a", cfg["params"], "slow").to_json())}
+        "a", searcher.inbox.report("a", _record(spec, cfg["number"], "a", cfg["params"], "slow").to_json())
     )
     second = searcher.suggest("b")  # the same point again: set aside, then a new point is asked
     assert second["params"] != cfg["params"]
