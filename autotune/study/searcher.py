@@ -7,18 +7,20 @@ infeasible through Optuna's constraints (``Trial.set_constraint``, ``<= 0`` feas
 sampler learns the region instead of ignoring it. The study's side (sampler, seeds, how a record is told, ``reconcile``)
 is ``autotune.study.optuna_study``; this module decides what to launch next.
 
-Where launches go (``docs/search.md`` has the benchmark behind each rule):
-- A proposal that repeats a measured or running point is not launched and not told again (copies of one result would
-  fill TPE's "good" group with one point and keep it proposing that point); after a few such proposals the searcher
-  launches an unmeasured neighbour of the proposal instead (one parameter changed).
-- A proposal the pre-launch screen (``autotune.policy.prescreen``) expects to be wasted, because its running batch is capped
-  below the load being optimised or it is predicted not to fit in GPU memory, is set aside the same way; it is still
-  launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
-- Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
+What to launch is the proposer's (Optuna's ``ask``, the seed points, the walk and the listing below) and the rules'
+(``autotune.policy``: each a ``Rule``, listed in order by ``autotune.policy.defaults``). This module asks the rules and
+adds none: a rule is added or removed in that list. Where launches go (``docs/search.md`` has the rules):
+- A proposal is repaired first (the first rule that changes it), then set aside when a rule gives a reason (the
+  study's own ``points_to_evaluate`` only by the rules that apply to seeds: repeats). Set-aside proposals end as FAIL
+  trials with the user attribute ``skipped`` (the reason); samplers ignore them, so nothing is told twice.
+- After a few set-aside proposals the searcher launches an unmeasured neighbour of the proposal instead (one parameter
+  changed); a point set aside is still launched if nothing else can be found.
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
   nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
   launches measured points again (the proposal's own when it was measured feasibly, else the best), never a point
   set aside.
+- A finished trial's record is taken from the study's inbox (``autotune.trial.inbox``: Ray Tune carries only the
+  metrics it shows and a reference), stored durably, observed by every rule, then told.
 """
 
 from __future__ import annotations
