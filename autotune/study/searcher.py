@@ -136,7 +136,7 @@ class OptunaStudySearcher(Searcher):
 
     def finish(self, reason: str) -> None:
         """Start no further search trial (the driver's stopping rule, autotune.policy.stopping); running trials finish. Seed
-        points kept for last (``autotune.policy.prescreen.deferred_seeds``) are still launched before the search reports
+        points kept for last (the ``defer`` rule, ``autotune.policy.defer``) are still launched before the search reports
         FINISHED."""
         self.finished_reason = reason
 
@@ -153,7 +153,7 @@ class OptunaStudySearcher(Searcher):
         self.suggested += 1
         return {"params": params, "number": trial.number}
 
-    def _set_aside(self, key: str, params: dict[str, Any], running: set[str], seeded: bool) -> str | None:
+    def _set_aside(self, params: dict[str, Any], running: set[str], seeded: bool) -> str | None:
         """Why a proposal is not launched now (None: launch it); the study's own points_to_evaluate (``seeded``) are
         asked only of the rules that apply to seeds (repeats)."""
         return self.rules.set_aside(params, running, seeded=seeded)
@@ -186,14 +186,14 @@ class OptunaStudySearcher(Searcher):
             fixed = None if seeded else self.rules.repair(params)
             if fixed is not None:  # the proposal's other settings, with the cap and memory the top load needs
                 params, key = fixed.params, params_key(fixed.params)
-                reason = self._set_aside(key, params, running, False)
+                reason = self._set_aside(params, running, False)
                 if reason is None:
                     self._skip(trial, key, fixed.reason)
                     self.repaired += 1
                     return self._ask_fixed(params)
                 self._skip(trial, key, f"{reason} ({fixed.reason})")
             else:
-                reason = self._set_aside(key, params, running, seeded)
+                reason = self._set_aside(params, running, seeded)
                 if reason is None:
                     return trial, params
                 self._skip(trial, key, reason)
@@ -233,7 +233,7 @@ class OptunaStudySearcher(Searcher):
         why: dict[str, int] = {}
         for point in nearest_first(self.spec, points, near, self._rng):
             cand = self._repaired(point)
-            reason = self._set_aside(params_key(cand), cand, running, False)
+            reason = self._set_aside(cand, running, False)
             if reason is None:
                 return cand
             kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
@@ -256,7 +256,7 @@ class OptunaStudySearcher(Searcher):
             if cand is None:
                 return None
             cand = self._repaired(cand)
-            if self._set_aside(params_key(cand), cand, running, False) is None:
+            if self._set_aside(cand, running, False) is None:
                 return cand
         return None
 
