@@ -25,10 +25,16 @@ def name_objectives(study: optuna.Study, names: Sequence[str]) -> None:
             study.set_metric_names(list(names))
 
 
-def mark_feasibility(study: optuna.Study, trial: optuna.Trial, constraints: Mapping[str, float]) -> None:
+def storage_id(trial: optuna.Trial) -> int:
+    """The trial's id in its storage (what the storage's methods take), found through the storage's public methods."""
+    study_id = trial.storage.get_study_id_from_name(trial.study.study_name)
+    return trial.storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+
+
+def mark_feasibility(trial: optuna.Trial, constraints: Mapping[str, float]) -> None:
     """Write the dashboard's constraint list and the feasibility user attributes of a trial not told yet."""
     values = [float(v) for v in constraints.values()]
-    study._storage.set_trial_system_attr(trial._trial_id, LEGACY_CONSTRAINTS_KEY, values)
+    trial.storage.set_trial_system_attr(storage_id(trial), LEGACY_CONSTRAINTS_KEY, values)
     trial.set_user_attr("feasible", all(v <= 0 for v in values))
     trial.set_user_attr("constraint_names", list(constraints))
 
@@ -38,14 +44,16 @@ def named_constraints(constraints: Mapping[str, float]) -> dict[str, float]:
     return {k: v for k, v in constraints.items() if not k.isdigit()}
 
 
-def mark_export(study: optuna.Study, best_number: int | None, verdict: str, decided_by: str) -> None:
+def mark_export(
+    study: optuna.Study, best_number: int | None, verdict: str, decided_by: str, best: optuna.Trial | None = None
+) -> None:
     """Say in the dashboard what the export decided, where optuna-dashboard shows it.
 
     optuna-dashboard's "Best Trial" is the storage's best value among COMPLETE trials: one launch each, constraints
     ignored, ties broken by storage order. autotune's recommendation can differ (feasibility, the finalist stage's
     relaunch means, ties). So the study note (optuna-dashboard's Markdown note) and the study's user attributes
     ``autotune_best_trial`` / ``autotune_verdict`` name the exported config, and the exported trial gets a note of its
-    own; FAIL trials with the user attribute ``skipped`` are proposals that were never launched (a repeat of a measured
+    own when ``best`` (a handle on it) is given; FAIL trials with the user attribute ``skipped`` are proposals that were never launched (a repeat of a measured
     point, or set aside before launch), not failures."""
     skipped = sum(
         1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)) if "skipped" in t.user_attrs
@@ -71,10 +79,5 @@ def mark_export(study: optuna.Study, best_number: int | None, verdict: str, deci
     except ImportError:
         return
     save_note(study, "\n".join(lines))
-    if best_number is not None:
-        trial_id = next((t._trial_id for t in study.get_trials(deepcopy=False) if t.number == best_number), None)
-        if trial_id is not None:
-            save_note(
-                optuna.trial.Trial(study, trial_id),
-                f"**autotune's exported config** (decided by: {decided_by}).\n\n{verdict}",
-            )
+    if best is not None:
+        save_note(best, f"**autotune's exported config** (decided by: {decided_by}).\n\n{verdict}")

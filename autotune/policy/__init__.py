@@ -1,3 +1,5 @@
-"""How the searcher decides what to launch: the pre-launch screen (``prescreen``), what fits in GPU memory (``fit``),
+"""How the searcher decides what to launch: the rule contract (``base``: ``Rule``, ``Rules``) and the study's rules in
+order (``defaults``), one module per rule (``repeats``, ``screen``, ``learn``, ``repairing``, ``rejected_flags``,
+``defer``), and the computations they wrap: the pre-launch screen (``prescreen``), what fits in GPU memory (``fit``),
 what the study's own results rule out (``learned``), the KV model learnt from launches and the repair of proposals to
-it (``kvmodel``, ``repair``) and the stopping rule (``stopping``)."""
+it (``kvmodel``, ``repair``); the stopping rule the driver applies (``stopping``)."""

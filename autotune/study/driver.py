@@ -39,7 +39,7 @@ from autotune.study.searcher import OptunaStudySearcher
 from autotune.study.storage import StorageLock, open_shared_study, redact_url
 from autotune.study.studylock import StudyLock
 from autotune.study.timebox import TimeBox, stage_launches
-from autotune.trial import registry, slots
+from autotune.trial import inbox, registry, slots
 from autotune.trial.records import FailureKind, TrialRecord
 from autotune.trial.store import StudyStore
 
@@ -333,6 +333,7 @@ class StudyDriver:
                     make_missing_record=self._missing_record,
                     stop_after_s=self.stop_after_s,
                     on_raw_result=self.store.save_raw,
+                    inbox=inbox.create(self.owner),  # where trainables leave their records (autotune.trial.inbox)
                     reserve_s=self.timebox.reserve_s,
                 )
                 self._searcher = searcher
@@ -467,10 +468,9 @@ class StudyDriver:
         from autotune.core.dashboard_attrs import mark_export
 
         verdict = result.verdict.headline if result.verdict is not None else result.reason
+        best = result.best.number if result.best is not None else None
         try:
-            mark_export(
-                self._study, result.best.number if result.best is not None else None, verdict, result.decided_by
-            )
+            mark_export(self._study, best, verdict, result.decided_by, self._study.find_trial(best))
         except Exception as exc:  # noqa: BLE001 - the export is written; the dashboard note is a convenience
             self.console.say(f"could not mark the export in the Optuna study ({type(exc).__name__}: {exc})")
 

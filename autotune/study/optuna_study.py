@@ -1,6 +1,8 @@
 """The Optuna study behind a search: its sampler and storage, the seed points it is opened with, and how a trial's
 record is told to it (objective values, constraints ``<= 0`` feasible, the tags a trial carries), including after a
-killed driver (``reconcile``). ``autotune.study.searcher`` proposes the points; this module owns the study's side."""
+killed driver (``reconcile``). ``autotune.study.searcher`` proposes the points; this module owns the study's side.
+Only Optuna's public API is used: a study keeps the storage it was opened on (``StoredStudy``), and a trial is reached by
+number through the storage's public methods."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import warnings
 from collections.abc import Sequence
 
 import optuna
+from optuna.storages import BaseStorage
 
 from autotune.core.dashboard_attrs import mark_feasibility, name_objectives
 from autotune.space import StudySpec
@@ -31,7 +34,7 @@ def set_constraints(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -
     values = constraint_values(spec, record)
     for key, value in values.items():
         trial.set_constraint(key, value)
-    mark_feasibility(trial.study, trial, values)
+    mark_feasibility(trial, values)
 
 
 def objective_values(spec: StudySpec, record: TrialRecord) -> list[float]:
@@ -55,15 +58,41 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
         )
 
 
-def open_study(spec: StudySpec, storage_url: str) -> optuna.Study:
+class StoredStudy(optuna.Study):
+    """An Optuna study with the storage it lives in as a public attribute (Optuna's ``Study`` keeps it private), so a
+    trial can be reached by its number (``trial``) through the storage's public methods."""
+
+    def __init__(self, study_name: str, storage: BaseStorage, sampler: optuna.samplers.BaseSampler) -> None:
+        super().__init__(study_name=study_name, storage=storage, sampler=sampler)
+        self.storage = storage
+
+    def trial(self, number: int) -> optuna.trial.Trial:
+        """A handle on trial ``number``, to set its attributes (KeyError: the study has no such trial)."""
+        study_id = self.storage.get_study_id_from_name(self.study_name)
+        return optuna.trial.Trial(self, self.storage.get_trial_id_from_study_id_trial_number(study_id, number))
+
+    def find_trial(self, number: int | None) -> optuna.trial.Trial | None:
+        """A handle on trial ``number``, or None when it is None or the study has no such trial."""
+        if number is None or number not in {t.number for t in self.get_trials(deepcopy=False)}:
+            return None
+        return self.trial(number)
+
+
+def open_study(spec: StudySpec, storage_url: str | None) -> StoredStudy:
+    """The study in ``storage_url`` (created with its seed points when new), or in memory when it is None."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
+    storage: BaseStorage = (
+        optuna.storages.InMemoryStorage() if storage_url is None else optuna.storages.RDBStorage(storage_url)
+    )
+    sampler = make_sampler(spec)
+    optuna.create_study(
         study_name=spec.name,
-        storage=storage_url,
-        sampler=make_sampler(spec),
+        storage=storage,
+        sampler=sampler,
         directions=[o.direction for o in spec.objectives],
         load_if_exists=True,
     )
+    study = StoredStudy(spec.name, storage, sampler)
     name_objectives(study, [objective_key(o.metric, o.level) for o in spec.objectives])
     if not study.trials:
         from autotune.policy.prescreen import seeds_now, study_sizes
@@ -82,13 +111,20 @@ def tag_trial(trial: optuna.Trial, spec: StudySpec, record: TrialRecord) -> None
     trial.set_user_attr("trial_id", record.trial_id)
 
 
-def reconcile(study: optuna.Study, spec: StudySpec, records: Sequence[TrialRecord]) -> int:
+def enqueued(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """Whether a trial just asked was taken from the study's queue (``enqueue_trial``: a seed point or a point the
+    searcher chose) rather than proposed by the sampler."""
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    return any(t.number == trial.number and "fixed_params" in t.system_attrs for t in running)
+
+
+def reconcile(study: StoredStudy, spec: StudySpec, records: Sequence[TrialRecord]) -> int:
     """After a killed driver: tell trials whose record was written but not told; fail the rest that were running."""
     recorded = {r.number: r for r in records}
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         rec = recorded.get(t.number)
         if rec is not None:
-            tag_trial(optuna.trial.Trial(study, t._trial_id), spec, rec)
+            tag_trial(study.trial(t.number), spec, rec)
             study.tell(t.number, objective_values(spec, rec))
         else:
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)

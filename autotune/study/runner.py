@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import os
 import platform
 import time
@@ -37,6 +36,7 @@ from autotune.engines import engine_model
 from autotune.engines.base import Engine
 from autotune.progress.events import Phase, TrialEvent
 from autotune.space import StudySpec, to_trial_config
+from autotune.trial import inbox
 from autotune.trial.launched import Launched, read_launched
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
 from autotune.trial.replica import BenchRun, Deployer, DeployRequest, Failure, Ready, Replica, ServerReport, Teardown
@@ -490,15 +490,16 @@ def tune_trainable(spec: StudySpec, owner: str | None = None):
         )
         first = spec.objectives[0]
         value = record.objectives.get(objective_key(first.metric, first.level), 0.0)
+        # the record and its log go to the study's inbox (autotune.trial.inbox); Tune carries what it shows
+        inbox.deliver(owner, ctx.get_trial_id(), record.to_json(), log_text)
         tune.report(
             {
                 "objective0": value,
                 "feasible": record.feasible,
                 "outcome": record.outcome.value,
                 "failure": record.failure.value if record.failure else "",
-                "record_json": json.dumps(record.to_json()),
-                "log_text": log_text,
+                inbox.RECORD_REF: ctx.get_trial_id(),
             }
-        )  # clipped by the replica (clip_log)
+        )
 
     return trainable

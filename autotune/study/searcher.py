@@ -7,18 +7,20 @@ infeasible through Optuna's constraints (``Trial.set_constraint``, ``<= 0`` feas
 sampler learns the region instead of ignoring it. The study's side (sampler, seeds, how a record is told, ``reconcile``)
 is ``autotune.study.optuna_study``; this module decides what to launch next.
 
-Where launches go (``docs/search.md`` has the benchmark behind each rule):
-- A proposal that repeats a measured or running point is not launched and not told again (copies of one result would
-  fill TPE's "good" group with one point and keep it proposing that point); after a few such proposals the searcher
-  launches an unmeasured neighbour of the proposal instead (one parameter changed).
-- A proposal the pre-launch screen (``autotune.policy.prescreen``) expects to be wasted, because its running batch is capped
-  below the load being optimised or it is predicted not to fit in GPU memory, is set aside the same way; it is still
-  launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
-- Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
+What to launch is the proposer's (Optuna's ``ask``, the seed points, the walk and the listing below) and the rules'
+(``autotune.policy``: each a ``Rule``, listed in order by ``autotune.policy.defaults``). This module asks the rules and
+adds none: a rule is added or removed in that list. Where launches go (``docs/search.md`` has the rules):
+- A proposal is repaired first (the first rule that changes it), then set aside when a rule gives a reason (the
+  study's own ``points_to_evaluate`` only by the rules that apply to seeds: repeats). Set-aside proposals end as FAIL
+  trials with the user attribute ``skipped`` (the reason); samplers ignore them, so nothing is told twice.
+- After a few set-aside proposals the searcher launches an unmeasured neighbour of the proposal instead (one parameter
+  changed); a point set aside is still launched if nothing else can be found.
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
   nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
   launches measured points again (the proposal's own when it was measured feasibly, else the best), never a point
   set aside.
+- A finished trial's record is taken from the study's inbox (``autotune.trial.inbox``: Ray Tune carries only the
+  metrics it shows and a reference), stored durably, observed by every rule, then told.
 """
 
 from __future__ import annotations
@@ -28,21 +30,20 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import optuna
 from ray.tune.search import Searcher
 
 from autotune.core.dashboard_attrs import named_constraints
 from autotune.core.failures import FailureKind
-from autotune.policy.kvmodel import KvModel
-from autotune.policy.learned import Learned
-from autotune.policy.repair import Repaired, Repairer
+from autotune.policy.base import Rules, Told, params_key
+from autotune.policy.defaults import default_rules
 from autotune.space import StudySpec, suggest
 from autotune.space.enumerate import finite_points, nearest_first
 from autotune.space.neighbours import neighbour
-from autotune.study.optuna_study import constraint_values, objective_values, tag_trial
+from autotune.study.optuna_study import constraint_values, enqueued, objective_values, tag_trial
+from autotune.trial.inbox import RECORD_REF, Inbox, LocalInbox
 from autotune.trial.records import TrialRecord
 
 MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
@@ -50,22 +51,17 @@ NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is
 NEIGHBOUR_TRIES = 64
 ENUMERATE_LIMIT = 20_000  # a finite space of at most this many points is searched point by point once proposals fail
 
+_Result = Told  # what the sampler was told for a measured point (the name the search benchmark's baseline imports)
 
-@dataclass(frozen=True)
-class _Result:
-    """What the sampler was told for a measured point, to answer a repeat of it without a launch."""
-
-    number: int
-    values: list[float]
-    constraints: dict[str, float]
-
-    @property
-    def feasible(self) -> bool:
-        return all(v <= 0 for v in self.constraints.values())
+# What Ray Tune's Searcher.suggest returns: a config, None (nothing now, ask again later), or the string
+# Searcher.FINISHED (no further trial). Ray annotates it Optional[Dict] and handles all three (ray/tune/search).
+Suggestion: TypeAlias = dict[str, Any] | str | None
 
 
-def params_key(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
+def _failure(trial: optuna.trial.FrozenTrial) -> FailureKind | None:
+    """The failure kind a told trial carries (``optuna_study.tag_trial``), or None."""
+    failure = trial.user_attrs.get("failure")
+    return FailureKind(failure) if failure in {k.value for k in FailureKind} else None
 
 
 class OptunaStudySearcher(Searcher):
@@ -81,8 +77,8 @@ class OptunaStudySearcher(Searcher):
         make_missing_record: Callable[[int, str, dict[str, Any], str], TrialRecord],
         stop_after_s: float | None = None,
         on_raw_result: Callable[[int, str, str], str] | None = None,
-        screen: Callable[[dict[str, Any]], str | None] | None = None,
-        repair: Callable[[dict[str, Any]], Repaired | None] | None = None,
+        rules: Rules | None = None,
+        inbox: Inbox | None = None,
         reserve_s: Callable[[], float] | None = None,
     ) -> None:
         first = spec.objectives[0]
@@ -93,52 +89,40 @@ class OptunaStudySearcher(Searcher):
         self.suggested = 0
         self.on_record = on_record
         self.make_missing_record = make_missing_record
-        self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "the Ray Tune results")
+        self.on_raw_result = on_raw_result or (lambda number, trial_id, text: "no file (no store was given)")
+        # where a finished trial's record waits (autotune.trial.inbox): the driver's inbox actor, or one in this process
+        self.inbox: Inbox = inbox if inbox is not None else LocalInbox()
         self._live: dict[str, tuple[optuna.Trial, dict[str, Any]]] = {}
         # After this many seconds no new trial starts; running ones finish (a time box, e.g. a 10-minute GPU lease).
         self.deadline = time.monotonic() + stop_after_s if stop_after_s else None
         # seconds kept back from that time box for what follows the search (the finalist stage), re-estimated as
         # trials finish; the baseline is enqueued first, so it is launched before any time box can end the search
         self.reserve_s = reserve_s or (lambda: 0.0)
+        # What decides a proposal's fate (autotune.policy.defaults: repeats, the pre-launch screen, what the study's
+        # results ruled out, the repair, the stop on a rejected flag, the seeds kept for last); each learns from the
+        # finished trials, on resume from what the Optuna study holds.
+        self.rules = rules if rules is not None else default_rules(spec)
         # Every launch costs minutes: a point already measured is answered from its result, not launched again.
-        self._finished: dict[str, _Result] = {
-            params_key(t.params): _Result(t.number, list(t.values), named_constraints(t.constraints))
-            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs
-        }
+        self._finished: dict[str, _Result] = {}
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if "duplicate_of" not in t.user_attrs:
+                told = _Result(t.number, list(t.values), named_constraints(t.constraints), _failure(t))
+                self._finished[params_key(t.params)] = told
+                self.rules.restore(t.params, told)
         self.duplicates_skipped = 0
         self.screened_skipped = 0
         self.repaired = 0
         self.neighbours_launched = 0
-        self.learned = Learned(spec)
-        # Why a point is not worth its launch (None: launch it); the default knows the running cap and GPU memory.
-        # The repair gives a proposal the cap and KV cache the top load needs (autotune.policy.repair).
-        from autotune.policy.prescreen import default_screen, study_sizes, top_level
-
-        sizes = study_sizes(spec) if screen is None or repair is None else None
-        self.screen = screen if screen is not None else default_screen(spec, sizes)
-        self.kv = KvModel(spec, sizes)  # the KV cache a launch allocates, learnt from the study's launches
-        repairer = Repairer(spec, top_level(spec), sizes, ceiling=self.learned.memory_ceiling, kv=self.kv)
-        self._repairer = repairer
         # seed points launched last (a capped seed whose lifted twin runs, one predicted not to fit), not yet launched:
         # launched when only as many launches of the budget remain, or when the stopping rule ends the search
-        from autotune.policy.prescreen import deferred_seeds
-
         queued = {
             params_key(t.params)
             for t in study.get_trials(deepcopy=False)
             if t.state is optuna.trial.TrialState.WAITING or "fixed_params" in t.system_attrs
         }
         self._deferred = [
-            p
-            for p in deferred_seeds(spec, sizes)
-            if params_key(p) not in self._finished and params_key(p) not in queued
+            p for p in self.rules.deferred() if params_key(p) not in self._finished and params_key(p) not in queued
         ]
-        self.repair = repair if repair is not None else repairer.repair
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            failure = t.user_attrs.get("failure")
-            if "duplicate_of" not in t.user_attrs and failure in {k.value for k in FailureKind}:
-                self.learned.observe_failure(t.params, FailureKind(failure))
         self._rng = random.Random(spec.seed)
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget
@@ -150,62 +134,29 @@ class OptunaStudySearcher(Searcher):
         self.exhausted = ""  # set when no point of a finite space is left to launch (the reason, with the counts)
         self.relaunched = 0  # launches of measured points after that
 
-    def always_passed_flags(self) -> set[str]:
-        """Flags every trial passes: fixed ``server.flags`` and parameters without a condition."""
-        flags = set(self.spec.server.flags)
-        flags.update(p.flag for p in self.spec.params if p.flag and not p.when)
-        return flags
-
-    def fixed_flags(self) -> set[str]:
-        """Flags passed with the same value by every trial: the study's fixed ``server.flags``."""
-        return set(self.spec.server.flags)
-
-    def _check_every_trial_fails(self, record: TrialRecord) -> None:
-        """Stop the study when the engine rejected something every trial passes the same way.
-
-        An unknown flag name fails every trial that passes the flag: fixed flags and unconditional parameters. A
-        rejected value fails every trial only when the value is fixed; a sampled value's one bad choice does not."""
-        if record.failure is FailureKind.UNKNOWN_FLAG:
-            candidates, what = self.always_passed_flags(), "which every trial passes"
-        elif record.failure is FailureKind.INVALID_VALUE:
-            candidates, what = self.fixed_flags(), "a value fixed in server.flags that every trial passes"
-        else:
-            return
-        named = sorted(candidates & set(record.rejected_flags))  # the flags the engine named, as the record holds them
-        if named:
-            self.stop_reason = (
-                f"stopping the study: the installed engine rejects --{', --'.join(named)}, {what}, so every trial "
-                f"would fail the same way. {record.message}"
-            )
-
     def finish(self, reason: str) -> None:
         """Start no further search trial (the driver's stopping rule, autotune.policy.stopping); running trials finish. Seed
-        points kept for last (``autotune.policy.prescreen.deferred_seeds``) are still launched before the search reports
+        points kept for last (the ``defer`` rule, ``autotune.policy.defer``) are still launched before the search reports
         FINISHED."""
         self.finished_reason = reason
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+    def suggest(self, trial_id: str) -> Suggestion:
         if self.stop_reason or self.halted or (self.finished_reason and not self._deferred):
-            return Searcher.FINISHED  # type: ignore[return-value]  # Ray Tune's Searcher.suggest returns the FINISHED string sentinel outside its annotation
+            return Searcher.FINISHED
         if self.suggested >= self.budget:
-            return Searcher.FINISHED  # type: ignore[return-value]  # Ray Tune's Searcher.suggest returns the FINISHED string sentinel outside its annotation
+            return Searcher.FINISHED
         if self.deadline is not None and time.monotonic() + self.reserve_s() > self.deadline:
             self.timed_out = True
-            return Searcher.FINISHED  # type: ignore[return-value]  # Ray Tune's Searcher.suggest returns the FINISHED string sentinel outside its annotation
+            return Searcher.FINISHED
         trial, params = self._propose({params_key(p) for _, p in self._live.values()})
         self._live[trial_id] = (trial, params)
         self.suggested += 1
         return {"params": params, "number": trial.number}
 
-    def _set_aside(self, key: str, params: dict[str, Any], running: set[str], seeded: bool) -> str | None:
-        """Why a proposal is not launched now (None: launch it)."""
-        if key in self._finished:
-            return f"repeats trial {self._finished[key].number}"
-        if key in running:
-            return "repeats a running trial"
-        if seeded:  # the study's own points_to_evaluate
-            return None
-        return self.screen(params) or self.learned.reason(params)
+    def _set_aside(self, params: dict[str, Any], running: set[str], seeded: bool) -> str | None:
+        """Why a proposal is not launched now (None: launch it); the study's own points_to_evaluate (``seeded``) are
+        asked only of the rules that apply to seeds (repeats)."""
+        return self.rules.set_aside(params, running, seeded=seeded)
 
     def _best_params(self) -> dict[str, Any] | None:
         """The measured point the export would pick now (feasible, best first objective), or None."""
@@ -231,18 +182,18 @@ class OptunaStudySearcher(Searcher):
             trial = self.study.ask()
             params = suggest(self.spec, trial)
             key = params_key(params)
-            seeded = "fixed_params" in self.study._storage.get_trial_system_attrs(trial._trial_id)
-            fixed = None if seeded else self.repair(params)
+            seeded = enqueued(self.study, trial)
+            fixed = None if seeded else self.rules.repair(params)
             if fixed is not None:  # the proposal's other settings, with the cap and memory the top load needs
                 params, key = fixed.params, params_key(fixed.params)
-                reason = self._set_aside(key, params, running, False)
+                reason = self._set_aside(params, running, False)
                 if reason is None:
                     self._skip(trial, key, fixed.reason)
                     self.repaired += 1
                     return self._ask_fixed(params)
                 self._skip(trial, key, f"{reason} ({fixed.reason})")
             else:
-                reason = self._set_aside(key, params, running, seeded)
+                reason = self._set_aside(params, running, seeded)
                 if reason is None:
                     return trial, params
                 self._skip(trial, key, reason)
@@ -282,7 +233,7 @@ class OptunaStudySearcher(Searcher):
         why: dict[str, int] = {}
         for point in nearest_first(self.spec, points, near, self._rng):
             cand = self._repaired(point)
-            reason = self._set_aside(params_key(cand), cand, running, False)
+            reason = self._set_aside(cand, running, False)
             if reason is None:
                 return cand
             kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
@@ -305,12 +256,12 @@ class OptunaStudySearcher(Searcher):
             if cand is None:
                 return None
             cand = self._repaired(cand)
-            if self._set_aside(params_key(cand), cand, running, False) is None:
+            if self._set_aside(cand, running, False) is None:
                 return cand
         return None
 
     def _repaired(self, params: dict[str, Any]) -> dict[str, Any]:
-        fixed = self.repair(params)
+        fixed = self.rules.repair(params)
         return fixed.params if fixed is not None else params
 
     def _skip(self, trial: optuna.Trial, key: str, reason: str) -> None:
@@ -333,12 +284,11 @@ class OptunaStudySearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret values redacted, and without the
-        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the screen and the
-        learned set-asides (they would carry the spec along). autotune never restores it from there."""
+        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the rules (they
+        would carry the spec along) and the record inbox (an actor handle). autotune never restores it from there."""
         state = self.__dict__.copy()
         state["spec"] = self.spec.redacted()
-        for name in ("screen", "learned", "repair", "_repairer", "kv"):
-            state[name] = None
+        state["rules"] = state["inbox"] = None
         for name, value in state.items():
             if callable(value) and not isinstance(value, type):
                 state[name] = None
@@ -357,14 +307,16 @@ class OptunaStudySearcher(Searcher):
             return
         trial, params = live
         log_text = ""
-        if self.infrastructure_lost and not (result and "record_json" in result):
+        ref = result.get(RECORD_REF) if result else None  # Tune carries the metrics it shows and this reference
+        delivery = self.inbox.take(str(ref)) if ref is not None else None
+        if self.infrastructure_lost and delivery is None:
             return  # left RUNNING in Optuna: the resume fails it there (no values, nothing learnt) and reruns it
-        if result and "record_json" in result:
+        if delivery is not None:
             try:
-                record = TrialRecord.from_json(json.loads(result["record_json"]))
-                log_text = str(result.get("log_text", ""))
+                record = TrialRecord.from_json(delivery.record)
+                log_text = delivery.log_text
             except (ValueError, TypeError, KeyError) as exc:  # e.g. workers running another autotune version
-                kept = self.on_raw_result(trial.number, trial_id, str(result["record_json"]))
+                kept = self.on_raw_result(trial.number, trial_id, json.dumps(delivery.record, default=str))
                 record = self.make_missing_record(
                     trial.number,
                     trial_id,
@@ -373,14 +325,18 @@ class OptunaStudySearcher(Searcher):
                     f"{kept}. Do the driver and the workers run the same autotune version?",
                 )
         else:
-            reason = "the trial function raised (see the Ray Tune log)" if error else "the trial reported no result"
+            if ref is not None:
+                reason = f"the trial reported its record ({RECORD_REF} {ref}) but it did not reach the driver"
+            elif error:
+                reason = "the trial function raised (see the Ray Tune log)"
+            else:
+                reason = "the trial reported no result"
             record = self.make_missing_record(trial.number, trial_id, params, reason)
         self.on_record(record, log_text)  # durable first
-        self._check_every_trial_fails(record)
+        self.stop_reason = self.rules.stop(record) or self.stop_reason
         tag_trial(trial, self.spec, record)
         values = objective_values(self.spec, record)
-        self.learned.observe(params, record)
-        self.kv.observe(params, record.phases.kv_cache_tokens)
-        self._repairer.forget()  # the memory ceiling or the KV model may have changed
+        told = _Result(trial.number, values, constraint_values(self.spec, record), record.failure)
+        self.rules.observe(params, record, told)
         self.study.tell(trial, values)
-        self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))
+        self._finished[params_key(params)] = told

@@ -11,8 +11,9 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
+from autotune.policy.base import Rules
 from autotune.space import StudySpec, suggest
-from autotune.study.searcher import MAX_DUPLICATE_ASKS, OptunaStudySearcher, _Result, params_key
+from autotune.study.searcher import MAX_DUPLICATE_ASKS, OptunaStudySearcher, Suggestion, _Result, params_key
 
 
 def open_baseline_study(spec: StudySpec) -> optuna.Study:
@@ -33,22 +34,13 @@ def open_baseline_study(spec: StudySpec) -> optuna.Study:
     return study
 
 
-class _Nothing:
-    def reason(self, params: Any) -> None:
-        return None
-
-    def observe(self, params: Any, record: Any) -> None:
-        return None
-
-
 class BaselineSearcher(OptunaStudySearcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, screen=lambda params: None, **kwargs)
-        self.learned = _Nothing()  # type: ignore[assignment]
+        super().__init__(*args, rules=Rules([]), **kwargs)  # no screen, no learned set-asides, no repair
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+    def suggest(self, trial_id: str) -> Suggestion:
         if self.suggested >= self.budget:
-            return Searcher.FINISHED  # type: ignore[return-value]
+            return Searcher.FINISHED
         running = {params_key(p) for _, p in self._live.values()}
         for attempt in range(MAX_DUPLICATE_ASKS + 1):
             trial = self.study.ask()

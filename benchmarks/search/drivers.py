@@ -243,7 +243,7 @@ def run_searcher(
             break
         tid, cfg = pending.popleft()
         rec = lab.record(cfg["number"], tid, cfg["params"])
-        searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+        searcher.on_trial_complete(tid, searcher.inbox.report(tid, rec.to_json()))
     return lab.run(method or ("autotune" if sampler == "tpe" else sampler), seed, n, finalists)
 
 

@@ -23,7 +23,6 @@ set-asides; ``no-equiv``: points that run the same at the top load set aside as 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
@@ -114,7 +113,7 @@ def run_method(
         pending.append((tid, cfg))
         tid, cfg = pending.popleft()
         rec = lab.record(cfg["number"], tid, cfg["params"])
-        searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+        searcher.on_trial_complete(tid, searcher.inbox.report(tid, rec.to_json()))
     return lab.run(method, seed, n).to_json()
 
 

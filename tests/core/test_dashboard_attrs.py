@@ -71,7 +71,7 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
     for tid, kind in kinds.items():
         cfg = searcher.suggest(tid)
         rec = _record(spec, cfg["number"], tid, cfg["params"], kind)
-        searcher.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+        searcher.on_trial_complete(tid, searcher.inbox.report(tid, rec.to_json()))
 
     app = optuna_dashboard.wsgi(store.db_url)
     summaries = _get(app, "/api/studies")["study_summaries"]
@@ -122,7 +122,7 @@ def test_a_repeated_point_shows_which_trial_it_repeats(tmp_path: Path) -> None:
     )
     cfg = searcher.suggest("a")
     searcher.on_trial_complete(
-        "a", {"record_json": json.dumps(_record(spec, cfg["number"], "a", cfg["params"], "slow").to_json())}
+        "a", searcher.inbox.report("a", _record(spec, cfg["number"], "a", cfg["params"], "slow").to_json())
     )
     second = searcher.suggest("b")  # the same point again: set aside, then a new point is asked
     assert second["params"] != cfg["params"]
@@ -140,15 +140,20 @@ def test_the_export_is_named_in_the_study_for_the_dashboard() -> None:
     from autotune.core.dashboard_attrs import mark_export
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize")
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(direction="maximize", storage=storage)
     for value in (10.0, 12.0, 12.0):  # the dashboard's best is one of the 12s; autotune exports trial 1
         t = study.ask()
         study.tell(t, value)
     skipped = study.ask()
     skipped.set_user_attr("skipped", "repeats a measured point")
     study.tell(skipped, state=optuna.trial.TrialState.FAIL)
-    mark_export(study, 1, "Recommended: trial 1. It beats your current configuration (trial 0) by +20%.", "tie")
+    study_id = storage.get_study_id_from_name(study.study_name)
+    exported = optuna.trial.Trial(study, storage.get_trial_id_from_study_id_trial_number(study_id, 1))
+    mark_export(
+        study, 1, "Recommended: trial 1. It beats your current configuration (trial 0) by +20%.", "tie", exported
+    )
     assert study.user_attrs["autotune_best_trial"] == 1
     note = get_note(study)
     assert "trial 1" in note and "1 FAIL trial(s) carry the user attribute `skipped`" in note
-    assert "exported config" in get_note(optuna.trial.Trial(study, study.trials[1]._trial_id))
+    assert "exported config" in get_note(exported)

@@ -82,6 +82,7 @@ def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
 def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last() -> None:
     from dataclasses import replace
 
+    from autotune.policy.defaults import default_rules
     from autotune.policy.prescreen import capped_seeds, deferred_seeds, uncapped_seeds
     from autotune.space import suggest
     from autotune.study.optuna_study import open_study
@@ -113,7 +114,7 @@ def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last(
             budget=budget,
             on_record=lambda r, log: None,
             make_missing_record=_failed_record(other),
-            screen=lambda p: None,
+            rules=default_rules(other).without("screen"),
         )
         launched = []
         for i in range(budget):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -98,7 +97,7 @@ def test_one_bad_choice_of_a_sampled_categorical_does_not_stop_the_study(tmp_pat
     s = _searcher(spec, tmp_path)
     cfg = s.suggest("a")
     rec = _launch_failure(spec, cfg["number"], cfg["params"], ["--attention-backend", "bogus"])
-    s.on_trial_complete("a", {"record_json": json.dumps(rec)})
+    s.on_trial_complete("a", s.inbox.report("a", rec))
     assert rec["failure"] == "invalid_value"
     assert s.stop_reason == ""
 
@@ -108,5 +107,5 @@ def test_a_fixed_value_the_engine_rejects_stops_the_study(tmp_path: Path) -> Non
     s = _searcher(spec, tmp_path)
     cfg = s.suggest("a")
     rec = _launch_failure(spec, cfg["number"], cfg["params"], ["--max-running-requests", "many"])
-    s.on_trial_complete("a", {"record_json": json.dumps(rec)})
+    s.on_trial_complete("a", s.inbox.report("a", rec))
     assert "every trial would fail" in s.stop_reason and "--max-running-requests" in s.stop_reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import optuna
 import pytest
 from ray.tune.search import Searcher
 
+from autotune.policy.base import Rule, Rules
+from autotune.policy.defaults import default_rules
+from autotune.policy.rejected_flags import always_passed_flags
 from autotune.space import load_study
 from autotune.study.optuna_study import LAUNCH_CONSTRAINT, open_study, reconcile
 from autotune.study.searcher import OptunaStudySearcher
@@ -69,9 +73,9 @@ def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path
         == {"mem_fraction_static": 0.85, "max_running_requests": 32, "cuda_graph_max_bs_decode": 32}
     )  # the baseline first
     ok = record_for(spec, cfgs["a"]["number"], "a", cfgs["a"]["params"], True)
-    s.on_trial_complete("a", {"record_json": json.dumps(ok.to_json()), "log_text": "L"})
+    s.on_trial_complete("a", s.inbox.report("a", ok.to_json(), "L"))
     bad = record_for(spec, cfgs["b"]["number"], "b", cfgs["b"]["params"], False)
-    s.on_trial_complete("b", {"record_json": json.dumps(bad.to_json())})
+    s.on_trial_complete("b", s.inbox.report("b", bad.to_json()))
     s.on_trial_complete("c", None, error=True)  # the trial function itself crashed
 
     assert order == ["a", "b", "c"]
@@ -131,7 +135,7 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
         cfg = s.suggest(tid)
         seen.append(cfg["params"]["cpb"])
         s.on_trial_complete(
-            tid, {"record_json": json.dumps(record_for(spec, cfg["number"], tid, cfg["params"], True).to_json())}
+            tid, s.inbox.report(tid, record_for(spec, cfg["number"], tid, cfg["params"], True).to_json())
         )
     assert sorted(seen) == [1024, 2048], "the second trial must not repeat the first (it was answered from it)"
     before = s.duplicates_skipped
@@ -163,7 +167,7 @@ def test_an_unreadable_record_is_kept_raw_and_told_as_failed(spec, tmp_path: Pat
     )
     cfg = s.suggest("a")
     bad = {**record_for(spec, cfg["number"], "a", cfg["params"], True).to_json(), "outcome": "from_the_future"}
-    s.on_trial_complete("a", {"record_json": json.dumps(bad)})
+    s.on_trial_complete("a", s.inbox.report("a", bad))
     rec = store.load()[0]
     assert rec.outcome is TrialOutcome.FAILED and "could not be read" in rec.message
     raw = tmp_path / "s" / "trials" / f"{cfg['number']:04d}-a.raw.json"
@@ -178,8 +182,8 @@ def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -
     s = OptunaStudySearcher(
         spec, study, budget=5, on_record=lambda r, log: None, make_missing_record=lambda *a: pytest.fail("unexpected")
     )
-    assert "attention-backend" in s.always_passed_flags()  # fixed in smoke.yaml's server.flags
-    assert "cuda-graph-max-bs-decode" not in s.always_passed_flags()  # conditional
+    assert "attention-backend" in always_passed_flags(spec)  # fixed in smoke.yaml's server.flags
+    assert "cuda-graph-max-bs-decode" not in always_passed_flags(spec)  # conditional
     cfg = s.suggest("a")
     rec = replace(
         record_for(spec, cfg["number"], "a", cfg["params"], False),
@@ -188,7 +192,7 @@ def test_a_fixed_flag_the_engine_rejects_stops_the_study(spec, tmp_path: Path) -
         message="the installed engine (sglang 0.5.9) does not know --attention-backend (did you mean "
         "--attention-backend-x?). Remove the flag from the study file or install a release that has it",
     )
-    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    s.on_trial_complete("a", s.inbox.report("a", rec.to_json()))
     assert "every trial would fail the same way" in s.stop_reason
     assert s.suggest("b") == Searcher.FINISHED
 
@@ -207,7 +211,7 @@ def test_an_unknown_conditional_flag_does_not_stop_the_study(spec, tmp_path: Pat
         rejected_flags=["cuda-graph-max-bs-decode"],
         message="the installed engine (sglang 0.5.9) does not know --cuda-graph-max-bs-decode. Remove ...",
     )
-    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    s.on_trial_complete("a", s.inbox.report("a", rec.to_json()))
     assert s.stop_reason == ""
 
 
@@ -247,20 +251,33 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
     assert seen_off
 
 
+class _Screen(Rule):
+    """The study's rules with this screen in place of the pre-launch screen."""
+
+    name = "screen"
+
+    def __init__(self, screen: Callable[[dict], str | None]) -> None:
+        self.screen = screen
+
+    def set_aside(self, params: dict, running: Collection[str]) -> str | None:
+        return self.screen(params)
+
+
 def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
+    test_screen = _Screen(screen or (lambda p: None))
     return OptunaStudySearcher(
         spec,
         study,
         budget=100,
         on_record=lambda r, log: None,
         make_missing_record=lambda *a: pytest.fail("no missing record expected"),
-        screen=screen or (lambda p: None),
+        rules=Rules(test_screen if r.name == "screen" else r for r in default_rules(spec)),
     )
 
 
 def _complete(s, spec, tid: str, cfg: dict, value: float) -> None:  # type: ignore[no-untyped-def]
     rec = replace(record_for(spec, cfg["number"], tid, cfg["params"], True), objectives={"output_tok_per_s@max": value})
-    s.on_trial_complete(tid, {"record_json": json.dumps(rec.to_json())})
+    s.on_trial_complete(tid, s.inbox.report(tid, rec.to_json()))
 
 
 def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
@@ -334,7 +351,7 @@ def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: 
         rejected_flags=["no-such-flag"],
         message="does not know --no-such-flag (unlike --attention-backend)",
     )
-    s.on_trial_complete("a", {"record_json": json.dumps(rec.to_json())})
+    s.on_trial_complete("a", s.inbox.report("a", rec.to_json()))
     assert s.stop_reason == ""
     cfg = s.suggest("b")
     rec = replace(
@@ -343,7 +360,7 @@ def test_the_stop_rule_reads_the_rejected_flags_not_the_message(spec, tmp_path: 
         rejected_flags=["attention-backend"],
         message="argument --attention-backend: invalid choice: 'x'",
     )
-    s.on_trial_complete("b", {"record_json": json.dumps(rec.to_json())})
+    s.on_trial_complete("b", s.inbox.report("b", rec.to_json()))
     assert "--attention-backend" in s.stop_reason
 
 
