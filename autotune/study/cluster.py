@@ -62,7 +62,7 @@ def sim_profile_gpus(name: str) -> int | None:
     try:
         from autotune.sim.profile import load_profile
 
-        return int(load_profile(name).gpu_count)  # type: ignore[attr-defined]  # BUG kept as is: the count is Profile.hardware.gpu_count, so this always returns None (reported, issue #23)
+        return int(load_profile(name).hardware.gpu_count)
     except Exception:  # noqa: BLE001 - the engine reports a bad profile with its own message at launch
         return None
 
