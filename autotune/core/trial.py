@@ -49,6 +49,7 @@ class LaunchSpec:
     gpus: int
     unset_env: tuple[str, ...] = ()
     ready_timeout_s: float = 900.0
+    nnodes: int = 1  # nodes the server spans (SGLang's --nnodes); ``gpus`` counts the GPUs of all of them
 
     @property
     def base_url(self) -> str:

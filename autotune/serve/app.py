@@ -355,10 +355,29 @@ def build_app(args: dict[str, Any]) -> serve.Application:
 
 
 SLOT_VERSION = "autotune-gpu-slot"
+NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node (its node id)
 
 
-def build_slot_app(args: dict[str, Any]) -> serve.Application:
+def slot_placement(gpus_per_node: int, nodes: tuple[str, ...]) -> dict[str, Any]:
+    """The Serve placement options of a GPU slot on ``nodes``: a placement group of one bundle per node (the node's
+    share of the slot's GPUs and one CPU), each bundle pinned to its node by the ``ray.io/node-id`` label. The
+    replica takes the first bundle; a multi-node server's other ranks take the others. No nodes: no pin."""
+    if not nodes:
+        return {}
+    bundle: dict[str, float] = {"CPU": 1, "GPU": gpus_per_node} if gpus_per_node else {"CPU": 1}
+    return {
+        "placement_group_bundles": [dict(bundle) for _ in nodes],
+        "placement_group_strategy": "STRICT_PACK" if len(nodes) == 1 else "STRICT_SPREAD",
+        "placement_group_bundle_label_selector": [{NODE_ID_LABEL: nid} for nid in nodes],
+    }
+
+
+def build_slot_app(args: dict[str, Any], nodes: tuple[str, ...] = ()) -> serve.Application:
     """A study's GPU slot: the same deployment, the trial's engine passed as ``user_config``.
+
+    ``nodes``: the node(s) the slot lives on (``autotune.trial.slots.Slot.nodes``); the replica is then placed in the
+    slot's placement group (:func:`slot_placement`), so its GPUs stay on its node and a node's slots do not move.
+    Without them Ray places the replica wherever GPUs are free (a trial run outside the driver's placement).
 
     Redeploying it with another trial's config under the same name is an in-place update: Serve keeps the replica and
     calls ``reconfigure``, as long as the code version stays the same. Ray 2.60 draws a random version for every
@@ -366,9 +385,11 @@ def build_slot_app(args: dict[str, Any]) -> serve.Application:
     ``options(version=)`` was removed), so it is pinned here; where a Ray release lacks that attribute, every trial
     gets a new replica, which is slower but just as correct."""
     parsed = EngineArgs.model_validate(args)
+    per_node = parsed.gpus // max(1, parsed.nnodes)
     dep = EngineServer.options(  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
-        ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},
+        ray_actor_options={"num_gpus": per_node, "num_cpus": 1},
         user_config=parsed.model_dump(),
+        **slot_placement(per_node, nodes),
     )
     if hasattr(dep, "_version"):
         dep._version = SLOT_VERSION

@@ -151,6 +151,7 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         secret_env=tuple(m.server.secret_env),
         secret_flags=tuple(f.strip().lstrip("-") for f in m.server.secret_flags),
         study_only={k.strip().lstrip("-"): v.strip() for k, v in m.server.study_only.items()},
+        nnodes=m.server.nnodes,
     )
     w = m.workload
     wpath = resolve_workload_path(m, source)

@@ -366,6 +366,9 @@ class StudyModel(_Model):
 class ServerModel(_Model):
     model_path: str | None = None
     tp_size: int = Field(1, gt=0)
+    # nodes one server spans (SGLang's --nnodes, a model too large for one node): the trial's GPUs (tp_size x dp) are
+    # split evenly over them
+    nnodes: int = Field(1, gt=0)
     host: str = "127.0.0.1"
     flags: dict[str, FlagValueT] = Field(default_factory=dict)
     env: dict[str, EnvValueT] = Field(default_factory=dict)

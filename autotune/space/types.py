@@ -143,6 +143,7 @@ class ServerSpec:
     secret_env: tuple[str, ...] = ()  # variables redacted beyond those autotune.core.secrets recognises
     secret_flags: tuple[str, ...] = ()  # flags (without dashes) redacted beyond those autotune.core.secrets recognises
     study_only: dict[str, str] = field(default_factory=dict)  # flag or variable -> why it is benchmark-only
+    nnodes: int = 1  # nodes one server spans (SGLang --nnodes); the trial's GPUs are split evenly over them
 
 
 @dataclass(frozen=True)

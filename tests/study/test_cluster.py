@@ -26,7 +26,8 @@ def test_a_proxy_killed_before_it_was_ready_is_retried(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(serve, "start", start)
     cluster.start_serve(8123)
-    assert len(calls) == 2 and calls[-1] == {"http_options": {"host": "127.0.0.1", "port": 8123}}
+    assert len(calls) == 2
+    assert calls[-1] == {"proxy_location": "HeadOnly", "http_options": {"host": "127.0.0.1", "port": 8123}}
 
 
 def test_a_proxy_that_never_starts_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
