@@ -25,6 +25,7 @@ class TrialConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
     host: str = "127.0.0.1"
+    nnodes: int = 1  # nodes the server spans (SGLang's --nnodes); ``gpus`` counts the GPUs of all of them
 
     @property
     def gpus(self) -> int:

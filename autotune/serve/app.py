@@ -41,6 +41,7 @@ from autotune.serve.launch_prep import (
     with_port,
 )
 from autotune.serve.proxy import EngineProxy
+from autotune.serve.ranks import rank_argv, rank_logs, start_ranks, stop_ranks
 from autotune.trial import registry
 from autotune.trial.launcher import ServerProcess, wait_gpus_free
 from autotune.trial.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
@@ -98,6 +99,7 @@ class EngineServer:
         self.orphans_killed = 0  # servers of a dead replica of this study killed before this launch
         self.cpu_plan: cpusets.CpuPlan | None = None  # the CPUs this trial's server and client run on
         self.cpu_note = ""  # why pinning failed, if it did
+        self.ranks: list[Any] = []  # the other node ranks of a multi-node server (autotune.serve.ranks)
 
     def _pin(self, args: EngineArgs) -> None:
         """Pin the new server to this slot's CPU set (children it starts later inherit it); the client follows."""
@@ -119,6 +121,11 @@ class EngineServer:
         argv = with_port(with_interpreter(args.argv), "--port", port)
         if "--nccl-port" in argv and argv[argv.index("--nccl-port") + 1] == "0":
             argv = with_port(argv, "--nccl-port", free_port(args.host))
+        if args.nnodes > 1:  # node rank 0 here; the other ranks join it at this node's address
+            import ray.util
+
+            here = ray.util.get_node_ip_address()
+            argv = rank_argv(argv, 0, f"{here}:{free_port(here)}")
         spec = LaunchSpec(
             engine=args.engine,
             argv=tuple(argv),
@@ -128,6 +135,7 @@ class EngineServer:
             gpus=args.gpus,
             unset_env=tuple(args.unset_env),
             ready_timeout_s=args.ready_timeout_s,
+            nnodes=args.nnodes,
         )
         log_dir = Path(args.log_dir or os.environ.get("AUTOTUNE_LOG_DIR", "/tmp/autotune-logs"))
         self.log_path = log_dir / f"{args.name}.log"
@@ -143,6 +151,7 @@ class EngineServer:
             self.gpu_wait_s = wait_gpus_before_launch(self.gpu_ids)
             self.server = ServerProcess(spec, self.log_path, owner=args.owner)
             self.server.start()
+            self.ranks = start_ranks(spec, args.nnodes, self.log_path, args.owner)
             self.launches += 1
             self._pin(args)
         except AutotuneError as exc:
@@ -243,6 +252,8 @@ class EngineServer:
             except httpx.HTTPError:
                 server_info = None
         log_text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        if self.ranks:
+            log_text += "\n" + rank_logs(self.ranks)
         return ServerReport(
             argv=tuple(self.spec.argv),
             env=dict(self.spec.env),
@@ -284,6 +295,9 @@ class EngineServer:
         then happens where it matters, before the next launch on these GPUs (``gpu_wait_s``), so the exit overlaps
         Ray Tune starting the next trial and Serve placing its replica.
         """
+        if self.ranks:  # the other nodes of a multi-node server first: rank 0 is stopped below
+            ranks, self.ranks = self.ranks, []
+            stop_ranks(ranks)
         if self.server is None:
             return Teardown()
         t0 = time.monotonic()

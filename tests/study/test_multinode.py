@@ -51,13 +51,15 @@ def _ancestors(pid: int) -> set[int]:
     return out
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from ray.cluster_utils import Cluster
 
+    base = tmp_path_factory.mktemp("multinode")
     # the replicas (children of the workers' raylets) inherit these: servers register and log under the test's dir
-    monkeypatch.setenv("AUTOTUNE_SERVER_REGISTRY", str(tmp_path / "registry"))
-    monkeypatch.setenv("AUTOTUNE_LOG_DIR", str(tmp_path / "server-logs"))
+    saved = {k: os.environ.get(k) for k in ("AUTOTUNE_SERVER_REGISTRY", "AUTOTUNE_LOG_DIR")}
+    os.environ["AUTOTUNE_SERVER_REGISTRY"] = str(base / "registry")
+    os.environ["AUTOTUNE_LOG_DIR"] = str(base / "server-logs")
     c = Cluster(
         initialize_head=True,
         head_node_args={
@@ -73,10 +75,17 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no
             },
         },
     )
-    workers = [c.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
-    c.wait_for_nodes()
-    yield c, workers
-    c.shutdown()
+    try:
+        workers = [c.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
+        c.wait_for_nodes()
+        yield c, workers, base / "registry"
+    finally:
+        c.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _argv(space: Path, results: Path, url: str, address: str, *extra: str) -> list[str]:
@@ -112,20 +121,58 @@ def _server_on(registry: Path, raylet: int) -> dict | None:
     return None
 
 
-def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str) -> None:  # noqa: F811
-    c, workers = cluster
-    address = "127.0.0.1:" + c.address.rsplit(":", 1)[1]  # the nodes listen on loopback only
+def _study(name: str, trials: int) -> dict:
     study = json.loads(json.dumps(STUDY))
-    study["study"].update(name="mn", trials=TRIALS)
+    study["study"].update(name=name, trials=trials)
     study["study"]["finalists"] = {"count": 0}
     study["params"]["mem_fraction_static"]["choices"] = [0.7, 0.8]
     study["params"]["cuda_graph_max_bs"]["choices"] = [8, 16, 32, 64]
     study["sim"]["time_scale"] = 5  # trials of a few seconds: long enough to stop a worker during one
+    return study
+
+
+def _left(registry: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in registry.glob("*.json")] if registry.exists() else []
+
+
+def test_one_server_spans_both_workers(tmp_path: Path, cluster, postgres_url: str) -> None:  # noqa: F811
+    """server.nnodes 2: each trial's server is node rank 0 on one worker and node rank 1 on the other (SGLang's
+    --nnodes/--node-rank/--dist-init-addr), in one placement group of a bundle per node."""
+    c, _, registry = cluster
+    address = "127.0.0.1:" + c.address.rsplit(":", 1)[1]
+    study = _study("mn2", 2)
+    study["server"].update(tp_size=2, nnodes=2)
+    space = tmp_path / "mn2.yaml"
+    space.write_text(yaml.safe_dump(study))
+    run = subprocess.run(
+        _argv(space, tmp_path / "results", postgres_url, address),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=tmp_path,
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-6000:]
+    records = [json.loads(x) for x in (tmp_path / "results" / "mn2" / "trials.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["outcome"] == "completed" for r in records), out[-4000:]
+    for r in records:
+        argv = r["argv"]
+        assert argv[argv.index("--nnodes") + 1] == "2"
+    logs = [(tmp_path / "results" / "mn2" / "logs").glob("*")]
+    text = "".join(p.read_text(errors="replace") for g in logs for p in g if p.is_file())
+    assert "node rank 1 joined (2/2 nodes)" in text and "--- node rank 1 on" in text, text[-3000:]
+    assert not [e for e in _left(registry) if _alive(int(e["pgid"]))], _left(registry)
+
+
+def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str) -> None:  # noqa: F811
+    c, workers, registry = cluster
+    address = "127.0.0.1:" + c.address.rsplit(":", 1)[1]  # the nodes listen on loopback only
+    study = _study("mn", TRIALS)
     space = tmp_path / "mn.yaml"
     space.write_text(yaml.safe_dump(study))
     results = tmp_path / "results"
     root = results / "mn"
-    registry = tmp_path / "registry"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = (tmp_path / "driver.log").open("w")
     driver = subprocess.Popen(
@@ -177,7 +224,7 @@ def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str
     assert not [t for t in stored.trials if t.state == optuna.trial.TrialState.RUNNING]
 
     # no server is left on any node: every registered server's process group is gone, and the registry is empty
-    left = [json.loads(p.read_text()) for p in registry.glob("*.json")] if registry.exists() else []
+    left = _left(registry)
     assert not [e for e in left if _alive(int(e["pgid"]))], left
     assert not left, left
 
