@@ -68,11 +68,13 @@ class NodeRank:
 def start_ranks(spec: LaunchSpec, nnodes: int, log_path: Path, owner: str | None) -> list[Any]:
     """Start node ranks 1..``nnodes``-1 of ``spec`` (whose argv already names rank 0's ``--dist-init-addr``), rank
     ``r`` on bundle ``r`` of this replica's placement group; [] where the replica has no placement group."""
+    if nnodes <= 1:  # a single-node server: nothing to ask of Ray
+        return []
     from ray.util import get_current_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     pg = get_current_placement_group()
-    if pg is None or nnodes <= 1:
+    if pg is None:
         return []
     per_node = spec.gpus // nnodes
     addr = spec.argv[spec.argv.index("--dist-init-addr") + 1]

@@ -60,8 +60,8 @@ def plan_slots(nodes: list[NodeGpus], gpus_per_node: int, first_index: int = 0, 
     out: list[Slot] = []
     if nnodes == 1:
         for node in nodes:
-            n = places[node.node_id]
-            out += [Slot(first_index + len(out), (node.node_id,), gpus_per_node, k, n) for k in range(n)]
+            n, base = places[node.node_id], first_index + len(out)
+            out += [Slot(base + k, (node.node_id,), gpus_per_node, k, n) for k in range(n)]
         return out
     used = dict.fromkeys(places, 0)
     order = [n.node_id for n in nodes]

@@ -28,8 +28,9 @@ def test_each_node_gets_slots_from_its_own_gpus() -> None:
 def test_a_multi_node_slot_takes_one_place_on_each_of_distinct_nodes() -> None:
     nodes = [slots.NodeGpus("a", 8), slots.NodeGpus("b", 8), slots.NodeGpus("c", 4)]
     plan = slots.plan_slots(nodes, 4, nnodes=2)  # 2 + 2 + 1 places of 4 GPUs: two 2-node slots, one place left
-    assert [s.nodes for s in plan] == [("a", "b"), ("a", "c")] or [s.nodes for s in plan] == [("a", "b"), ("b", "c")]
-    assert all(len(set(s.nodes)) == 2 and s.gpus == 4 for s in plan)
+    assert len(plan) == 2 and all(len(set(s.nodes)) == 2 and s.gpus == 4 for s in plan)
+    used = [nid for s in plan for nid in s.nodes]
+    assert used.count("a") <= 2 and used.count("b") <= 2 and used.count("c") <= 1
     assert slots.plan_slots([slots.NodeGpus("a", 16)], 8, nnodes=2) == []  # one node cannot hold a 2-node slot
 
 
