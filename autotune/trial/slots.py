@@ -113,13 +113,15 @@ class SlotPool:
 
     def release(self, slot: int) -> None:
         self.held.pop(slot, None)
+        if slot in self.lost:  # its node is gone: it waits for drop_node, never handed out again
+            return
         if slot in self.slots and slot not in self.free:
             self.free.append(slot)
             self.free.sort()
 
     def interrupted(self, slot: int) -> None:
         """The runner of the trial on ``slot`` saw its node lost (it may release the slot before the driver's watcher
-        drops the node): :meth:`drop_node` still names the trial."""
+        drops the node): :meth:`drop_node` still names the trial, and the slot is not handed out again meanwhile."""
         if slot in self.held and slot in self.slots:
             self.lost[slot] = self.held[slot]
 

@@ -64,6 +64,8 @@ def test_a_lost_node_takes_its_slots_and_names_its_trials_a_joined_node_adds_som
     assert slots.acquire(pool, number=10) == 0 and slots.acquire(pool, number=11) == 1
     ray.get(pool.interrupted.remote(1))  # its runner saw the node lost, then gave the slot back
     ray.get(pool.release.remote(1))
+    assert ray.get(pool.try_acquire.remote(12)) == 2  # not the lost slot 1, though it was released
+    ray.get(pool.release.remote(2))
     gone = ray.get(pool.drop_node.remote("a"))
     assert gone == {"slots": [0, 1], "trials": [10, 11]}
     ray.get(pool.release.remote(0))  # the interrupted trial gives its slot back: it does not come back
