@@ -161,6 +161,12 @@ class SlotLimiter(ConcurrencyLimiter):
             return Searcher.FINISHED  # type: ignore[return-value]  # Tune's sentinel is the str "FINISHED"
         return super().suggest(trial_id)
 
+    def __getstate__(self) -> dict:
+        """Ray Tune pickles the search algorithm with the experiment; the live capacity callback is not part of it."""
+        state = self.__dict__.copy()
+        state["_capacity"] = None
+        return state
+
     def get_state(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if k not in ("searcher", "_capacity")}
         return dict(state)

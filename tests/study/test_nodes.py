@@ -61,3 +61,8 @@ def test_a_cap_holds_and_no_slot_left_finishes_the_search() -> None:
     state = limiter.get_state()  # Tune checkpoints the search state: the live callback is not part of it
     assert "_capacity" not in state and "searcher" not in state
     pickle.dumps(state)
+    import threading
+
+    lock = threading.Lock()  # a capacity read from a live object (the node watcher holds a thread)
+    copy = pickle.loads(pickle.dumps(SlotLimiter(_Counting(), lambda: 1 if lock else 0)))
+    assert copy.max_concurrent == 1  # a copy without its callback answers one slot
