@@ -155,7 +155,7 @@ def test_one_server_spans_both_workers(tmp_path: Path, cluster, postgres_url: st
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-6000:]
     records = [json.loads(x) for x in (tmp_path / "results" / "mn2" / "trials.jsonl").read_text().splitlines()]
-    assert len(records) == 2 and all(r["outcome"] == "completed" for r in records), out[-4000:]
+    assert len(records) == 2 and all(r["outcome"] == "complete" for r in records), out[-4000:]
     for r in records:
         argv = r["argv"]
         assert argv[argv.index("--nnodes") + 1] == "2"
