@@ -1,6 +1,6 @@
 """One study across a Ray cluster of three nodes on this machine: a head with no GPU (where the driver runs, joining
 with --address) and two workers that declare one GPU each. The study's GPU slots are placement groups on the workers;
-one worker's raylet is stopped while a trial runs on it. The study ends with every trial accounted for (the
+one worker's raylet is stopped while a trial runs on it, and a new worker joins. The study ends with every trial accounted for (the
 interrupted one retried on the other worker, not told to the sampler as a failure), lists the event in its report,
 leaves no server on any node, keeps its Optuna study on PostgreSQL, and resumes.
 """
@@ -191,6 +191,7 @@ def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str
             driver.wait()
             pytest.fail("no trial ran on the second worker:\n" + (tmp_path / "driver.log").read_text()[-6000:])
         c.remove_node(victim, allow_graceful=False)  # its raylet and the processes it started stop at once
+        c.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1")  # a GPU node joins mid-study
         driver.wait(timeout=420)
     finally:
         if driver.poll() is None:
@@ -209,6 +210,8 @@ def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str
     events = [json.loads(x) for x in (root / "events.jsonl").read_text().splitlines()]
     lost = [e for e in events if e["kind"] == "lost"]
     assert len(lost) == 1 and lost[0]["trials"], events
+    joined = [e for e in events if e["kind"] == "joined"]
+    assert len(joined) == 1 and joined[0]["slots"], events  # the node that joined got a slot
     retried = lost[0]["trials"][0]
     assert retried in {r["number"] for r in records}, "the interrupted trial has no record: it was not retried"
     # the retried trial ran on the worker that is left
