@@ -22,7 +22,7 @@ from tests.conftest import free_port
 from tests.study.test_storage_postgres import postgres_url  # noqa: F401 - the fixture, reused
 from tests.test_search_e2e import STUDY
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("multinode")]  # one cluster for the module
 TRIALS = 5
 
 
