@@ -89,6 +89,14 @@ def sim_clock(records: list[dict[str, Any]], slots: int) -> list[float]:
     return free
 
 
+def start_spread(records: list[dict[str, Any]], k: int) -> float:
+    """Host seconds between the first and the k-th trial's start (the records' ``started_at``, 1 s resolution)."""
+    import datetime as dt
+
+    starts = sorted(dt.datetime.fromisoformat(r["started_at"]) for r in records if r.get("started_at"))[:k]
+    return (starts[-1] - starts[0]).total_seconds() if len(starts) > 1 else 0.0
+
+
 def run_study(k: int, trials: int, time_scale: float, work: Path, address: str, port: int, tag: str) -> dict:
     space = json.loads(json.dumps(SPACE))
     space["study"].update(name=f"scaling-k{k}", trials=trials)
@@ -121,6 +129,10 @@ def run_study(k: int, trials: int, time_scale: float, work: Path, address: str, 
         },
         "sim_clock_s": max(listed, default=0.0),
         "sim_clock_per_slot": listed,
+        # the host's side, for the diagnosis: a trial's host seconds (launch + benchmark, as the runner timed them) and
+        # how far apart (host seconds, 1 s resolution) the first k trials started
+        "host_trial_s": statistics.mean(float((r.get("phases") or {}).get("trial_wall_s") or 0.0) for r in records),
+        "start_spread_s": start_spread(records, k),
     }
 
 
