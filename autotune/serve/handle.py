@@ -52,8 +52,12 @@ class ServeReplica:
         bench_wait_s: float,
         info_wait_s: float = 120.0,
         stop_wait_s: float = 180.0,
+        nodes: tuple[str, ...] = (),
+        check_s: float = 5.0,
     ) -> None:
         self.handle = handle
+        self.nodes = nodes  # the slot's node(s): a call on a replica whose node is gone fails instead of waiting
+        self.check_s = check_s
         self.ready_wait_s = ready_wait_s
         self.bench_wait_s = bench_wait_s
         self.info_wait_s = info_wait_s
@@ -61,7 +65,22 @@ class ServeReplica:
 
     def _call(self, method: str, wait_s: float, *args: Any, **kwargs: Any) -> Any:
         with ray_errors(f"the replica's {method} call failed"):
-            return getattr(self.handle, method).remote(*args, **kwargs).result(timeout_s=wait_s)
+            response = getattr(self.handle, method).remote(*args, **kwargs)
+            if not self.nodes:
+                return response.result(timeout_s=wait_s)
+            # a request in flight on a replica whose node was lost may never be answered: wait in slices and ask Ray
+            # between them whether the slot's nodes are alive
+            deadline = time.monotonic() + wait_s
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return response.result(timeout_s=max(0.1, min(self.check_s, left)))
+                except TimeoutError:
+                    if left <= self.check_s:
+                        raise
+                    lost = slots.node_lost(self.nodes, wait_s=0.0)
+                    if lost:
+                        raise ReplicaError(f"the replica's {method} call failed: {lost}") from None
 
     def wait_ready(self, expected: str | None = None) -> Ready | Failure:
         return self._call("wait_ready", self.ready_wait_s, expected)
@@ -138,7 +157,9 @@ class ServeDeployer:
         if pool is not None:
             self._pools[app_name] = (pool, slot)
             self._nodes[app_name] = nodes
-        replica = ServeReplica(handle, ready_wait_s=self.ready_wait_s, bench_wait_s=self.bench_wait_s)
+        replica = ServeReplica(
+            handle, ready_wait_s=self.ready_wait_s, bench_wait_s=self.bench_wait_s, nodes=nodes if pool else ()
+        )
         return Deployed(replica=replica, app=app_name, serve_run_s=time.monotonic() - t0, deploy_epoch=epoch)
 
     def node_lost(self, deployed: Deployed) -> str:
