@@ -185,17 +185,6 @@ def forbidden_edges(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
-    """Every ``autotune`` module -> the ``autotune`` modules (not units) it imports."""
-    out: dict[str, set[str]] = defaultdict(set)
-    for path in sorted((root / "autotune").rglob("*.py")):
-        src = module_name(path, root)
-        for name in imported(ast.parse(path.read_text(), filename=str(path))):
-            if name.startswith("autotune."):
-                out[src].add(name)
-    return dict(out)
-
-
 def module_violations(modules: dict[str, set[str]]) -> list[str]:
     """Imports of a package's modules that ``ONLY_MODULES`` does not allow."""
     found = []

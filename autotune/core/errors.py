@@ -10,7 +10,8 @@
     │   └── HelpTimeoutError    the engine's ``--help`` did not finish
     ├── LaunchError             the server did not become ready (carries a FailureKind and log tail)
     ├── BenchError              the benchmark could not run against a ready server
-    └── ReplicaError            the Serve replica could not be deployed or stopped answering (Ray's errors, translated)
+    ├── ReplicaError            the Serve replica could not be deployed or stopped answering (Ray's errors, translated)
+    └── NodeLostError           the Ray node a trial ran on was lost: an infrastructure event, the trial is retried
 
 Third-party errors are translated at the boundary (``raise X(...) from exc``), as httpx's ``map_httpcore_exceptions``
 does; ``failure_kind`` then reads the kind from the type, never from the message.
@@ -80,6 +81,12 @@ class BenchError(AutotuneError):
 
 class ReplicaError(AutotuneError):
     """Ray Serve could not deploy the trial's replica, or the replica stopped answering (died, timed out)."""
+
+
+class NodeLostError(AutotuneError):
+    """The Ray node that held the trial's GPU slot was lost mid-trial. Not a result of the trial's configuration:
+    the trial function raises it so Ray Tune reruns the trial on another slot (``FailureConfig.max_failures``), and
+    nothing is recorded or told to the sampler for the interrupted attempt."""
 
 
 # Exception type -> kind, most specific first (the first ``isinstance`` match wins). ``LaunchError`` carries its own.

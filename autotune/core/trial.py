@@ -25,6 +25,7 @@ class TrialConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
     host: str = "127.0.0.1"
+    nnodes: int = 1  # nodes the server spans (SGLang's --nnodes); ``gpus`` counts the GPUs of all of them
 
     @property
     def gpus(self) -> int:
@@ -49,6 +50,7 @@ class LaunchSpec:
     gpus: int
     unset_env: tuple[str, ...] = ()
     ready_timeout_s: float = 900.0
+    nnodes: int = 1  # nodes the server spans (SGLang's --nnodes); ``gpus`` counts the GPUs of all of them
 
     @property
     def base_url(self) -> str:

@@ -293,6 +293,8 @@ class Engine(abc.ABC):
         """
         flags: dict[str, FlagValue | None] = {"model-path": cfg.model_path, "tp-size": cfg.tp_size}
         flags.update(cfg.flags)
+        if cfg.nnodes > 1:  # the replica sets each rank's --node-rank and --dist-init-addr (autotune.serve.ranks)
+            flags["nnodes"] = cfg.nnodes
         flags.update({"host": cfg.host, "port": port})
         if nccl_port is not None:
             flags["nccl-port"] = nccl_port
@@ -305,6 +307,7 @@ class Engine(abc.ABC):
             gpus=cfg.gpus,
             unset_env=tuple(v for v in RAY_INJECTED_ENV if v not in cfg.env),
             ready_timeout_s=ready_timeout_s,
+            nnodes=cfg.nnodes,
         )
 
     @abc.abstractmethod

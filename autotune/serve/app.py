@@ -41,6 +41,7 @@ from autotune.serve.launch_prep import (
     with_port,
 )
 from autotune.serve.proxy import EngineProxy
+from autotune.serve.ranks import rank_argv, rank_logs, start_ranks, stop_ranks
 from autotune.trial import registry
 from autotune.trial.launcher import ServerProcess, wait_gpus_free
 from autotune.trial.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
@@ -98,6 +99,7 @@ class EngineServer:
         self.orphans_killed = 0  # servers of a dead replica of this study killed before this launch
         self.cpu_plan: cpusets.CpuPlan | None = None  # the CPUs this trial's server and client run on
         self.cpu_note = ""  # why pinning failed, if it did
+        self.ranks: list[Any] = []  # the other node ranks of a multi-node server (autotune.serve.ranks)
 
     def _pin(self, args: EngineArgs) -> None:
         """Pin the new server to this slot's CPU set (children it starts later inherit it); the client follows."""
@@ -119,6 +121,11 @@ class EngineServer:
         argv = with_port(with_interpreter(args.argv), "--port", port)
         if "--nccl-port" in argv and argv[argv.index("--nccl-port") + 1] == "0":
             argv = with_port(argv, "--nccl-port", free_port(args.host))
+        if args.nnodes > 1:  # node rank 0 here; the other ranks join it at this node's address
+            import ray.util
+
+            here = ray.util.get_node_ip_address()
+            argv = rank_argv(argv, 0, f"{here}:{free_port(here)}")
         spec = LaunchSpec(
             engine=args.engine,
             argv=tuple(argv),
@@ -128,6 +135,7 @@ class EngineServer:
             gpus=args.gpus,
             unset_env=tuple(args.unset_env),
             ready_timeout_s=args.ready_timeout_s,
+            nnodes=args.nnodes,
         )
         log_dir = Path(args.log_dir or os.environ.get("AUTOTUNE_LOG_DIR", "/tmp/autotune-logs"))
         self.log_path = log_dir / f"{args.name}.log"
@@ -143,6 +151,7 @@ class EngineServer:
             self.gpu_wait_s = wait_gpus_before_launch(self.gpu_ids)
             self.server = ServerProcess(spec, self.log_path, owner=args.owner)
             self.server.start()
+            self.ranks = start_ranks(spec, args.nnodes, self.log_path, args.owner)
             self.launches += 1
             self._pin(args)
         except AutotuneError as exc:
@@ -243,6 +252,8 @@ class EngineServer:
             except httpx.HTTPError:
                 server_info = None
         log_text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        if self.ranks:
+            log_text += "\n" + rank_logs(self.ranks)
         return ServerReport(
             argv=tuple(self.spec.argv),
             env=dict(self.spec.env),
@@ -284,6 +295,9 @@ class EngineServer:
         then happens where it matters, before the next launch on these GPUs (``gpu_wait_s``), so the exit overlaps
         Ray Tune starting the next trial and Serve placing its replica.
         """
+        if self.ranks:  # the other nodes of a multi-node server first: rank 0 is stopped below
+            ranks, self.ranks = self.ranks, []
+            stop_ranks(ranks)
         if self.server is None:
             return Teardown()
         t0 = time.monotonic()
@@ -355,10 +369,29 @@ def build_app(args: dict[str, Any]) -> serve.Application:
 
 
 SLOT_VERSION = "autotune-gpu-slot"
+NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node (its node id)
 
 
-def build_slot_app(args: dict[str, Any]) -> serve.Application:
+def slot_placement(gpus_per_node: int, nodes: tuple[str, ...]) -> dict[str, Any]:
+    """The Serve placement options of a GPU slot on ``nodes``: a placement group of one bundle per node (the node's
+    share of the slot's GPUs and one CPU), each bundle pinned to its node by the ``ray.io/node-id`` label. The
+    replica takes the first bundle; a multi-node server's other ranks take the others. No nodes: no pin."""
+    if not nodes:
+        return {}
+    bundle: dict[str, float] = {"CPU": 1, "GPU": gpus_per_node} if gpus_per_node else {"CPU": 1}
+    return {
+        "placement_group_bundles": [dict(bundle) for _ in nodes],
+        "placement_group_strategy": "STRICT_PACK" if len(nodes) == 1 else "STRICT_SPREAD",
+        "placement_group_bundle_label_selector": [{NODE_ID_LABEL: nid} for nid in nodes],
+    }
+
+
+def build_slot_app(args: dict[str, Any], nodes: tuple[str, ...] = ()) -> serve.Application:
     """A study's GPU slot: the same deployment, the trial's engine passed as ``user_config``.
+
+    ``nodes``: the node(s) the slot lives on (``autotune.trial.slots.Slot.nodes``); the replica is then placed in the
+    slot's placement group (:func:`slot_placement`), so its GPUs stay on its node and a node's slots do not move.
+    Without them Ray places the replica wherever GPUs are free (a trial run outside the driver's placement).
 
     Redeploying it with another trial's config under the same name is an in-place update: Serve keeps the replica and
     calls ``reconfigure``, as long as the code version stays the same. Ray 2.60 draws a random version for every
@@ -366,9 +399,11 @@ def build_slot_app(args: dict[str, Any]) -> serve.Application:
     ``options(version=)`` was removed), so it is pinned here; where a Ray release lacks that attribute, every trial
     gets a new replica, which is slower but just as correct."""
     parsed = EngineArgs.model_validate(args)
+    per_node = parsed.gpus // max(1, parsed.nnodes)
     dep = EngineServer.options(  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
-        ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1},
+        ray_actor_options={"num_gpus": per_node, "num_cpus": 1},
         user_config=parsed.model_dump(),
+        **slot_placement(per_node, nodes),
     )
     if hasattr(dep, "_version"):
         dep._version = SLOT_VERSION

@@ -52,8 +52,12 @@ class ServeReplica:
         bench_wait_s: float,
         info_wait_s: float = 120.0,
         stop_wait_s: float = 180.0,
+        nodes: tuple[str, ...] = (),
+        check_s: float = 5.0,
     ) -> None:
         self.handle = handle
+        self.nodes = nodes  # the slot's node(s): a call on a replica whose node is gone fails instead of waiting
+        self.check_s = check_s
         self.ready_wait_s = ready_wait_s
         self.bench_wait_s = bench_wait_s
         self.info_wait_s = info_wait_s
@@ -61,7 +65,22 @@ class ServeReplica:
 
     def _call(self, method: str, wait_s: float, *args: Any, **kwargs: Any) -> Any:
         with ray_errors(f"the replica's {method} call failed"):
-            return getattr(self.handle, method).remote(*args, **kwargs).result(timeout_s=wait_s)
+            response = getattr(self.handle, method).remote(*args, **kwargs)
+            if not self.nodes:
+                return response.result(timeout_s=wait_s)
+            # a request in flight on a replica whose node was lost may never be answered: wait in slices and ask Ray
+            # between them whether the slot's nodes are alive
+            deadline = time.monotonic() + wait_s
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return response.result(timeout_s=max(0.1, min(self.check_s, left)))
+                except TimeoutError:
+                    if left <= self.check_s:
+                        raise
+                    lost = slots.node_lost(self.nodes, wait_s=0.0)
+                    if lost:
+                        raise ReplicaError(f"the replica's {method} call failed: {lost}") from None
 
     def wait_ready(self, expected: str | None = None) -> Ready | Failure:
         return self._call("wait_ready", self.ready_wait_s, expected)
@@ -82,12 +101,13 @@ class ServeDeployer:
     application of its own that ``release`` deletes."""
 
     def __init__(
-        self, *, ready_wait_s: float, bench_wait_s: float, acquire: Callable[[Any], int] = slots.acquire
+        self, *, ready_wait_s: float, bench_wait_s: float, acquire: Callable[..., int] = slots.acquire
     ) -> None:
         self.ready_wait_s = ready_wait_s
         self.bench_wait_s = bench_wait_s
         self.acquire = acquire
         self._pools: dict[str, Any] = {}
+        self._nodes: dict[str, tuple[str, ...]] = {}  # slot app -> the node(s) its placement group is pinned to
 
     def deploy(self, request: DeployRequest) -> Deployed:
         from ray import serve
@@ -97,10 +117,15 @@ class ServeDeployer:
         launch = request.launch
         pool = slots.find(request.owner)
         try:
-            slot = self.acquire(pool) if pool is not None else None
+            slot = self.acquire(pool, number=request.number) if pool is not None else None
+            where = slots.describe(pool, slot) if slot is not None else None
             n_slots = slots.size(pool) if pool is not None else None
         except AutotuneError as exc:
             raise ReplicaError(f"{request.name} got no GPU slot: {exc}") from exc
+        local = slot
+        if where is not None and where.nodes:  # the slot's CPU share is among its node's slots
+            local, n_slots = where.local, where.node_slots
+        nodes = where.nodes if where is not None else ()
         args = EngineArgs(
             name=request.name,
             engine=launch.engine,
@@ -110,16 +135,17 @@ class ServeDeployer:
             host=launch.host,
             port=0,
             gpus=launch.gpus,
+            nnodes=launch.nnodes,
             ready_timeout_s=launch.ready_timeout_s,
             owner=request.owner,
             trial_number=request.number,
             trial_id=request.trial_id,
-            slot=slot,
+            slot=local,
             slots=n_slots,
             cpu_isolation=request.cpu_isolation,
         ).model_dump()
         app_name = slots.slot_app_name(request.study, slot) if slot is not None else request.name
-        app = build_slot_app(args) if slot is not None else build_app(args)
+        app = build_slot_app(args, nodes) if slot is not None else build_app(args)
         t0, epoch = time.monotonic(), time.time()
         try:
             with ray_errors(f"Ray Serve could not deploy {app_name}"):
@@ -130,13 +156,31 @@ class ServeDeployer:
             raise
         if pool is not None:
             self._pools[app_name] = (pool, slot)
-        replica = ServeReplica(handle, ready_wait_s=self.ready_wait_s, bench_wait_s=self.bench_wait_s)
+            self._nodes[app_name] = nodes
+        replica = ServeReplica(
+            handle, ready_wait_s=self.ready_wait_s, bench_wait_s=self.bench_wait_s, nodes=nodes if pool else ()
+        )
         return Deployed(replica=replica, app=app_name, serve_run_s=time.monotonic() - t0, deploy_epoch=epoch)
+
+    def node_lost(self, deployed: Deployed) -> str:
+        """Why a node of ``deployed``'s GPU slot is gone (a sentence), or "" where all are alive (or the slot is not
+        pinned to nodes). Told to the pool before the slot is released, so the driver's node event names the trial."""
+        reason = slots.node_lost(self._nodes.get(deployed.app, ()))
+        held = self._pools.get(deployed.app)
+        if reason and held is not None:
+            import ray
+
+            try:
+                ray.get(held[0].interrupted.remote(held[1]), timeout=30)
+            except Exception:  # noqa: BLE001 - the event then lists the slot without the trial; the retry still runs
+                pass
+        return reason
 
     def release(self, deployed: Deployed) -> str:
         from ray import serve
 
         held = self._pools.pop(deployed.app, None)
+        self._nodes.pop(deployed.app, None)
         if held is not None:
             pool, slot = held
             pool.release.remote(slot)

@@ -31,6 +31,7 @@ class EngineArgs(BaseModel):
     host: str = "127.0.0.1"
     port: int = 0
     gpus: int = 1
+    nnodes: int = Field(default=1, description="nodes the server spans (SGLang --nnodes); gpus counts all of them")
     ready_timeout_s: float = 900.0
     log_dir: str | None = None
     wait_ready_in_constructor: bool = False

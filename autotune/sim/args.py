@@ -89,6 +89,9 @@ class ServerArgs:
     enable_mixed_chunk: bool
     random_seed: int | None
     skip_server_warmup: bool
+    nnodes: int = 1  # nodes the server spans; rank 0 serves HTTP (autotune.sim.nodes)
+    node_rank: int = 0
+    dist_init_addr: str | None = None
 
     @property
     def cuda_graph_disabled(self) -> bool:

@@ -97,11 +97,18 @@ def resolve(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> SimCo
     tp, dp = args.tp_size, args.dp_size
     if tp < 1 or dp < 1:
         raise ArgsFailure(("ValueError: --tp-size and --dp-size must be >= 1",))
-    if tp * dp > hw.gpu_count:
+    nnodes = max(1, args.nnodes)
+    if nnodes > 1 and (tp * dp) % nnodes:
+        raise ArgsFailure((f"ValueError: tp_size*dp_size={tp * dp} is not divisible by --nnodes {nnodes}",))
+    if not 0 <= args.node_rank < nnodes:
+        raise ArgsFailure((f"ValueError: --node-rank {args.node_rank} is outside 0..{nnodes - 1} (--nnodes {nnodes})",))
+    if nnodes > 1 and not args.dist_init_addr:
+        raise ArgsFailure(("ValueError: --dist-init-addr is required when --nnodes > 1",))
+    if tp * dp // nnodes > hw.gpu_count:  # the GPUs of one node (the profile's hardware is one node)
         raise ArgsFailure(
             (
-                f"RuntimeError: CUDA error: invalid device ordinal (tp_size*dp_size={tp * dp} GPUs requested, "
-                f"profile {profile.name} has {hw.gpu_count})",
+                f"RuntimeError: CUDA error: invalid device ordinal (tp_size*dp_size={tp * dp} GPUs requested over "
+                f"{nnodes} node(s), profile {profile.name} has {hw.gpu_count} per node)",
             )
         )
     frac = args.mem_fraction_static if args.mem_fraction_static is not None else d.mem_fraction_static

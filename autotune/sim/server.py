@@ -25,6 +25,7 @@ from autotune.sim.args import ServerArgs, build_parser, parse_args
 from autotune.sim.config import ArgsFailure, SimConfig, resolve
 from autotune.sim.engine import EngineLoop
 from autotune.sim.launch_log import Logger, print_failure, run_launch, speedup_for
+from autotune.sim.nodes import Rendezvous, follow, parse_addr
 from autotune.sim.openai_api import chat_completions, completions, list_models
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.prometheus import render_metrics
@@ -295,9 +296,26 @@ async def serve(cfg: SimConfig, log: Logger) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    rendezvous: Rendezvous | None = None
+    if args.nnodes > 1:  # the other node ranks join before the weights load (SGLang's torch.distributed init)
+        rendezvous = Rendezvous(args.nnodes, log)
+        log(f"Init torch distributed begin. node rank 0 of {args.nnodes}, dist-init-addr {args.dist_init_addr}")
+        try:
+            await rendezvous.start(*parse_addr(args.dist_init_addr))
+            joined_failure = await rendezvous.wait_all()
+        except OSError as exc:
+            joined_failure = f"torch.distributed.DistNetworkError: cannot listen on {args.dist_init_addr}: {exc}"
+        if joined_failure is not None:
+            log(joined_failure)
+            await rendezvous.close()
+            await runner.cleanup()
+            return 1
+        log(f"Init torch distributed ends. {args.nnodes} nodes joined.")
     failure = await run_launch(cfg, log, speedup_for(cfg, args.sim_launch_speedup))
     if failure is not None:
         print_failure(log, failure)
+        if rendezvous is not None:
+            await rendezvous.close()
         await runner.cleanup()
         return 1
     st.engine = EngineLoop(
@@ -312,11 +330,17 @@ async def serve(cfg: SimConfig, log: Logger) -> int:
     log.start_serving(args.sim_time_scale)
     st.ready = True
     log("The server is fired up and ready to roll!")
-    await stop.wait()
-    log("Received SIGTERM; shutting down.")
+    waits = {asyncio.ensure_future(stop.wait())}
+    if rendezvous is not None:
+        waits.add(asyncio.ensure_future(rendezvous.lost.wait()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    lost = rendezvous is not None and rendezvous.lost.is_set() and not stop.is_set()
+    log("a node of this server is gone; shutting down." if lost else "Received SIGTERM; shutting down.")
     await st.engine.stop()
+    if rendezvous is not None:
+        await rendezvous.close()
     await runner.cleanup()
-    return 0
+    return 1 if lost else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -337,6 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
         return 1
+    if args.node_rank > 0:  # no HTTP server on this node: join rank 0 and stay (SGLang's non-zero node ranks)
+        try:
+            return asyncio.run(follow(args.node_rank, args.dist_init_addr or "", log))
+        except KeyboardInterrupt:
+            return 0
     try:
         return asyncio.run(serve(cfg, log))
     except KeyboardInterrupt:

@@ -229,6 +229,25 @@ def _server(m: StudyFileModel) -> list[Problem]:
             out.append(Problem("server.flags.dp-size", f"expected a positive integer, got {value!r}", "write e.g. 2"))
     for name, value in srv.env.items():
         out += env_problems(f"server.env.{name}", name, [value])
+    dp = srv.flags.get("dp-size", 1)
+    gpus = srv.tp_size * (dp if isinstance(dp, int) and not isinstance(dp, bool) and dp > 0 else 1)
+    if srv.nnodes > 1 and gpus % srv.nnodes:
+        out.append(
+            Problem(
+                "server.nnodes",
+                f"{srv.nnodes} nodes cannot share the trial's {gpus} GPU(s) (tp_size x dp-size) evenly",
+                f"make tp_size x dp-size a multiple of nnodes (e.g. tp_size {srv.nnodes * max(1, gpus // srv.nnodes)})",
+            )
+        )
+    for name in ("nnodes", "node-rank", "dist-init-addr"):
+        if name in srv.flags:
+            out.append(
+                Problem(
+                    f"server.flags.{name}",
+                    "set per server by autotune from server.nnodes and the slot's nodes",
+                    "remove it; set server.nnodes instead",
+                )
+            )
     settable = {*srv.flags, *srv.env, *m.workload.properties}
     settable |= {knob for p in m.params.values() if (knob := p.flag or p.env)}
     for name in srv.study_only:

@@ -72,6 +72,7 @@ def to_trial_config(spec: StudySpec, values: Mapping[str, Any]) -> TrialConfig:
     return TrialConfig(
         model_path=spec.server.model_path,
         tp_size=spec.server.tp_size,
+        nnodes=spec.server.nnodes,
         flags={k: v for k, v in flags.items() if v is not None and v is not False},
         env=env,
         params=active,

@@ -378,6 +378,9 @@ class ServerSpec(_Model):
 
     model_path: str = ""  # "" (or null in the file): none named
     tp_size: int = Field(1, gt=0)
+    # nodes one server spans (SGLang's --nnodes, a model too large for one node): the trial's GPUs (tp_size x dp) are
+    # split evenly over them
+    nnodes: int = Field(1, gt=0)
     host: str = "127.0.0.1"
     flags: dict[str, FlagValueT] = Field(default_factory=dict)
     env: dict[str, EnvValueT] = Field(default_factory=dict)

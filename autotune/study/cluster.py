@@ -44,7 +44,9 @@ def start_serve(port: int, attempts: int = SERVE_START_ATTEMPTS) -> None:
     last: Exception | None = None
     for _ in range(attempts):
         try:
-            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            # one proxy, on the head: the study calls its replicas through handles, and a proxy per node would bind
+            # the same 127.0.0.1 port once per node where several nodes share a machine
+            serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
             return
         except (ray.exceptions.RayActorError, TimeoutError) as exc:  # ActorDiedError is a RayActorError
             last = exc
@@ -62,7 +64,7 @@ def sim_profile_gpus(name: str) -> int | None:
     try:
         from autotune.sim.profile import load_profile
 
-        return int(load_profile(name).gpu_count)  # type: ignore[attr-defined]  # BUG kept as is: the count is Profile.hardware.gpu_count, so this always returns None (reported, issue #23)
+        return int(load_profile(name).hardware.gpu_count)
     except Exception:  # noqa: BLE001 - the engine reports a bad profile with its own message at launch
         return None
 
@@ -80,6 +82,10 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
     if address:
         where = "--address" if req.address else "RAY_ADDRESS"
         check_reachable(address, where)  # ray.init retries an unreachable GCS for minutes
+        if address.split("://", 1)[-1].rpartition(":")[0] in ("127.0.0.1", "localhost"):
+            # a cluster on this machine's loopback (several nodes on one machine): join it there too; otherwise Ray
+            # rewrites 127.0.0.1 to the host's own address, where nothing listens
+            loopback_only_ray()
         try:
             ctx = ray.init(address=address, log_to_driver=req.verbose)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:

@@ -6,7 +6,6 @@ Only this module and ``runner`` wire steps together; everything else is importab
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -33,6 +32,15 @@ from autotune.study.cluster import (
     stop_orphans,
 )
 from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
+from autotune.study.nodes import (
+    EVENTS,
+    TRIAL_RETRIES,
+    NodeEvent,
+    NodeWatcher,
+    SlotLimiter,
+    driver_node,
+    sweep_every_node,
+)
 from autotune.study.optuna_study import reconcile
 from autotune.study.runner import base_record, failed_record, now_iso, relaunch, tune_trainable
 from autotune.study.searcher import OptunaStudySearcher
@@ -169,6 +177,27 @@ class StudyDriver:
         if self._monitor is not None:
             self._monitor.publish.remote(finished_event(self.spec, record).to_json())
 
+    def _on_node_event(self, event: NodeEvent) -> None:
+        """A GPU node lost or joined: said on the console, kept in events.jsonl, listed in the report."""
+        self.console.say(event.text())
+        with open(self.store.root / EVENTS, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event.to_json()) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def node_events(self) -> list[str]:
+        """The study's infrastructure events, as sentences (every run of the study: the file is appended to)."""
+        path = self.store.root / EVENTS
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            try:
+                out.append(NodeEvent.from_json(json.loads(line)).text())
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
     def _start_ray(self) -> tuple[bool, float]:
         if not (self.address or os.environ.get("RAY_ADDRESS")):
             stop_orphans(self.store.root, self.console.say)  # a killed driver's cluster, found by its session
@@ -298,10 +327,21 @@ class StudyDriver:
                     f"each trial needs {gpt} GPU(s) (tp_size x dp) but the Ray cluster has {total_gpus:g}. "
                     f"Lower server.tp_size, join a larger cluster with --address, or for the simulator pass --num-gpus."
                 )
-            conc = max(1, math.floor(total_gpus / gpt))
-            for cap in (spec.max_concurrent, self.max_concurrent):
-                if cap:
-                    conc = min(conc, cap)
+            nnodes = spec.server.nnodes
+            per_node = gpt // nnodes
+            nodes = slots.live_gpu_nodes()
+            # each node's slots from its own GPUs; a slot never spans nodes unless the study asks for nnodes > 1
+            plan = slots.plan_slots(nodes, per_node, nnodes=nnodes)
+            if not plan:
+                raise AutotuneError(
+                    f"each trial needs {per_node} GPU(s) on each of {nnodes} node(s), but the Ray cluster has no "
+                    f"such node{'s' if nnodes > 1 else ''} (GPUs per node: {[n.gpus for n in nodes]}). Lower "
+                    f"server.tp_size, set server.nnodes, or add nodes with {per_node} GPUs."
+                )
+            caps = [c for c in (spec.max_concurrent, self.max_concurrent) if c]
+            cap = min(caps) if caps else None
+            plan = sorted(plan, key=lambda sl: sl.local)[:cap]  # a cap takes slots across the nodes first
+            conc = len(plan)
             self.timebox.at_once = conc
             self.timebox.trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
             self.console.say(
@@ -318,8 +358,16 @@ class StudyDriver:
                     f"pass --serve-port with a free port (or stop what holds it)."
                 )
             start_serve(self.serve_port)
-            # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
-            self._slot_pool = slots.create(self.owner, conc)
+            # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive. The pool
+            # and the trial functions stay on the driver's node (where it has CPUs): a lost GPU worker takes neither
+            home = driver_node(1.0)
+            self._slot_pool = slots.create(self.owner, plan, node_id=home)
+            if len(nodes) > 1:
+                per = {n.node_id: sum(1 for sl in plan if n.node_id in sl.nodes) for n in nodes}
+                self.console.say(
+                    "GPU slots per node: "
+                    + ", ".join(f"{n.address or '?'} [{n.node_id[:8]}] {per[n.node_id]}" for n in nodes)
+                )
             if remaining > 0:
                 self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
                 self.console.study_started(
@@ -337,15 +385,26 @@ class StudyDriver:
                     reserve_s=self.timebox.reserve_s,
                 )
                 self._searcher = searcher
+                watcher = NodeWatcher(self._slot_pool, spec.name, per_node, self._on_node_event, nnodes=nnodes)
+                # no Tune cap: a trial starts only while a slot is free (the slots follow the nodes lost and joined)
+                limiter = SlotLimiter(searcher, lambda: watcher.capacity, cap)
+                resources: Any = {"cpu": 0.5}
+                if home is not None:
+                    resources = tune.PlacementGroupFactory(
+                        [{"CPU": 0.5}], bundle_label_selector=[{"ray.io/node-id": home}]
+                    )
                 tuner = tune.Tuner(
-                    tune.with_resources(tune_trainable(spec, self.owner), {"cpu": 0.5}),
+                    tune.with_resources(tune_trainable(spec, self.owner), resources),
                     tune_config=tune.TuneConfig(
-                        search_alg=searcher, num_samples=remaining, max_concurrent_trials=conc, reuse_actors=True
+                        search_alg=limiter, num_samples=remaining, reuse_actors=True
                     ),  # no new trainable process per trial
                     run_config=tune.RunConfig(
                         name=f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
                         storage_path=str((self.store.root / "tune").resolve()),
                         verbose=0,
+                        # a trial whose node was lost (NodeLostError) runs again on another slot: the same Optuna
+                        # trial and number, nothing told to the sampler about the interrupted attempt
+                        failure_config=tune.FailureConfig(max_failures=TRIAL_RETRIES),
                     ),
                 )
 
@@ -358,13 +417,14 @@ class StudyDriver:
                         stop_handlers(self.stopped, halt, self.console.error),
                         RayWatchdog(self.stopped, ray_probe()),
                         EventPump(self._monitor, self.console) as self._pump,
+                        watcher,
                     ):
                         tuner.fit()
                 except StudyCancelled:
                     pass  # the running trials are cancelled below (their servers go with Serve and the sweep)
                 if self.stopped.infrastructure:
                     halt()
-                self.stop_reason = searcher.stop_reason
+                self.stop_reason = searcher.stop_reason or limiter.stop_reason
                 if searcher.exhausted:
                     self.console.say(
                         f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured points"
@@ -396,7 +456,9 @@ class StudyDriver:
                 try:
                     serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
                 finally:
-                    registry.sweep(self.owner)  # a server whose reaper died with its replica is killed and forgotten
+                    # a server whose reaper died with its replica is killed and forgotten, on every node
+                    sweep_every_node(self.owner)
+                    registry.sweep(self.owner)
                     if started:
                         ray.shutdown()
 
@@ -483,6 +545,10 @@ class StudyDriver:
         objectives = spec.objectives
         levels = list(spec.plan.concurrencies)
         outcome = self.finalist_outcome(records)
+        events = self.node_events()
+        if events:
+            infra = "Infrastructure events (not results of any configuration): " + "; ".join(events) + "."
+            note = f"{note} {infra}" if note else infra
         result = export_study(
             self.store.root,
             study_name=spec.name,

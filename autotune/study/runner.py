@@ -22,7 +22,7 @@ from typing import Any
 
 from autotune import __version__
 from autotune.bench.types import BenchPlan
-from autotune.core.errors import AutotuneError, failure_kind, rejected_flags
+from autotune.core.errors import AutotuneError, NodeLostError, failure_kind, rejected_flags
 from autotune.core.secrets import (
     redact_argv,
     redact_env,
@@ -186,8 +186,11 @@ def observe(
     deploy_epoch: float,
     event: Callable[..., TrialEvent],
     send: EventSink,
+    gone: Callable[[Failure], bool] | None = None,
 ) -> Observation:
-    """Wait for the server, benchmark it when ready, read its report, and stop it (always). Never raises.
+    """Wait for the server, benchmark it when ready, read its report, and stop it (always, unless ``gone`` says the
+    replica's node was lost: nothing is left there to stop, and the call would wait for a replica Serve cannot
+    place). Never raises.
 
     ``event(phase, **fields)`` makes the trial's progress event and ``send`` passes it on."""
     ready: Ready | Failure | None = None
@@ -206,6 +209,17 @@ def observe(
         error = _as_failure(exc)
     send(event(Phase.TEARING_DOWN))
     t_down = time.monotonic()
+    if error is not None and gone is not None and gone(error):
+        return Observation(
+            app=app,
+            serve_run_s=serve_run_s,
+            ready=ready,
+            bench=bench,
+            report=None,
+            teardown=Teardown(error="the replica's node was lost"),
+            error=error,
+            teardown_s=time.monotonic() - t_down,
+        )
     try:
         # SIGKILL and return: the server's exit overlaps the next trial's start, whose replica waits for the GPUs to
         # read free before it launches (phases.gpu_wait_s of that trial).
@@ -320,6 +334,11 @@ def assemble(
         finished_at=finished_at,
         log_tail="\n".join(log_text.splitlines()[-20:]),
     )
+
+
+# A replica that stopped answering (a Ray error) may have lost its node; a failure the server itself reported (out of
+# memory, a crash under load) is the configuration's.
+INFRASTRUCTURE_SUSPECT = (FailureKind.DEPLOY_ERROR, FailureKind.UNKNOWN)
 
 
 def serve_deployer(spec: StudySpec) -> Deployer:
@@ -452,6 +471,16 @@ def _run_trial(
         )
     except AutotuneError as exc:
         return failed_record(record, spec, failure_kind(exc), str(exc)), "", dict(lspec.env)
+    check = getattr(deployer, "node_lost", None)  # a deployer that pins slots to nodes (ServeDeployer)
+    lost = ""
+
+    def gone(failure: Failure) -> bool:
+        """Whether the replica stopped answering because its node was lost (asked of Ray, which may take seconds)."""
+        nonlocal lost
+        if check is not None and failure.kind in INFRASTRUCTURE_SUSPECT:
+            lost = check(deployed)
+        return bool(lost)
+
     obs = observe(
         deployed.replica,
         spec.plan,
@@ -462,8 +491,11 @@ def _run_trial(
         deploy_epoch=deployed.deploy_epoch,
         event=event,
         send=send,
+        gone=gone,
     )
     release_error = deployer.release(deployed)
+    if lost:
+        raise NodeLostError(f"trial {number} ({trial_id}): {lost} mid-trial; it is retried on another GPU slot")
     obs = replace(obs, release_error=release_error)
     record = assemble(
         spec,

@@ -65,3 +65,21 @@ def test_other_errors_are_not_swallowed() -> None:
     replica = ServeReplica(_Handle(info=KeyError("bug")), ready_wait_s=1.0, bench_wait_s=1.0)
     with pytest.raises(KeyError):
         replica.info()
+
+
+def test_a_call_on_a_replica_whose_node_is_gone_fails_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.core.errors import ReplicaError
+    from autotune.serve import handle as handle_mod
+
+    class Never:
+        def result(self, timeout_s: float) -> None:
+            raise TimeoutError("no answer")
+
+    class Handle:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return type("M", (), {"remote": staticmethod(lambda *a, **k: Never())})
+
+    monkeypatch.setattr(handle_mod.slots, "node_lost", lambda nodes, wait_s=0.0: "Ray node abc was lost")
+    replica = handle_mod.ServeReplica(Handle(), ready_wait_s=600, bench_wait_s=600, nodes=("abc",), check_s=0.01)
+    with pytest.raises(ReplicaError, match="Ray node abc was lost"):
+        replica.wait_ready("t")

@@ -655,3 +655,19 @@ def test_windows_finalists_and_stopping_rule(tmp_path: Path) -> None:
 )
 def test_bad_windows_finalists_and_stopping_rule(tmp_path: Path, section: dict[str, Any], needle: str) -> None:
     assert needle in error(tmp_path, study(**section))
+
+
+def test_server_nnodes_splits_the_trials_gpus_and_reaches_the_launch(tmp_path: Path) -> None:
+    from autotune.engines import get_engine
+    from autotune.space import to_trial_config
+
+    spec = load(tmp_path, study(server={"model_path": "m", "tp_size": 4, "nnodes": 2}))
+    assert spec.server.nnodes == 2 and spec.gpus_per_trial == 4
+    cfg = to_trial_config(spec, {"mrr": 16})
+    launch = get_engine("sglang", python="py").launch_spec(cfg, port=1)
+    assert launch.nnodes == 2 and launch.gpus == 4
+    assert launch.argv[launch.argv.index("--nnodes") + 1] == "2"  # --node-rank and --dist-init-addr: per rank
+    single = get_engine("sglang", python="py").launch_spec(to_trial_config(load(tmp_path, study()), {}), port=1)
+    assert "--nnodes" not in single.argv and single.nnodes == 1
+    assert "server.nnodes" in error(tmp_path, study(server={"model_path": "m", "tp_size": 3, "nnodes": 2}))
+    assert "set server.nnodes instead" in error(tmp_path, study(server={"model_path": "m", "flags": {"node-rank": 1}}))
