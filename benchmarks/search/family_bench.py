@@ -58,8 +58,85 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-plain": ("tpe", frozenset({"defer"})),
     "no-defer": ("tpe", frozenset({"defer"})),
     "tpe-startup-10": ("tpe", frozenset()),  # issue #29's try: TPE's uniform startup draws 5 -> 10
+    # round 4 of issue #29: other samplers in the same pipeline, and the pipeline's own rules removed one at a time
+    "tpe-random-half": ("tpe", frozenset()),  # every second launch drawn uniformly (RandomSampler), the rest TPE
+    "tpe-independent": ("tpe", frozenset()),  # TPE without multivariate/group (one density per parameter)
+    "gp": ("tpe", frozenset()),  # Optuna's GPSampler (needs torch); conditional parameters drawn uniformly
+    "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
+    "no-screen": ("tpe", frozenset({"screen"})),  # no pre-launch screen (cap below the top load, predicted OOM)
+    "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside or memory ceiling from the study's own failures
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
+
+
+class AlternatingSampler:
+    """Draws a trial with ``explore`` when the study's completed trials number ``every - 1`` modulo ``every``, else
+    with ``model``: a hedge that spends a fixed share of launches on uniform draws. The choice is made once per trial."""
+
+    def __init__(self, model: Any, explore: Any, every: int) -> None:
+        self.model, self.explore, self.every = model, explore, every
+        self._pick: dict[int, Any] = {}
+
+    def _of(self, study: Any, trial: Any) -> Any:
+        import optuna
+
+        if trial.number not in self._pick:
+            done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            self._pick[trial.number] = self.explore if done % self.every == self.every - 1 else self.model
+        return self._pick[trial.number]
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+        return self._of(study, trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Any, trial: Any, space: Any) -> Any:
+        return self._of(study, trial).sample_relative(study, trial, space)
+
+    def sample_independent(self, study: Any, trial: Any, name: str, dist: Any) -> Any:
+        return self._of(study, trial).sample_independent(study, trial, name, dist)
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        self._of(study, trial).before_trial(study, trial)
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self._of(study, trial).after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.model.reseed_rng()
+        self.explore.reseed_rng()
+
+
+def _tpe(seed: int, **kw: Any) -> Any:
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        base = dict(seed=seed, multivariate=True, group=True, n_startup_trials=5, constant_liar=True)
+        return optuna.samplers.TPESampler(**{**base, **kw})
+
+
+def _gp(seed: int) -> Any:
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=5, warn_independent_sampling=False)
+
+
+def _half(seed: int) -> Any:
+    import optuna
+
+    return AlternatingSampler(_tpe(seed), optuna.samplers.RandomSampler(seed=seed), 2)
+
+
+SAMPLERS = {
+    "tpe-random-half": _half,
+    "tpe-independent": lambda seed: _tpe(seed, multivariate=False, group=False),
+    "gp": _gp,
+}
 
 
 class AblatedSearcher(OptunaStudySearcher):
@@ -68,6 +145,13 @@ class AblatedSearcher(OptunaStudySearcher):
     def __init__(self, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.removed = removed
+        if "repair" in removed:
+            self.repair = lambda params: None
+        if "screen" in removed:
+            self.screen = lambda params: None
+        if "learned" in removed:
+            self.learned.reason = lambda params: None  # type: ignore[method-assign]  # the ablation
+            self._repairer.ceiling = lambda params: None
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self._deferred:
                 self.study.enqueue_trial(p, skip_if_exists=True)
@@ -95,6 +179,8 @@ def run_method(
             study.sampler = optuna.samplers.TPESampler(
                 seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS[method]
             )
+    if method in SAMPLERS:
+        study.sampler = SAMPLERS[method](seed)
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
@@ -126,7 +212,7 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
     if method not in METHODS or METHODS[method][0] != "tpe" or not METHODS[method][1] or method == "tpe-plain":
         return True
     rule = next(iter(METHODS[method][1]))
-    return {"defer": bool(deferred_seeds(land.spec, land.sizes))}[rule]
+    return {"defer": bool(deferred_seeds(land.spec, land.sizes))}.get(rule, True)
 
 
 def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
