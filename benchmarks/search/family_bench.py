@@ -410,6 +410,55 @@ def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
     return "\n".join(lines)
 
 
+def goal_table(runs: list[dict[str, Any]], cap: int, method: str = "autotune", noise: float = 0.04) -> str:
+    """Issue #29's goal per family at one noise level: ``method``'s launches to 98% over pipeline-random's, as the
+    ratio of the means (never reached counted as ``2 * cap``) and of the medians (inf: more than half never got
+    there), each with a 90% bootstrap interval that resamples seeds (a seed drawn keeps its runs on every landscape
+    of the family, for both methods)."""
+    sel = [r for r in runs if r["noise"] == noise and r["method"] in (method, "pipeline-random")]
+    fams = [f for f in FAMILIES if any(r["family"] == f and r["method"] == method for r in sel)]
+    rng = random.Random(0)
+    lines = [
+        f"| family | runs | mean launches to 98%: {method} / pipeline-random [90% interval] | median: {method} / "
+        "pipeline-random [90% interval] |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+
+    def ratios(by_seed: dict[int, dict[str, list[float]]], seeds: list[int]) -> tuple[float, float]:
+        a = [x for s in seeds for x in by_seed[s][method]]
+        b = [x for s in seeds for x in by_seed[s]["pipeline-random"]]
+        mean = statistics.fmean(min(x, 2 * cap) for x in a) / statistics.fmean(min(x, 2 * cap) for x in b)
+        ma, mb = statistics.median(a), statistics.median(b)
+        med = ma / mb if math.isfinite(ma) and math.isfinite(mb) else (math.inf if math.isfinite(mb) else math.nan)
+        return mean, med
+
+    for f in fams:
+        by_seed: dict[int, dict[str, list[float]]] = {}
+        for r in sel:
+            if r["family"] == f:
+                by_seed.setdefault(r["seed"], {method: [], "pipeline-random": []})[r["method"]].append(
+                    launches_to(r["ratios"], TARGET)
+                )
+        seeds = sorted(s for s, d in by_seed.items() if d[method] and d["pipeline-random"])
+        if not seeds:
+            continue
+        mean, med = ratios(by_seed, seeds)
+        boots = [ratios(by_seed, rng.choices(seeds, k=len(seeds))) for _ in range(1000)]
+        bm = sorted(b[0] for b in boots)
+        bd = sorted((b[1] if not math.isnan(b[1]) else math.inf) for b in boots)
+        n = sum(len(by_seed[s][method]) for s in seeds)
+
+        def f2(x: float) -> str:
+            return "-" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.2f}")
+
+        lines.append(
+            f"| {f} | {n} | {mean:.2f} [{bm[50]:.2f}, {bm[949]:.2f}] | "
+            + (f"both >{cap}" if math.isnan(med) else f"{f2(med)} [{f2(bd[50])}, {f2(bd[949])}]")
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def cmd_table(a: argparse.Namespace) -> int:
     docs = [jsonio.load(f) for f in a.files]
     runs = [r for d in docs for r in d["runs"]]
@@ -417,6 +466,10 @@ def cmd_table(a: argparse.Namespace) -> int:
     print(table(runs, cap, judge_only=a.judge))
     print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")
     print(rule_gains(runs, cap))
+    for m in a.goal:
+        for noise in sorted({r["noise"] for r in runs if r["method"] == m}):
+            print(f"\n**Goal check: {m} against pipeline-random at {noise:.0%} noise**\n")
+            print(goal_table(runs, cap, m, noise))
     return 0
 
 
@@ -449,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
     t.add_argument("--judge", action="store_true", help=f"judge families only (not {', '.join(DESIGN_FAMILIES)})")
+    t.add_argument("--goal", nargs="*", default=["autotune"], help="methods checked against issue #29's goal")
     t.set_defaults(func=cmd_table)
     a = ap.parse_args(argv)
     return int(a.func(a))
