@@ -228,7 +228,7 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
             if noise in task["ablation_noise"]
             else [m for m in task["methods"] if m in task["headline"]]
         )
-        for seed in range(task["seeds"]):
+        for seed in range(task.get("first_seed", 0), task.get("first_seed", 0) + task["seeds"]):
             own: dict[str, Any] = {}
             for m in sorted(methods, key=lambda m: m != "autotune"):
                 if m != "autotune" and "autotune" in own and not relevant(m, land):
@@ -260,6 +260,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             instance=i,
             noise=a.noise,
             seeds=a.seeds,
+            first_seed=a.first_seed,
             methods=a.methods,
             launches=a.launches,
             ablation_noise=a.ablation_noise,
@@ -461,7 +462,7 @@ def goal_table(runs: list[dict[str, Any]], cap: int, method: str = "autotune", n
 
 def cmd_table(a: argparse.Namespace) -> int:
     docs = [jsonio.load(f) for f in a.files]
-    runs = [r for d in docs for r in d["runs"]]
+    runs = [r for d in docs for r in d["runs"] if r["family"] not in a.exclude]
     cap = min(d["launches"] for d in docs)
     print(table(runs, cap, judge_only=a.judge))
     print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")
@@ -486,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--instances", type=int, default=1, help="landscapes drawn per family and space")
     r.add_argument("--first-instance", type=int, default=0)
     r.add_argument("--seeds", type=int, default=6)
+    r.add_argument("--first-seed", type=int, default=0)
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04, 0.1])
     r.add_argument("--launches", type=int, default=40)
     r.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random", "grid"], choices=[*METHODS, "grid"])
@@ -502,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
     t.add_argument("--judge", action="store_true", help=f"judge families only (not {', '.join(DESIGN_FAMILIES)})")
+    t.add_argument("--exclude", nargs="*", default=[], choices=FAMILIES, help="families left out of every table")
     t.add_argument("--goal", nargs="*", default=["autotune"], help="methods checked against issue #29's goal")
     t.set_defaults(func=cmd_table)
     a = ap.parse_args(argv)
