@@ -1,22 +1,22 @@
-"""Pre-launch screen: does a point's launch look wasted before it is made? (``None``: launch it; else the reason.)
+"""Before any launch: which of the study's seed points go first and which last, from what the project already knows.
 
-Two rules, both from what the project already knows:
 - **Running cap below the load being optimised.** SGLang runs at most ``--max-running-requests`` requests at once, 48
-  by default with any speculative algorithm (``sglang_rules.effective_max_running_requests``). A point whose cap is
+  by default with any speculative algorithm (``sglang_rules.effective_max_running_requests``). A seed whose cap is
   below the highest load level its objectives or constraints read queues the rest of that load: a measurement of the
-  cap, not of the point's other settings.
+  cap, not of the point's other settings. Such a seed gets a twin with the cap lifted; the capped seed is launched
+  last (unless it is the study's baseline, which is always measured first).
 - **Predicted not to fit in GPU memory** (``autotune.policy.fit``): the weights leave no KV cache, or the memory outside the
-  static pool cannot hold the CUDA graphs. Sizes come from the simulator profile, or for SGLang from the model's
-  ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
+  static pool cannot hold the CUDA graphs. Such a seed is launched last. Sizes come from the simulator profile, or for
+  SGLang from the model's ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
 
-The searcher sets such points aside while it can find others (it never rejects them outright: a prediction can be
-wrong, and the study's own ``points_to_evaluate`` are never screened).
+Proposals are not screened: a screen of them (cap below the top load, predicted not to fit) was removed after it
+gained nothing on the landscape families of issue #29 (``docs/decisions/0011-round-4-issue-29.md``); the repair
+(``autotune.policy.repair``) gives proposals the cap and memory the top load needs.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from autotune.core import gpus
@@ -25,8 +25,6 @@ from autotune.engines import sglang_rules
 from autotune.policy import fit
 from autotune.space import StudySpec, to_trial_config
 from autotune.space.types import ParamSpec
-
-Screen = Callable[[dict[str, Any]], "str | None"]
 
 
 def top_level(spec: StudySpec) -> int | None:
@@ -57,29 +55,6 @@ def study_sizes(spec: StudySpec) -> fit.Sizes | None:
         return None
 
 
-def default_screen(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Screen:
-    """The study's screen. ``sizes=True`` reads them with ``study_sizes``; None or False: no memory prediction."""
-    top = top_level(spec)
-    known = study_sizes(spec) if sizes is True else (sizes or None)
-
-    def screen(params: dict[str, Any]) -> str | None:
-        try:
-            cfg = to_trial_config(spec, params)
-        except SpaceError:
-            return None  # the trial itself will say what is wrong
-        cap = sglang_rules.effective_max_running_requests(cfg.flags)
-        if top is not None and cap is not None and cap < top:
-            default = "SGLang's speculative default " if sglang_rules.MAX_RUNNING not in cfg.flags else ""
-            return f"running cap {cap} ({default}--max-running-requests) is below the top load level {top}"
-        if known is not None:
-            pred = fit.predict(known, cfg.flags, tp_size=cfg.tp_size)
-            if not pred.fits:
-                return f"predicted {pred.failure.value if pred.failure else 'not to fit'}: {pred.reason}"
-        return None
-
-    return screen
-
-
 def _cap_param(spec: StudySpec) -> ParamSpec | None:
     """The study's unconditional ``--max-running-requests`` parameter, if it searches one."""
     return next((p for p in spec.params if p.flag == sglang_rules.MAX_RUNNING and not p.when), None)
@@ -104,7 +79,7 @@ def _lifts_already(spec: StudySpec, point: dict[str, Any], other: dict[str, Any]
 def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     """For each of the study's ``points_to_evaluate`` whose running cap is below the top load level, the same point with
     the cap lifted to the top load (the smallest value of the study's ``--max-running-requests`` parameter that
-    reaches it): the user's own launch, without the cap the screen would otherwise hold against the search."""
+    reaches it): the user's own launch, without the cap that would make it a measurement of the queue."""
     top = top_level(spec)
     param = _cap_param(spec)
     if top is None or param is None:

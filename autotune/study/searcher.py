@@ -11,9 +11,9 @@ Where launches go (``docs/search.md`` has the benchmark behind each rule):
 - A proposal that repeats a measured or running point is not launched and not told again (copies of one result would
   fill TPE's "good" group with one point and keep it proposing that point); after a few such proposals the searcher
   launches an unmeasured neighbour of the proposal instead (one parameter changed).
-- A proposal the pre-launch screen (``autotune.policy.prescreen``) expects to be wasted, because its running batch is capped
-  below the load being optimised or it is predicted not to fit in GPU memory, is set aside the same way; it is still
-  launched if nothing else can be found. The study's own ``points_to_evaluate`` are never screened.
+- A proposal the study's own results rule out (``autotune.policy.learned``), or one a ``screen`` passed in rules out, is
+  set aside the same way; it is still launched if nothing else can be found. The study's own ``points_to_evaluate``
+  are never set aside.
 - Set-aside proposals end as FAIL trials with the user attribute ``skipped`` (the reason); samplers ignore them.
 - When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
   nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
@@ -111,12 +111,14 @@ class OptunaStudySearcher(Searcher):
         self.repaired = 0
         self.neighbours_launched = 0
         self.learned = Learned(spec)
-        # Why a point is not worth its launch (None: launch it); the default knows the running cap and GPU memory.
-        # The repair gives a proposal the cap and KV cache the top load needs (autotune.policy.repair).
-        from autotune.policy.prescreen import default_screen, study_sizes, top_level
+        # Why a point is not worth its launch (None: launch it): none by default (a pre-launch screen of the cap and GPU
+        # memory gained nothing on issue #29's landscape families, docs/decisions/0011-round-4-issue-29.md); tests and
+        # benchmarks pass their own. The repair gives a proposal the cap and KV cache the top load needs
+        # (autotune.policy.repair).
+        from autotune.policy.prescreen import study_sizes, top_level
 
-        sizes = study_sizes(spec) if screen is None or repair is None else None
-        self.screen = screen if screen is not None else default_screen(spec, sizes)
+        sizes = study_sizes(spec) if repair is None else None
+        self.screen = screen if screen is not None else (lambda params: None)
         self.kv = KvModel(spec, sizes)  # the KV cache a launch allocates, learnt from the study's launches
         repairer = Repairer(spec, top_level(spec), sizes, ceiling=self.learned.memory_ceiling, kv=self.kv)
         self._repairer = repairer

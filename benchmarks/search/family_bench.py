@@ -65,6 +65,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
     "no-screen": ("tpe", frozenset({"screen"})),  # no pre-launch screen (cap below the top load, predicted OOM)
     "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside or memory ceiling from the study's own failures
+    "no-learned-memory": ("tpe", frozenset({"learned-memory"})),  # the same, the broken-drafter set-aside kept
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -151,6 +152,9 @@ class AblatedSearcher(OptunaStudySearcher):
             self.screen = lambda params: None
         if "learned" in removed:
             self.learned.reason = lambda params: None  # type: ignore[method-assign]  # the ablation
+            self._repairer.ceiling = lambda params: None
+        if "learned-memory" in removed:
+            self.learned.memory_reason = lambda params: None  # type: ignore[method-assign]  # the ablation
             self._repairer.ceiling = lambda params: None
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self._deferred:
