@@ -120,7 +120,7 @@ class OptunaStudySearcher(Searcher):
         sizes = study_sizes(spec) if repair is None else None
         self.screen = screen if screen is not None else (lambda params: None)
         self.kv = KvModel(spec, sizes)  # the KV cache a launch allocates, learnt from the study's launches
-        repairer = Repairer(spec, top_level(spec), sizes, ceiling=self.learned.memory_ceiling, kv=self.kv)
+        repairer = Repairer(spec, top_level(spec), sizes, kv=self.kv)
         self._repairer = repairer
         # seed points launched last (a capped seed whose lifted twin runs, one predicted not to fit), not yet launched:
         # launched when only as many launches of the budget remain, or when the stopping rule ends the search
@@ -137,10 +137,6 @@ class OptunaStudySearcher(Searcher):
             if params_key(p) not in self._finished and params_key(p) not in queued
         ]
         self.repair = repair if repair is not None else repairer.repair
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            failure = t.user_attrs.get("failure")
-            if "duplicate_of" not in t.user_attrs and failure in {k.value for k in FailureKind}:
-                self.learned.observe_failure(t.params, FailureKind(failure))
         self._rng = random.Random(spec.seed)
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget
@@ -383,6 +379,6 @@ class OptunaStudySearcher(Searcher):
         values = objective_values(self.spec, record)
         self.learned.observe(params, record)
         self.kv.observe(params, record.phases.kv_cache_tokens)
-        self._repairer.forget()  # the memory ceiling or the KV model may have changed
+        self._repairer.forget()  # the KV model may have changed
         self.study.tell(trial, values)
         self._finished[params_key(params)] = _Result(trial.number, values, constraint_values(self.spec, record))

@@ -11,13 +11,17 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - ``pipeline-random``: the same pipeline (seed points, repairs, set-asides, listing, export rule) with Optuna's
   ``RandomSampler`` and none of the ordering rules (the seed points kept for last launched with the others);
 - ``grid``: the seed points, then every point of the space (floats at 4 values) in a seeded random order;
-- ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``tpe-plain`` (TPE in the
-  pipeline-random pipeline: the sampler alone).
+- ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``no-repair`` (the repair
+  of cap and memory), ``no-learned`` (the broken-drafter set-aside), ``tpe-plain`` (TPE in the pipeline-random
+  pipeline: the sampler alone);
+- other samplers in the same pipeline: ``tpe-random-half`` (every second launch a uniform draw), ``gp`` (Optuna's
+  ``GPSampler``; needs PyTorch), ``tpe-startup-10``.
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
 coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
 set-asides; ``no-equiv``: points that run the same at the top load set aside as repeats), run with the searcher of
-41444b1; ``table`` reads them as any other method.
+41444b1, and round 4's ``no-screen`` (the pre-launch screen of proposals) and ``no-learned-memory`` (the set-asides
+learnt from failed launches); ``table`` reads them as any other method.
 """
 
 from __future__ import annotations
@@ -60,12 +64,9 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-startup-10": ("tpe", frozenset()),  # issue #29's try: TPE's uniform startup draws 5 -> 10
     # round 4 of issue #29: other samplers in the same pipeline, and the pipeline's own rules removed one at a time
     "tpe-random-half": ("tpe", frozenset()),  # every second launch drawn uniformly (RandomSampler), the rest TPE
-    "tpe-independent": ("tpe", frozenset()),  # TPE without multivariate/group (one density per parameter)
     "gp": ("tpe", frozenset()),  # Optuna's GPSampler (needs torch); conditional parameters drawn uniformly
     "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
-    "no-screen": ("tpe", frozenset({"screen"})),  # no pre-launch screen (cap below the top load, predicted OOM)
-    "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside or memory ceiling from the study's own failures
-    "no-learned-memory": ("tpe", frozenset({"learned-memory"})),  # the same, the broken-drafter set-aside kept
+    "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside learnt from the study's own results
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -135,7 +136,6 @@ def _half(seed: int) -> Any:
 
 SAMPLERS = {
     "tpe-random-half": _half,
-    "tpe-independent": lambda seed: _tpe(seed, multivariate=False, group=False),
     "gp": _gp,
 }
 
@@ -148,14 +148,8 @@ class AblatedSearcher(OptunaStudySearcher):
         self.removed = removed
         if "repair" in removed:
             self.repair = lambda params: None
-        if "screen" in removed:
-            self.screen = lambda params: None
-        if "learned" in removed:
+        if "learned" in removed:  # the broken-drafter set-aside (the memory set-asides are gone)
             self.learned.reason = lambda params: None  # type: ignore[method-assign]  # the ablation
-            self._repairer.ceiling = lambda params: None
-        if "learned-memory" in removed:
-            self.learned.memory_reason = lambda params: None  # type: ignore[method-assign]  # the ablation
-            self._repairer.ceiling = lambda params: None
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self._deferred:
                 self.study.enqueue_trial(p, skip_if_exists=True)
