@@ -10,7 +10,6 @@ from autotune.policy.prescreen import study_sizes
 from autotune.policy.rejected_flags import RejectedFlags
 from autotune.policy.repairing import Repair
 from autotune.policy.repeats import Repeats
-from autotune.policy.screen import Screen
 from autotune.space import StudySpec
 
 
@@ -18,13 +17,11 @@ def default_rules(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Rul
     """The study's rules. ``sizes``: what ``autotune.policy.fit`` predicts with (True: read with ``study_sizes``;
     None or False: no memory prediction)."""
     known = study_sizes(spec) if sizes is True else (sizes or None)
-    learn = Learn(spec)
     return Rules(
         [
             Repeats(),  # a measured or running point is answered from its result, not launched again
-            Screen(spec, known),  # running cap below the top load; predicted not to fit in GPU memory
-            learn,  # what the study's own launches ruled out
-            Repair(spec, known, ceiling=learn.learned.memory_ceiling),  # after Learn: it reads Learn's memory ceiling
+            Learn(spec),  # what the study's own launches ruled out
+            Repair(spec, known),  # the running cap and KV cache the top load needs
             RejectedFlags(spec),  # stop when the engine rejects what every trial passes
             Defer(spec, known),  # seed points launched last
         ]

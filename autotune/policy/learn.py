@@ -1,5 +1,5 @@
-"""Set aside what the study's own results rule out (``autotune.policy.learned``: memory that did not fit, a drafter
-that accepts nothing), learnt from each finished trial and, on resume, from the failures the Optuna study holds."""
+"""Set aside what the study's own results rule out (``autotune.policy.learned``: a drafter that accepts nothing),
+learnt from each finished trial."""
 
 from __future__ import annotations
 
@@ -22,7 +22,3 @@ class Learn(Rule):
 
     def observe(self, params: Params, record: TrialRecord, told: Told) -> None:
         self.learned.observe(params, record)
-
-    def restore(self, params: Params, told: Told) -> None:
-        if told.failure is not None:
-            self.learned.observe_failure(params, told.failure)

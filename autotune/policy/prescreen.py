@@ -1,23 +1,23 @@
-"""Pre-launch screen: does a point's launch look wasted before it is made? (``None``: launch it; else the reason.)
+"""Before any launch: which of the study's seed points go first and which last, from what the project already knows.
 
-Two rules, both from what the project already knows:
 - **Running cap below the load being optimised.** The engine runs at most its running cap of requests at once
   (``EngineModel.running_cap``: SGLang's ``--max-running-requests``, 48 by default with any speculative algorithm). A
-  point whose cap is
-  below the highest load level its objectives or constraints read queues the rest of that load: a measurement of the
-  cap, not of the point's other settings.
-- **Predicted not to fit in GPU memory** (``autotune.policy.fit``): the weights leave no KV cache, or the memory outside the
-  static pool cannot hold the CUDA graphs. Sizes come from the engine (``Engine.memory_sizes``): the simulator's
-  profile, or for SGLang the model's ``config.json`` and the GPU memory ``nvidia-smi`` reports on this node.
+  seed whose cap is below the highest load level its objectives or constraints read queues the rest of that load: a
+  measurement of the cap, not of the point's other settings. Such a seed gets a twin with the cap lifted; the capped
+  seed is launched last (unless it is the study's baseline, which is always measured first).
+- **Predicted not to fit in GPU memory** (``autotune.policy.fit``): the weights leave no KV cache, or the memory outside
+  the static pool cannot hold the CUDA graphs. Such a seed is launched last. Sizes come from the engine
+  (``Engine.memory_sizes``): the simulator's profile, or for SGLang the model's ``config.json`` and the GPU memory
+  ``nvidia-smi`` reports on this node.
 
-The searcher sets such points aside while it can find others (it never rejects them outright: a prediction can be
-wrong, and the study's own ``points_to_evaluate`` are never screened).
+Proposals are not screened: a screen of them (cap below the top load, predicted not to fit) was removed after it
+gained nothing on the landscape families of issue #29 (``docs/decisions/0011-round-4-issue-29.md``); the repair
+(``autotune.policy.repair``) gives proposals the cap and memory the top load needs.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from autotune.core.errors import AutotuneError, SpaceError
@@ -26,8 +26,6 @@ from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.space import StudySpec, to_trial_config
 from autotune.space.types import ParamSpec
-
-Screen = Callable[[dict[str, Any]], "str | None"]
 
 
 def top_level(spec: StudySpec) -> int | None:
@@ -50,30 +48,6 @@ def study_sizes(spec: StudySpec) -> Sizes | None:
     except (AutotuneError, OSError, ValueError, KeyError) as exc:
         print(f"note: no GPU-memory prediction for study {spec.name!r}: {exc}", file=sys.stderr)
         return None
-
-
-def default_screen(spec: StudySpec, sizes: Sizes | None | bool = True) -> Screen:
-    """The study's screen. ``sizes=True`` reads them with ``study_sizes``; None or False: no memory prediction."""
-    top = top_level(spec)
-    known = study_sizes(spec) if sizes is True else (sizes or None)
-    model = engine_model(spec.engine)
-
-    def screen(params: dict[str, Any]) -> str | None:
-        try:
-            cfg = to_trial_config(spec, params)
-        except SpaceError:
-            return None  # the trial itself will say what is wrong
-        cap = model.running_cap(cfg.flags)
-        if top is not None and cap is not None and cap < top:
-            default = f"{model.name}'s speculative default " if model.running_cap_flag not in cfg.flags else ""
-            return f"running cap {cap} ({default}--{model.running_cap_flag}) is below the top load level {top}"
-        if known is not None:
-            pred = fit.predict(known, cfg.flags, tp_size=cfg.tp_size, model=model)
-            if not pred.fits:
-                return f"predicted {pred.failure.value if pred.failure else 'not to fit'}: {pred.reason}"
-        return None
-
-    return screen
 
 
 def _cap_param(spec: StudySpec) -> ParamSpec | None:

@@ -8,9 +8,8 @@ aside (``autotune.policy.prescreen``) wastes the sampler's proposal; repairing i
   speculative mode) is lifted to the smallest value of the study's cap parameter that reaches the top load;
 - **the KV cache**: where ``autotune.policy.fit`` can predict the cache a launch allocates and the workload's lengths are
   known (synthetic), the memory fraction (``EngineModel.memory_fraction_flag``) is raised to the smallest value of its parameter whose cache holds the
-  top load's requests at full length (with ``KV_MARGIN``), among the values predicted to fit and below any value the
-  study's own launches showed not to fit (``Learned.memory_ceiling``). Where no value reaches it, the largest such
-  value; a value is never lowered. The cache a value gives is ``autotune.policy.kvmodel``'s: the prediction corrected by what
+  top load's requests at full length (with ``KV_MARGIN``), among the values predicted to fit. Where no value reaches
+  it, the largest such value; a value is never lowered. The cache a value gives is ``autotune.policy.kvmodel``'s: the prediction corrected by what
   the study's launches allocated.
 
 Only parameters the study searches are changed, and only to values of their own domain.
@@ -19,7 +18,7 @@ Only parameters the study searches are changed, and only to values of their own 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +33,6 @@ from autotune.space.values import rounded
 
 KV_MARGIN = 1.2  # cache tokens per token the top load's requests hold at full length
 FLOAT_STEPS = 100  # a float memory parameter without a step or rounding is tried at this many values
-
-Ceiling = Callable[[dict[str, Any]], "float | None"]  # the lowest memory fraction known not to fit such a point
 
 
 @dataclass(frozen=True)
@@ -79,14 +76,12 @@ class Repairer:
         spec: StudySpec,
         top: int | None,
         sizes: Sizes | None,
-        ceiling: Ceiling | None = None,
         kv: KvModel | None = None,
     ) -> None:
         self.spec = spec
         self.top = top
         self.sizes = sizes
         self.kv = kv or KvModel(spec, sizes)
-        self.ceiling = ceiling or (lambda params: None)
         self.model = engine_model(spec.engine)
         self.cap = next((p for p in spec.params if p.flag == self.model.running_cap_flag and not p.when), None)
         self.mem = next((p for p in spec.params if p.flag == self.model.memory_fraction_flag and not p.when), None)
@@ -95,7 +90,7 @@ class Repairer:
         self._repairs: dict[str, Repaired | None] = {}
 
     def forget(self) -> None:
-        """Drop remembered answers (after the memory ceiling or the KV model changed)."""
+        """Drop remembered answers (after the KV model changed)."""
         self._repairs.clear()
 
     def repair(self, params: dict[str, Any]) -> Repaired | None:
@@ -152,10 +147,9 @@ class Repairer:
         tokens = self.kv.tokens(params)
         if tokens is None or tokens >= need:
             return None
-        ceiling = self.ceiling(params)
         best: float | None = None
         for value in _mem_values(self.mem):
-            if value <= float(current) or (ceiling is not None and value >= ceiling):
+            if value <= float(current):
                 continue
             candidate = {**params, self.mem.name: value}
             trial = to_trial_config(self.spec, candidate)

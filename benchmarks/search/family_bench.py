@@ -11,13 +11,17 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - ``pipeline-random``: the same pipeline (seed points, repairs, set-asides, listing, export rule) with Optuna's
   ``RandomSampler`` and none of the ordering rules (the seed points kept for last launched with the others);
 - ``grid``: the seed points, then every point of the space (floats at 4 values) in a seeded random order;
-- ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``tpe-plain`` (TPE in the
-  pipeline-random pipeline: the sampler alone).
+- ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``no-repair`` (the repair
+  of cap and memory), ``no-learned`` (the broken-drafter set-aside), ``tpe-plain`` (TPE in the pipeline-random
+  pipeline: the sampler alone);
+- other samplers in the same pipeline: ``tpe-random-half`` (every second launch a uniform draw), ``gp`` (Optuna's
+  ``GPSampler``; needs PyTorch), ``tpe-startup-10``.
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
 coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
 set-asides; ``no-equiv``: points that run the same at the top load set aside as repeats), run with the searcher of
-41444b1; ``table`` reads them as any other method.
+41444b1, and round 4's ``no-screen`` (the pre-launch screen of proposals) and ``no-learned-memory`` (the set-asides
+learnt from failed launches); ``table`` reads them as any other method.
 """
 
 from __future__ import annotations
@@ -57,15 +61,92 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-plain": ("tpe", frozenset({"defer"})),
     "no-defer": ("tpe", frozenset({"defer"})),
     "tpe-startup-10": ("tpe", frozenset()),  # issue #29's try: TPE's uniform startup draws 5 -> 10
+    # round 4 of issue #29: other samplers in the same pipeline, and the pipeline's own rules removed one at a time
+    "tpe-random-half": ("tpe", frozenset()),  # every second launch drawn uniformly (RandomSampler), the rest TPE
+    "gp": ("tpe", frozenset()),  # Optuna's GPSampler (needs torch); conditional parameters drawn uniformly
+    "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
+    "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside learnt from the study's own results
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
 
-class AblatedSearcher(OptunaStudySearcher):
-    """The searcher with the named rules removed (``METHODS``); the rest as it is."""
+class AlternatingSampler:
+    """Draws a trial with ``explore`` when the study's completed trials number ``every - 1`` modulo ``every``, else
+    with ``model``: a hedge that spends a fixed share of launches on uniform draws. The choice is made once per trial."""
 
-    def __init__(self, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, model: Any, explore: Any, every: int) -> None:
+        self.model, self.explore, self.every = model, explore, every
+        self._pick: dict[int, Any] = {}
+
+    def _of(self, study: Any, trial: Any) -> Any:
+        import optuna
+
+        if trial.number not in self._pick:
+            done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            self._pick[trial.number] = self.explore if done % self.every == self.every - 1 else self.model
+        return self._pick[trial.number]
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+        return self._of(study, trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Any, trial: Any, space: Any) -> Any:
+        return self._of(study, trial).sample_relative(study, trial, space)
+
+    def sample_independent(self, study: Any, trial: Any, name: str, dist: Any) -> Any:
+        return self._of(study, trial).sample_independent(study, trial, name, dist)
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        self._of(study, trial).before_trial(study, trial)
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self._of(study, trial).after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.model.reseed_rng()
+        self.explore.reseed_rng()
+
+
+def _tpe(seed: int, **kw: Any) -> Any:
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        base = dict(seed=seed, multivariate=True, group=True, n_startup_trials=5, constant_liar=True)
+        return optuna.samplers.TPESampler(**{**base, **kw})
+
+
+def _gp(seed: int) -> Any:
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=5, warn_independent_sampling=False)
+
+
+def _half(seed: int) -> Any:
+    import optuna
+
+    return AlternatingSampler(_tpe(seed), optuna.samplers.RandomSampler(seed=seed), 2)
+
+
+SAMPLERS = {
+    "tpe-random-half": _half,
+    "gp": _gp,
+}
+
+
+class AblatedSearcher(OptunaStudySearcher):
+    """The searcher with the named rules removed (``METHODS``; ``autotune.policy.defaults`` names them); the rest as
+    it is."""
+
+    def __init__(self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
+        from autotune.policy.defaults import default_rules
+
+        super().__init__(spec, *args, rules=default_rules(spec).without(*sorted(removed - {"defer"})), **kwargs)
         self.removed = removed
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self._deferred:
@@ -94,6 +175,8 @@ def run_method(
             study.sampler = optuna.samplers.TPESampler(
                 seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS[method]
             )
+    if method in SAMPLERS:
+        study.sampler = SAMPLERS[method](seed)
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
@@ -125,7 +208,7 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
     if method not in METHODS or METHODS[method][0] != "tpe" or not METHODS[method][1] or method == "tpe-plain":
         return True
     rule = next(iter(METHODS[method][1]))
-    return {"defer": bool(deferred_seeds(land.spec, land.sizes))}[rule]
+    return {"defer": bool(deferred_seeds(land.spec, land.sizes))}.get(rule, True)
 
 
 def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,7 +224,7 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
             if noise in task["ablation_noise"]
             else [m for m in task["methods"] if m in task["headline"]]
         )
-        for seed in range(task["seeds"]):
+        for seed in range(task.get("first_seed", 0), task.get("first_seed", 0) + task["seeds"]):
             own: dict[str, Any] = {}
             for m in sorted(methods, key=lambda m: m != "autotune"):
                 if m != "autotune" and "autotune" in own and not relevant(m, land):
@@ -173,6 +256,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             instance=i,
             noise=a.noise,
             seeds=a.seeds,
+            first_seed=a.first_seed,
             methods=a.methods,
             launches=a.launches,
             ablation_noise=a.ablation_noise,
@@ -323,13 +407,66 @@ def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
     return "\n".join(lines)
 
 
+def goal_table(runs: list[dict[str, Any]], cap: int, method: str = "autotune", noise: float = 0.04) -> str:
+    """Issue #29's goal per family at one noise level: ``method``'s launches to 98% over pipeline-random's, as the
+    ratio of the means (never reached counted as ``2 * cap``) and of the medians (inf: more than half never got
+    there), each with a 90% bootstrap interval that resamples seeds (a seed drawn keeps its runs on every landscape
+    of the family, for both methods)."""
+    sel = [r for r in runs if r["noise"] == noise and r["method"] in (method, "pipeline-random")]
+    fams = [f for f in FAMILIES if any(r["family"] == f and r["method"] == method for r in sel)]
+    rng = random.Random(0)
+    lines = [
+        f"| family | runs | mean launches to 98%: {method} / pipeline-random [90% interval] | median: {method} / "
+        "pipeline-random [90% interval] |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+
+    def ratios(by_seed: dict[int, dict[str, list[float]]], seeds: list[int]) -> tuple[float, float]:
+        a = [x for s in seeds for x in by_seed[s][method]]
+        b = [x for s in seeds for x in by_seed[s]["pipeline-random"]]
+        mean = statistics.fmean(min(x, 2 * cap) for x in a) / statistics.fmean(min(x, 2 * cap) for x in b)
+        ma, mb = statistics.median(a), statistics.median(b)
+        med = ma / mb if math.isfinite(ma) and math.isfinite(mb) else (math.inf if math.isfinite(mb) else math.nan)
+        return mean, med
+
+    for f in fams:
+        by_seed: dict[int, dict[str, list[float]]] = {}
+        for r in sel:
+            if r["family"] == f:
+                by_seed.setdefault(r["seed"], {method: [], "pipeline-random": []})[r["method"]].append(
+                    launches_to(r["ratios"], TARGET)
+                )
+        seeds = sorted(s for s, d in by_seed.items() if d[method] and d["pipeline-random"])
+        if not seeds:
+            continue
+        mean, med = ratios(by_seed, seeds)
+        boots = [ratios(by_seed, rng.choices(seeds, k=len(seeds))) for _ in range(1000)]
+        bm = sorted(b[0] for b in boots)
+        bd = sorted((b[1] if not math.isnan(b[1]) else math.inf) for b in boots)
+        n = sum(len(by_seed[s][method]) for s in seeds)
+
+        def f2(x: float) -> str:
+            return "-" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.2f}")
+
+        lines.append(
+            f"| {f} | {n} | {mean:.2f} [{bm[50]:.2f}, {bm[949]:.2f}] | "
+            + (f"both >{cap}" if math.isnan(med) else f"{f2(med)} [{f2(bd[50])}, {f2(bd[949])}]")
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def cmd_table(a: argparse.Namespace) -> int:
     docs = [jsonio.load(f) for f in a.files]
-    runs = [r for d in docs for r in d["runs"]]
+    runs = [r for d in docs for r in d["runs"] if r["family"] not in a.exclude]
     cap = min(d["launches"] for d in docs)
     print(table(runs, cap, judge_only=a.judge))
     print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")
     print(rule_gains(runs, cap))
+    for m in a.goal:
+        for noise in sorted({r["noise"] for r in runs if r["method"] == m}):
+            print(f"\n**Goal check: {m} against pipeline-random at {noise:.0%} noise**\n")
+            print(goal_table(runs, cap, m, noise))
     return 0
 
 
@@ -346,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--instances", type=int, default=1, help="landscapes drawn per family and space")
     r.add_argument("--first-instance", type=int, default=0)
     r.add_argument("--seeds", type=int, default=6)
+    r.add_argument("--first-seed", type=int, default=0)
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04, 0.1])
     r.add_argument("--launches", type=int, default=40)
     r.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random", "grid"], choices=[*METHODS, "grid"])
@@ -362,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
     t.add_argument("--judge", action="store_true", help=f"judge families only (not {', '.join(DESIGN_FAMILIES)})")
+    t.add_argument("--exclude", nargs="*", default=[], choices=FAMILIES, help="families left out of every table")
+    t.add_argument("--goal", nargs="*", default=["autotune"], help="methods checked against issue #29's goal")
     t.set_defaults(func=cmd_table)
     a = ap.parse_args(argv)
     return int(a.func(a))

@@ -54,29 +54,10 @@ def test_check_says_when_a_prediction_was_wrong() -> None:
     assert "but it launched" in (fit.check(no, None, True) or "")
 
 
-def test_screen_sets_aside_capped_and_oom_points_but_not_good_ones() -> None:
-    from autotune.policy.prescreen import default_screen, top_level
-    from autotune.space import StudyOverrides
+def test_top_level_is_the_highest_load_the_objectives_and_constraints_read() -> None:
+    from autotune.policy.prescreen import top_level
 
-    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
-    assert top_level(spec) == 128
-    screen = default_screen(spec)
-    spec_on = {
-        "speculative_algorithm": "EAGLE3",
-        "speculative_draft_model_path": "/models/public-k2-eagle3",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "mem_fraction_static": 0.85,
-    }
-    assert "speculative default" in (screen({**spec_on, "max_running_requests": None}) or "")
-    assert "below the top load" in (screen({**spec_on, "max_running_requests": 64}) or "")
-    assert screen({**spec_on, "max_running_requests": 128}) is None
-    assert screen({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.85}) is None
-    h200 = load_study(ROOT / "search_spaces" / "h200-tp1-speculative.yaml", overrides=StudyOverrides(engine="sim"))
-    s2 = default_screen(h200)
-    assert "oom_at_launch" in (
-        s2({"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.01}) or ""
-    )
+    assert top_level(load_study(ROOT / "search_spaces" / "speculative.yaml")) == 128
 
 
 def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last() -> None:
@@ -114,7 +95,7 @@ def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last(
             budget=budget,
             on_record=lambda r, log: None,
             make_missing_record=_failed_record(other),
-            rules=default_rules(other).without("screen"),
+            rules=default_rules(other),
         )
         launched = []
         for i in range(budget):

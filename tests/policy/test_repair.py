@@ -7,7 +7,6 @@ from pathlib import Path
 
 from autotune.core.failures import FailureKind
 from autotune.policy.kvmodel import KvModel
-from autotune.policy.learned import Learned
 from autotune.policy.prescreen import study_sizes, top_level
 from autotune.policy.repair import Repairer
 from autotune.space import load_study
@@ -25,8 +24,8 @@ EAGLE = {
 OFF = {"speculative_algorithm": None, "max_running_requests": None, "mem_fraction_static": 0.85}
 
 
-def _repairer(kv: KvModel | None = None, ceiling=None) -> Repairer:  # type: ignore[no-untyped-def]
-    return Repairer(SPEC, top_level(SPEC), study_sizes(SPEC), ceiling=ceiling, kv=kv)
+def _repairer(kv: KvModel | None = None) -> Repairer:
+    return Repairer(SPEC, top_level(SPEC), study_sizes(SPEC), kv=kv)
 
 
 def test_the_speculative_default_cap_is_lifted_to_the_top_load() -> None:
@@ -49,11 +48,6 @@ def test_memory_is_raised_until_the_cache_holds_the_top_load_and_never_lowered()
     assert r.repair({**OFF, "mem_fraction_static": 0.9}) is None
 
 
-def test_a_learned_ceiling_keeps_the_repair_below_a_failed_fraction() -> None:
-    fixed = _repairer(ceiling=lambda p: 0.78).repair({**OFF, "mem_fraction_static": 0.75})
-    assert fixed is not None and fixed.params["mem_fraction_static"] < 0.78
-
-
 def test_the_kv_model_learns_the_error_of_the_prediction() -> None:
     sizes = study_sizes(SPEC)
     assert sizes is not None
@@ -70,20 +64,6 @@ def test_the_kv_model_learns_the_error_of_the_prediction() -> None:
         assert abs((kv.tokens(p) or 0) - (truth.tokens(p) or 0)) <= 0.01 * (truth.tokens(p) or 1)
     kv.observe(point, None)  # a log without the line changes nothing
     assert len(kv.errors) == 2
-
-
-def test_learned_memory_failure_regions() -> None:
-    learned = Learned(SPEC)
-    capped = {**EAGLE, "max_running_requests": 128, "mem_fraction_static": 0.9}
-    learned.observe_failure(capped, FailureKind.GRAPH_CAPTURE_FAILED)
-    assert "graph capture" in (learned.reason({**capped, "mem_fraction_static": 0.91}) or "")
-    assert learned.reason({**capped, "max_running_requests": 256}) is not None  # more graph memory: fails too
-    assert learned.memory_reason({**capped, "mem_fraction_static": 0.89}) is None
-    assert learned.memory_reason({**capped, "max_running_requests": 64}) is None  # fewer graphs may fit
-    assert learned.memory_ceiling({**capped, "max_running_requests": 256}) == 0.9
-    learned.observe_failure({**OFF, "mem_fraction_static": 0.76}, FailureKind.OOM_AT_LAUNCH)
-    assert "out of memory at load" in (learned.reason({**EAGLE, "mem_fraction_static": 0.75}) or "")
-    assert learned.memory_reason({**OFF, "mem_fraction_static": 0.8}) is None
 
 
 def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:

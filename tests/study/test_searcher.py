@@ -252,7 +252,7 @@ def test_neighbour_changes_one_parameter_and_keeps_conditions() -> None:
 
 
 class _Screen(Rule):
-    """The study's rules with this screen in place of the pre-launch screen."""
+    """A screen rule for the searcher's tests: sets aside what its function names (consulted after ``repeats``)."""
 
     name = "screen"
 
@@ -265,13 +265,14 @@ class _Screen(Rule):
 
 def _searcher(spec, study, screen=None):  # type: ignore[no-untyped-def]
     test_screen = _Screen(screen or (lambda p: None))
+    rules = list(default_rules(spec))
     return OptunaStudySearcher(
         spec,
         study,
         budget=100,
         on_record=lambda r, log: None,
         make_missing_record=lambda *a: pytest.fail("no missing record expected"),
-        rules=Rules(test_screen if r.name == "screen" else r for r in default_rules(spec)),
+        rules=Rules([rules[0], test_screen, *rules[1:]]),
     )
 
 
