@@ -3,8 +3,10 @@
 stops a Ray process the study did not start (the GPU kit's ``ray stop --force`` included).
 
 Before: orphaned ``ray::DashboardAgent`` / ``RuntimeEnvAgent`` processes kept their ports for a minute or more and the
-rerun died with a raw Ray start-up traceback. The orphans here are real processes holding real ports (Ray's default
-ports of a study as well as random ones), named as Ray names its agents, with their logs open in a session folder."""
+rerun died with a raw Ray start-up traceback. The orphans here are real processes holding real ports, named as Ray names
+its agents, with their logs open in a session folder. The ports are picked free ones, not Ray's defaults (52365, 8265):
+the test suite runs Ray clusters beside this test, and one of them may take a default port the moment an orphan lets
+it go (what found the dead cluster is its session, never a port, so the port's number changes nothing here)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,6 @@ from autotune.study import cluster
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT_PORT = 52365  # Ray's default DashboardAgent listen port (ray_constants.DEFAULT_DASHBOARD_AGENT_LISTEN_PORT)
-DASHBOARD_PORT = 8265  # the study's default --dashboard-port
 
 # A process that looks like a Ray agent of a session: its title is Ray's, it holds ports, its log is in the session.
 AGENT = """
@@ -74,12 +74,8 @@ def _dead_driver_left(study: Path, session: Path) -> None:
     (study / cluster.SESSION_FILE).write_text(json.dumps({"session_dir": str(session), "driver_pid": 999999999}))
 
 
-@pytest.mark.slow  # holds Ray's default ports for a moment: run with the Ray tests (under their lock)
-@pytest.mark.parametrize("default_ports", [True, False], ids=["ray-default-ports", "random-ports"])
-def test_the_next_run_stops_its_dead_clusters_agents_and_frees_their_ports(tmp_path: Path, default_ports: bool) -> None:
-    ports = [AGENT_PORT, DASHBOARD_PORT] if default_ports else [free_port(), free_port()]
-    if not all(_port_free(p) for p in ports):
-        pytest.skip(f"ports {ports} are in use on this machine (another user's Ray?); not ours to stop")
+def test_the_next_run_stops_its_dead_clusters_agents_and_frees_their_ports(tmp_path: Path) -> None:
+    ports = [free_port(), free_port()]
     ours = tmp_path / "ray" / "session_2026-12-03_10-00-00_000001_4242"
     theirs = tmp_path / "ray" / "session_2026-12-03_10-00-00_000002_5353"  # another user's cluster, same titles
     metrics = free_port()

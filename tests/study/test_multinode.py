@@ -130,6 +130,10 @@ def _study(name: str, trials: int) -> dict:
     return study
 
 
+def _tail(path: Path, n: int = 8000) -> str:
+    return path.read_text(errors="replace")[-n:]
+
+
 def _left(registry: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in registry.glob("*.json")] if registry.exists() else []
 
@@ -191,7 +195,13 @@ def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str
             pytest.fail("no trial ran on the second worker:\n" + (tmp_path / "driver.log").read_text()[-6000:])
         c.remove_node(victim, allow_graceful=False)  # its raylet and the processes it started stop at once
         c.add_node(num_cpus=1, num_gpus=1, node_ip_address="127.0.0.1")  # a GPU node joins mid-study
-        driver.wait(timeout=420)
+        try:
+            driver.wait(timeout=420)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+            driver.wait()
+            log.flush()
+            pytest.fail("the study did not end within 420 s of the lost node:\n" + _tail(tmp_path / "driver.log"))
     finally:
         if driver.poll() is None:
             driver.kill()
