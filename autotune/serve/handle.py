@@ -7,13 +7,14 @@ Ray's own exceptions stop here: each is translated into ``ReplicaError`` (``rais
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from autotune.bench.types import BenchPlan
-from autotune.core.errors import AutotuneError, ReplicaError
+from autotune.core.errors import AutotuneError, NodeLostError, ReplicaError
 from autotune.trial import slots
 from autotune.trial.replica import BenchRun, Deployed, DeployRequest, Failure, Ready, ServerReport, Teardown
 
@@ -39,6 +40,17 @@ def ray_errors(what: str) -> Iterator[None]:
         raise
     except _ray_error_types() as exc:
         raise ReplicaError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _tell(ref: Any) -> None:
+    """Wait for a call to the slot pool (up to 30 s); where it fails, the node event lists the slot without the trial
+    and the retry still runs."""
+    import ray
+
+    try:
+        ray.get(ref, timeout=30)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 class ServeReplica:
@@ -101,8 +113,14 @@ class ServeDeployer:
     application of its own that ``release`` deletes."""
 
     def __init__(
-        self, *, ready_wait_s: float, bench_wait_s: float, acquire: Callable[..., int] = slots.acquire
+        self,
+        *,
+        ready_wait_s: float,
+        bench_wait_s: float,
+        acquire: Callable[..., int] = slots.acquire,
+        check_s: float = 5.0,
     ) -> None:
+        self.check_s = check_s  # how often a deploy onto a pinned slot asks Ray whether the slot's nodes are alive
         self.ready_wait_s = ready_wait_s
         self.bench_wait_s = bench_wait_s
         self.acquire = acquire
@@ -110,7 +128,6 @@ class ServeDeployer:
         self._nodes: dict[str, tuple[str, ...]] = {}  # slot app -> the node(s) its placement group is pinned to
 
     def deploy(self, request: DeployRequest) -> Deployed:
-        from ray import serve
 
         from autotune.serve.app import EngineArgs, build_app, build_slot_app
 
@@ -149,10 +166,17 @@ class ServeDeployer:
         t0, epoch = time.monotonic(), time.time()
         try:
             with ray_errors(f"Ray Serve could not deploy {app_name}"):
-                handle = serve.run(app, name=app_name, route_prefix=f"/{app_name}")
-        except ReplicaError:
+                handle = self._serve_run(app, app_name, nodes if pool is not None else ())
+        except ReplicaError as exc:
+            lost = slots.node_lost(nodes) if pool is not None else ""
             if pool is not None:
+                if lost:
+                    _tell(pool.interrupted.remote(slot))
                 pool.release.remote(slot)
+            if lost:
+                raise NodeLostError(
+                    f"{request.name}: {lost} while it deployed; it is retried on another GPU slot"
+                ) from exc
             raise
         if pool is not None:
             self._pools[app_name] = (pool, slot)
@@ -162,18 +186,45 @@ class ServeDeployer:
         )
         return Deployed(replica=replica, app=app_name, serve_run_s=time.monotonic() - t0, deploy_epoch=epoch)
 
+    def _serve_run(self, app: Any, app_name: str, nodes: tuple[str, ...]) -> Any:
+        """``serve.run``, which waits until the application runs. On a slot pinned to ``nodes`` it runs in a thread
+        and Ray is asked every few seconds whether those nodes are alive: a replica whose node was lost never becomes
+        healthy, and its application is deleted so that the waiting call ends (``ReplicaError``)."""
+        from ray import serve
+
+        def run() -> Any:
+            return serve.run(app, name=app_name, route_prefix=f"/{app_name}")
+
+        if not nodes:
+            return run()
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["handle"] = run()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, name=f"serve-run-{app_name}", daemon=True)
+        thread.start()
+        while True:
+            thread.join(self.check_s)
+            if not thread.is_alive():
+                if "error" in box:
+                    raise box["error"]
+                return box["handle"]
+            lost = slots.node_lost(nodes, wait_s=0.0)
+            if lost:
+                serve.delete(app_name, _blocking=False)  # the waiting serve.run then ends
+                raise ReplicaError(f"Ray Serve could not deploy {app_name}: {lost}")
+
     def node_lost(self, deployed: Deployed) -> str:
         """Why a node of ``deployed``'s GPU slot is gone (a sentence), or "" where all are alive (or the slot is not
         pinned to nodes). Told to the pool before the slot is released, so the driver's node event names the trial."""
         reason = slots.node_lost(self._nodes.get(deployed.app, ()))
         held = self._pools.get(deployed.app)
         if reason and held is not None:
-            import ray
-
-            try:
-                ray.get(held[0].interrupted.remote(held[1]), timeout=30)
-            except Exception:  # noqa: BLE001 - the event then lists the slot without the trial; the retry still runs
-                pass
+            _tell(held[0].interrupted.remote(held[1]))
         return reason
 
     def release(self, deployed: Deployed) -> str:

@@ -469,6 +469,8 @@ def _run_trial(
                 cpu_isolation=spec.cpu_isolation != "off",
             )
         )
+    except NodeLostError:
+        raise  # Ray Tune reruns the trial on another slot; nothing is recorded for this attempt
     except AutotuneError as exc:
         return failed_record(record, spec, failure_kind(exc), str(exc)), "", dict(lspec.env)
     check = getattr(deployer, "node_lost", None)  # a deployer that pins slots to nodes (ServeDeployer)

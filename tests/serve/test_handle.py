@@ -83,3 +83,52 @@ def test_a_call_on_a_replica_whose_node_is_gone_fails_instead_of_waiting(monkeyp
     replica = handle_mod.ServeReplica(Handle(), ready_wait_s=600, bench_wait_s=600, nodes=("abc",), check_s=0.01)
     with pytest.raises(ReplicaError, match="Ray node abc was lost"):
         replica.wait_ready("t")
+
+
+def test_a_deploy_onto_a_slot_whose_node_is_lost_is_retried_not_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve.run waits for a replica that never becomes healthy when its slot's node is gone: the deploy asks Ray
+    whether the node lives, deletes the application (which ends the waiting call) and raises NodeLostError, which the
+    runner passes to Ray Tune (a rerun), with the slot told to the pool as interrupted and released."""
+    import threading
+
+    from ray import serve
+
+    from autotune.core.errors import NodeLostError
+    from autotune.core.trial import LaunchSpec
+    from autotune.serve import handle as handle_mod
+    from autotune.trial.replica import DeployRequest
+    from autotune.trial.slots import Slot
+
+    deleted = threading.Event()
+
+    def run(app: Any, name: str, route_prefix: str) -> Any:
+        deleted.wait(10)  # Serve's wait for RUNNING ends only when the application is gone
+        raise RuntimeError(f"Waiting for application {name} to be RUNNING, but application doesn't exist.")
+
+    calls: list[str] = []
+
+    class Remote:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def remote(self, *args: Any) -> None:
+            calls.append(self.name)
+
+    class Pool:
+        release = Remote("release")
+        interrupted = Remote("interrupted")
+
+    monkeypatch.setattr(serve, "run", run)
+    monkeypatch.setattr(handle_mod, "_tell", lambda ref: None)  # no Ray here: the pool's answer is not awaited
+    monkeypatch.setattr(serve, "delete", lambda name, _blocking=True: deleted.set())
+    monkeypatch.setattr(handle_mod.slots, "find", lambda owner: Pool())
+    monkeypatch.setattr(handle_mod.slots, "describe", lambda pool, slot: Slot(3, ("abc",), 1, 0, 1))
+    monkeypatch.setattr(handle_mod.slots, "size", lambda pool: 2)
+    monkeypatch.setattr(handle_mod.slots, "node_lost", lambda nodes, wait_s=60.0: "Ray node abc was lost")
+    deployer = handle_mod.ServeDeployer(
+        ready_wait_s=1, bench_wait_s=1, acquire=lambda pool, number=None: 3, check_s=0.01
+    )
+    launch = LaunchSpec(engine="sim", argv=("python", "-m", "x"), env={}, host="127.0.0.1", port=0, gpus=1)
+    with pytest.raises(NodeLostError, match="Ray node abc was lost while it deployed"):
+        deployer.deploy(DeployRequest(name="trial-7", study="s", launch=launch, owner="o", number=7, trial_id="t7"))
+    assert deleted.is_set() and calls == ["interrupted", "release"]
