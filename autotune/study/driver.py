@@ -425,9 +425,10 @@ class StudyDriver:
                 if self.stopped.infrastructure:
                     halt()
                 self.stop_reason = searcher.stop_reason or limiter.stop_reason
-                if searcher.exhausted:
+                if searcher.proposer.exhausted:
                     self.console.say(
-                        f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured points"
+                        f"{searcher.proposer.exhausted}; {searcher.proposer.relaunched} launch(es) re-measured "
+                        "measured points"
                     )
                 if searcher.timed_out and not self.stopped.stopping:
                     self.time_box_note = self.timebox.stopped_note(len(self.store.load()), spec.trials)
