@@ -16,6 +16,7 @@ from autotune.policy.defaults import default_rules
 from autotune.policy.rejected_flags import always_passed_flags
 from autotune.space import load_study
 from autotune.study.optuna_study import LAUNCH_CONSTRAINT, open_study, reconcile
+from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 from autotune.trial.store import StudyStore
@@ -87,6 +88,45 @@ def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path
     loaded = store.load()
     assert loaded[2].message.startswith("the trial function raised")
     assert (tmp_path / "s" / "logs" / "0000-a.log").read_text() == "L"
+
+
+def test_another_proposer_is_handed_to_the_searcher(tmp_path: Path) -> None:
+    """A proposal strategy is a Proposer the searcher is given: it is asked with the running points and the budget
+    left, and told each result, without a change to the searcher."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    spec = load_study(tmp_path / "tiny.yaml")
+
+    class Listed(Proposer):
+        """Proposes the space's points in a fixed order."""
+
+        def __init__(self, *args) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args)
+            self.asked: list[tuple[int, int, bool]] = []
+            self.results: list[int] = []
+
+        def propose(self, running, *, left, finishing):  # type: ignore[no-untyped-def]
+            self.asked.append((len(running), left, finishing))
+            return self._ask_fixed({"cpb": [2048, 1024][len(self.asked) - 1]})
+
+        def told(self, params, told) -> None:  # type: ignore[no-untyped-def]
+            super().told(params, told)
+            self.results.append(told.number)
+
+    study = open_study(spec, None)
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=2,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+        proposer=Listed,
+    )
+    a, b = s.suggest("a"), s.suggest("b")
+    assert s.suggest("c") == Searcher.FINISHED
+    assert [a["params"], b["params"]] == [{"cpb": 2048}, {"cpb": 1024}]
+    s.on_trial_complete("a", s.inbox.report("a", record_for(spec, a["number"], "a", a["params"], True).to_json()))
+    assert isinstance(s.proposer, Listed)
+    assert s.proposer.asked == [(0, 2, False), (1, 1, False)] and s.proposer.results == [a["number"]]
 
 
 def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
