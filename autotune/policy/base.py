@@ -1,9 +1,10 @@
 """The contract of a rule of what to launch, and ``Rules``, the ordered list of them a searcher holds.
 
-A rule is consulted by the searcher (``autotune.study.searcher``) at a few points of a proposal's life, and overrides
-only the hooks it decides; every default decides nothing, as Optuna's ``BaseSampler`` hooks do. Behaviour is added by
-adding a rule to the list (``autotune.policy.defaults``), as Ray Tune adds it by wrapping a ``Searcher``
-(``ConcurrencyLimiter``, ``Repeater``); the searcher itself does not change.
+A rule is consulted by the searcher and its proposer (``autotune.study.searcher``, ``autotune.study.proposer``) at a
+few points of a proposal's life, and overrides only the hooks it decides; every default decides nothing, as Optuna's
+``BaseSampler`` hooks do. Behaviour is added by adding a rule to the list (``autotune.policy.defaults``), as Ray Tune
+adds it by wrapping a ``Searcher`` (``ConcurrencyLimiter``, ``Repeater``); neither the searcher nor the proposer
+changes.
 
 - ``repair(params)``: the proposal changed to what the load being optimised needs, or None;
 - ``set_aside(params, running)``: why the point is not worth a launch now, or None (launch it); the study's own seed

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import AutotuneError
-from autotune.finalists.choice import missing_slots, next_stage, stage_finalists, study_outcome
-from autotune.finalists.outcome import FinalistOutcome, StagePlan
+from autotune.finalists.choice import missing_slots, next_stage, stage_finalists
+from autotune.finalists.outcome import StagePlan
 from autotune.finalists.stage import run_stage
 from autotune.finalists.store import FinalistStore
 from autotune.policy import stopping
@@ -31,6 +31,7 @@ from autotune.study.cluster import (
     start_serve,
     stop_orphans,
 )
+from autotune.study.export_step import export_and_say
 from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
 from autotune.study.nodes import (
     EVENTS,
@@ -55,12 +56,6 @@ from autotune.trial.store import StudyStore
 def _spec_json(spec: StudySpec) -> dict[str, Any]:
     """The spec as it reads back from ``study.json`` (tuples as lists), so a resume can compare the two."""
     return json.loads(json.dumps(spec.to_json(), default=str))
-
-
-def _gain_text(d: Any) -> str:
-    from autotune.export.verdict import fmt_gain
-
-    return fmt_gain(d) + ("" if d.separable else ", a tie")
 
 
 class StudyDriver:
@@ -184,19 +179,6 @@ class StudyDriver:
             fh.write(json.dumps(event.to_json()) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-
-    def node_events(self) -> list[str]:
-        """The study's infrastructure events, as sentences (every run of the study: the file is appended to)."""
-        path = self.store.root / EVENTS
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text().splitlines():
-            try:
-                out.append(NodeEvent.from_json(json.loads(line)).text())
-            except (ValueError, KeyError, TypeError):
-                continue
-        return out
 
     def _start_ray(self) -> tuple[bool, float]:
         if not (self.address or os.environ.get("RAY_ADDRESS")):
@@ -425,9 +407,10 @@ class StudyDriver:
                 if self.stopped.infrastructure:
                     halt()
                 self.stop_reason = searcher.stop_reason or limiter.stop_reason
-                if searcher.exhausted:
+                if searcher.proposer.exhausted:
                     self.console.say(
-                        f"{searcher.exhausted}; {searcher.relaunched} launch(es) re-measured measured points"
+                        f"{searcher.proposer.exhausted}; {searcher.proposer.relaunched} launch(es) re-measured "
+                        "measured points"
                     )
                 if searcher.timed_out and not self.stopped.stopping:
                     self.time_box_note = self.timebox.stopped_note(len(self.store.load()), spec.trials)
@@ -510,102 +493,13 @@ class StudyDriver:
                 halted=lambda: self.stopped.stopping,
             )
 
-    def finalist_outcome(self, records: list[TrialRecord]) -> FinalistOutcome:
-        spec = self.spec
-        first = spec.objectives[0]
-        return study_outcome(
-            records,
-            self.finalist_store.plans(),
-            self.finalist_store.load(),
-            objective=first,
-            alpha=spec.finalists.alpha,
-            count=spec.finalists.count,
-            baseline=spec.baseline,
-        )
-
-    def _mark_dashboard(self, result: Any) -> None:
-        """Name the exported config in the Optuna study, for optuna-dashboard (autotune.core.dashboard_attrs.mark_export)."""
-        if self._study is None:
-            return
-        from autotune.core.dashboard_attrs import mark_export
-
-        verdict = result.verdict.headline if result.verdict is not None else result.reason
-        best = result.best.number if result.best is not None else None
-        try:
-            mark_export(self._study, best, verdict, result.decided_by, self._study.find_trial(best))
-        except Exception as exc:  # noqa: BLE001 - the export is written; the dashboard note is a convenience
-            self.console.say(f"could not mark the export in the Optuna study ({type(exc).__name__}: {exc})")
-
     def _export(self, note: str = "") -> int:
-        from autotune.export import export_study, format_summary_table
-        from autotune.report.render import write_html
-
-        spec = self.spec
-        records = self.store.load()
-        objectives = spec.objectives
-        levels = list(spec.plan.concurrencies)
-        outcome = self.finalist_outcome(records)
-        events = self.node_events()
-        if events:
-            infra = "Infrastructure events (not results of any configuration): " + "; ".join(events) + "."
-            note = f"{note} {infra}" if note else infra
-        result = export_study(
-            self.store.root,
-            study_name=spec.name,
-            objectives=objectives,
-            records=records,
-            load_levels=levels,
-            study_only=spec.server.study_only,
-            finalists=outcome,
+        return export_and_say(
+            self.spec,
+            self.store,
+            self.finalist_store,
+            self.console,
+            study=self._study,
             note=note,
             stopped_early=self.stop_rule_reason,
-            baseline=spec.baseline,
-            http=spec.export_http,
         )
-        html = write_html(result, title=f"autotune study {spec.name}")
-        self._mark_dashboard(result)
-        say = self.console.result
-        say("")
-        say(format_summary_table(records, objectives, levels, finalists=outcome).rstrip("\n"))
-        if self.stop_rule_reason:
-            say(f"\n{self.stop_rule_reason}")
-        best = result.best
-        if best is None:
-            say(f"\nno feasible trial in {len(records)}; see {self.store.root / 'best' / 'report.md'}")
-            say(f"report: {html.resolve().as_uri()}")
-            return 3
-        engine = best.engine
-        label = (
-            "SIMULATED, not a measurement"
-            if engine is None or engine.simulated
-            else f"measured on {engine.gpu_count}x {engine.gpu_name}, sglang {engine.version}"
-        )
-        if result.verdict is not None:
-            say(f"\nverdict: {result.verdict.headline}")
-            for g in result.verdict.gains:
-                if g.difference is not None:
-                    say(
-                        f"  concurrency {g.concurrency:>4}: {g.metric} {g.baseline_mean:,.1f} -> "
-                        f"{g.recommended_mean:,.1f} ({_gain_text(g.difference)})"
-                    )
-            sp = result.spread
-            if sp is not None:
-                say(
-                    f"  vs the worst config (trial {sp.worst}) at concurrency {sp.concurrency}: {sp.worst_mean:,.1f} -> "
-                    f"{sp.best_mean:,.1f} ({_gain_text(sp.difference)})"
-                )
-            say("  (intervals: relaunches on this machine; another machine or day adds its own variation)")
-        say(f"\nbest: trial {best.number} [{best.trial_id}] ({label})")
-        say(f"  decided by: {result.decided_by}: {result.reason}")
-        for k, v in best.objectives.items():
-            say(f"  {k} = {v:,.2f}")
-        say(f"  params: {json.dumps(best.params, default=str)}")
-        say(f"  command: {' '.join(best.argv)}")
-        say(f"exported to {self.store.root / 'best'} (launch.sh, serve_config.yaml, best.json, report.md)")
-        say(f"report: {html.resolve().as_uri()} (one self-contained page)")
-        if result.rehearsal_script is not None:
-            say(
-                "  tuned on the simulator: launch.sh is the SGLang command it stands for; rehearse_sim.sh runs the "
-                "simulator as measured"
-            )
-        return 0

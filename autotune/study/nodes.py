@@ -5,9 +5,11 @@ wrapper that starts a trial only while a slot is free, and the end-of-study swee
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ray.tune.search import ConcurrencyLimiter, Searcher
@@ -58,6 +60,21 @@ class NodeEvent:
             tuple(d["slots"]),
             tuple(d.get("trials", ())),
         )
+
+
+def node_events(root: Path) -> list[str]:
+    """The study's infrastructure events (``results/<study>/events.jsonl``), as sentences (every run of the study: the
+    file is appended to)."""
+    path = root / EVENTS
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(NodeEvent.from_json(json.loads(line)).text())
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
 
 
 class NodeWatcher:

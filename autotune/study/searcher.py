@@ -5,29 +5,20 @@ parameters, (2) the study lives in an RDB storage (SQLite under ``results/<study
 (3) every outcome is recorded durably BEFORE the sampler is told, and (4) failed and invalid trials are told as
 infeasible through Optuna's constraints (``Trial.set_constraint``, ``<= 0`` feasible; the samplers read them), so the
 sampler learns the region instead of ignoring it. The study's side (sampler, seeds, how a record is told, ``reconcile``)
-is ``autotune.study.optuna_study``; this module decides what to launch next.
+is ``autotune.study.optuna_study``.
 
-What to launch is the proposer's (Optuna's ``ask``, the seed points, the walk and the listing below) and the rules'
-(``autotune.policy``: each a ``Rule``, listed in order by ``autotune.policy.defaults``). This module asks the rules and
-adds none: a rule is added or removed in that list. Where launches go (``docs/search.md`` has the rules):
-- A proposal is repaired first (the first rule that changes it), then set aside when a rule gives a reason (the
-  study's own ``points_to_evaluate`` only by the rules that apply to seeds: repeats). Set-aside proposals end as FAIL
-  trials with the user attribute ``skipped`` (the reason); samplers ignore them, so nothing is told twice.
-- After a few set-aside proposals the searcher launches an unmeasured neighbour of the proposal instead (one parameter
-  changed); a point set aside is still launched if nothing else can be found.
-- When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
-  nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
-  launches measured points again (the proposal's own when it was measured feasibly, else the best), never a point
-  set aside.
-- A finished trial's record is taken from the study's inbox (``autotune.trial.inbox``: Ray Tune carries only the
-  metrics it shows and a reference), stored durably, observed by every rule, then told.
+This module is Ray Tune's side of the search: the budget, the time box, the stops, and each finished trial's record.
+What to launch is the proposer's (``autotune.study.proposer``: Optuna's ``ask``, the walk, the listing, the seed
+points kept for last) and the rules' it consults (``autotune.policy``: each a ``Rule``, listed in order by
+``autotune.policy.defaults``). The searcher holds both and adds no rule of its own: a rule is added or removed in that
+list, and another proposal strategy is another ``Proposer``. A finished trial's record is taken from the study's inbox
+(``autotune.trial.inbox``: Ray Tune carries only the metrics it shows and a reference), stored durably, observed by
+every rule, then told to the sampler and the proposer.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import random
 import time
 from collections.abc import Callable
 from typing import Any, TypeAlias
@@ -35,33 +26,19 @@ from typing import Any, TypeAlias
 import optuna
 from ray.tune.search import Searcher
 
-from autotune.core.dashboard_attrs import named_constraints
-from autotune.core.failures import FailureKind
 from autotune.policy.base import Rules, Told, params_key
 from autotune.policy.defaults import default_rules
-from autotune.space import StudySpec, suggest
-from autotune.space.enumerate import finite_points, nearest_first
-from autotune.space.neighbours import neighbour
-from autotune.study.optuna_study import constraint_values, enqueued, objective_values, tag_trial
+from autotune.space import StudySpec
+from autotune.study.optuna_study import constraint_values, objective_values, tag_trial
+from autotune.study.proposer import Proposer, measured_trials
 from autotune.trial.inbox import RECORD_REF, Inbox, LocalInbox
 from autotune.trial.records import TrialRecord
-
-MAX_DUPLICATE_ASKS = 25  # proposals set aside before one is launched anyway
-NEIGHBOUR_AFTER = 3  # set-aside proposals before a neighbour of the last one is tried
-NEIGHBOUR_TRIES = 64
-ENUMERATE_LIMIT = 20_000  # a finite space of at most this many points is searched point by point once proposals fail
-
-_Result = Told  # what the sampler was told for a measured point (the name the search benchmark's baseline imports)
 
 # What Ray Tune's Searcher.suggest returns: a config, None (nothing now, ask again later), or the string
 # Searcher.FINISHED (no further trial). Ray annotates it Optional[Dict] and handles all three (ray/tune/search).
 Suggestion: TypeAlias = dict[str, Any] | str | None
-
-
-def _failure(trial: optuna.trial.FrozenTrial) -> FailureKind | None:
-    """The failure kind a told trial carries (``optuna_study.tag_trial``), or None."""
-    failure = trial.user_attrs.get("failure")
-    return FailureKind(failure) if failure in {k.value for k in FailureKind} else None
+# How a searcher makes its proposer: ``Proposer`` itself, or another strategy with its constructor.
+MakeProposer: TypeAlias = Callable[[StudySpec, optuna.Study, Rules], Proposer]
 
 
 class OptunaStudySearcher(Searcher):
@@ -78,6 +55,7 @@ class OptunaStudySearcher(Searcher):
         stop_after_s: float | None = None,
         on_raw_result: Callable[[int, str, str], str] | None = None,
         rules: Rules | None = None,
+        proposer: MakeProposer = Proposer,
         inbox: Inbox | None = None,
         reserve_s: Callable[[], float] | None = None,
     ) -> None:
@@ -98,32 +76,13 @@ class OptunaStudySearcher(Searcher):
         # seconds kept back from that time box for what follows the search (the finalist stage), re-estimated as
         # trials finish; the baseline is enqueued first, so it is launched before any time box can end the search
         self.reserve_s = reserve_s or (lambda: 0.0)
-        # What decides a proposal's fate (autotune.policy.defaults: repeats, the pre-launch screen, what the study's
-        # results ruled out, the repair, the stop on a rejected flag, the seeds kept for last); each learns from the
-        # finished trials, on resume from what the Optuna study holds.
+        # What decides a proposal's fate (autotune.policy.defaults: repeats, what the study's results ruled out, the
+        # repair, the stop on a rejected flag, the seeds kept for last); each learns from the finished trials, on
+        # resume from what the Optuna study holds.
         self.rules = rules if rules is not None else default_rules(spec)
-        # Every launch costs minutes: a point already measured is answered from its result, not launched again.
-        self._finished: dict[str, _Result] = {}
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if "duplicate_of" not in t.user_attrs:
-                told = _Result(t.number, list(t.values), named_constraints(t.constraints), _failure(t))
-                self._finished[params_key(t.params)] = told
-                self.rules.restore(t.params, told)
-        self.duplicates_skipped = 0
-        self.screened_skipped = 0
-        self.repaired = 0
-        self.neighbours_launched = 0
-        # seed points launched last (a capped seed whose lifted twin runs, one predicted not to fit), not yet launched:
-        # launched when only as many launches of the budget remain, or when the stopping rule ends the search
-        queued = {
-            params_key(t.params)
-            for t in study.get_trials(deepcopy=False)
-            if t.state is optuna.trial.TrialState.WAITING or "fixed_params" in t.system_attrs
-        }
-        self._deferred = [
-            p for p in self.rules.deferred() if params_key(p) not in self._finished and params_key(p) not in queued
-        ]
-        self._rng = random.Random(spec.seed)
+        for params, told in measured_trials(study):
+            self.rules.restore(params, told)
+        self.proposer = proposer(spec, study, self.rules)  # what to launch next (it restores what was measured)
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget
         self.halted = False  # set by the driver on an interrupt or a lost cluster: no new trial starts
@@ -131,164 +90,36 @@ class OptunaStudySearcher(Searcher):
         # casualty, not an outcome of its configuration, so it is neither recorded nor told (it reruns on resume)
         self.infrastructure_lost = False
         self.finished_reason = ""  # set by finish(): the study has what it needs (not an error)
-        self.exhausted = ""  # set when no point of a finite space is left to launch (the reason, with the counts)
-        self.relaunched = 0  # launches of measured points after that
 
     def finish(self, reason: str) -> None:
-        """Start no further search trial (the driver's stopping rule, autotune.policy.stopping); running trials finish. Seed
-        points kept for last (the ``defer`` rule, ``autotune.policy.defer``) are still launched before the search reports
-        FINISHED."""
+        """Start no further search trial (the driver's stopping rule, autotune.policy.stopping); running trials finish.
+        Seed points kept for last (the ``defer`` rule, ``autotune.policy.defer``) are still launched before the search
+        reports FINISHED."""
         self.finished_reason = reason
 
     def suggest(self, trial_id: str) -> Suggestion:
-        if self.stop_reason or self.halted or (self.finished_reason and not self._deferred):
+        if self.stop_reason or self.halted or (self.finished_reason and not self.proposer.deferred):
             return Searcher.FINISHED
         if self.suggested >= self.budget:
             return Searcher.FINISHED
         if self.deadline is not None and time.monotonic() + self.reserve_s() > self.deadline:
             self.timed_out = True
             return Searcher.FINISHED
-        trial, params = self._propose({params_key(p) for _, p in self._live.values()})
+        running = {params_key(p) for _, p in self._live.values()}
+        trial, params = self.proposer.propose(
+            running, left=self.budget - self.suggested, finishing=bool(self.finished_reason)
+        )
         self._live[trial_id] = (trial, params)
         self.suggested += 1
         return {"params": params, "number": trial.number}
 
-    def _set_aside(self, params: dict[str, Any], running: set[str], seeded: bool) -> str | None:
-        """Why a proposal is not launched now (None: launch it); the study's own points_to_evaluate (``seeded``) are
-        asked only of the rules that apply to seeds (repeats)."""
-        return self.rules.set_aside(params, running, seeded=seeded)
-
-    def _best_params(self) -> dict[str, Any] | None:
-        """The measured point the export would pick now (feasible, best first objective), or None."""
-        sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
-        best: tuple[float, str] | None = None
-        for key, r in self._finished.items():
-            if r.feasible and (best is None or sign * r.values[0] > best[0]):
-                best = (sign * r.values[0], key)
-        return json.loads(best[1]) if best else None
-
-    def _propose(self, running: set[str]) -> tuple[optuna.Trial, dict[str, Any]]:
-        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if (
-            self._deferred
-            and not waiting
-            and (self.finished_reason or self.budget - self.suggested <= len(self._deferred))
-        ):
-            return self._ask_fixed(self._deferred.pop(0))  # the user's own point, launched last (prescreen)
-        last: dict[str, Any] = {}
-        walk = not self.exhausted
-        # once the listing found nothing left, one proposal (the point to re-measure) and the listing itself suffice
-        for attempt in range(1 if self.exhausted else MAX_DUPLICATE_ASKS):
-            trial = self.study.ask()
-            params = suggest(self.spec, trial)
-            key = params_key(params)
-            seeded = enqueued(self.study, trial)
-            fixed = None if seeded else self.rules.repair(params)
-            if fixed is not None:  # the proposal's other settings, with the cap and memory the top load needs
-                params, key = fixed.params, params_key(fixed.params)
-                reason = self._set_aside(params, running, False)
-                if reason is None:
-                    self._skip(trial, key, fixed.reason)
-                    self.repaired += 1
-                    return self._ask_fixed(params)
-                self._skip(trial, key, f"{reason} ({fixed.reason})")
-            else:
-                reason = self._set_aside(params, running, seeded)
-                if reason is None:
-                    return trial, params
-                self._skip(trial, key, reason)
-            last = params
-            if attempt + 1 >= NEIGHBOUR_AFTER and walk:
-                alt = self._neighbour(params, running)
-                if alt is not None:
-                    self.neighbours_launched += 1
-                    return self._ask_fixed(alt)
-                walk = False  # the points near the proposals are used up; the next walk would fail the same way
-        found = self._unlisted(self._best_params() or last, running)
-        if found is not None:
-            self.neighbours_launched += 1
-            return self._ask_fixed(found)
-        if self.exhausted:  # every point measured or set aside: the budget left re-measures measured points
-            self.relaunched += 1
-            return self._ask_fixed(self._measured_like(last))
-        return self._ask_fixed(last)  # a space too large to list: launch the last proposal, set aside or not
-
-    def _measured_like(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A feasible measured point to launch again for ``params``: itself when it was measured feasibly, else the best
-        point so far; a point set aside before launch or one that failed or broke a constraint is not launched again."""
-        done = self._finished.get(params_key(params))
-        return params if done is not None and done.feasible else (self._best_params() or params)
-
-    @functools.cached_property
-    def _space_points(self) -> list[dict[str, Any]] | None:
-        """Every point of the space when it is finite and small enough to list (listed when first needed), else None."""
-        return finite_points(self.spec, ENUMERATE_LIMIT)
-
-    def _unlisted(self, near: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
-        """The unmeasured point of a finite space nearest ``near`` that passes the screen, or None (``exhausted``
-        then says why, when the space could be listed)."""
-        points = self._space_points
-        if points is None:
-            return None
-        why: dict[str, int] = {}
-        for point in nearest_first(self.spec, points, near, self._rng):
-            cand = self._repaired(point)
-            reason = self._set_aside(cand, running, False)
-            if reason is None:
-                return cand
-            kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
-            why[kind] = why.get(kind, 0) + 1
-        detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
-        self.exhausted = f"search space exhausted: none of its {len(points)} points is left to launch ({detail})"
-        return None
-
-    def _ask_fixed(self, params: dict[str, Any]) -> tuple[optuna.Trial, dict[str, Any]]:
-        self.study.enqueue_trial(params)
-        trial = self.study.ask()
-        return trial, suggest(self.spec, trial)
-
-    def _neighbour(self, params: dict[str, Any], running: set[str]) -> dict[str, Any] | None:
-        """An unmeasured point near ``params`` that passes the screen, or None: a random walk of one-parameter steps
-        from ``params`` (restarting from it every few steps) that stops at the first such point."""
-        cand: dict[str, Any] | None = params
-        for step in range(NEIGHBOUR_TRIES):
-            cand = neighbour(self.spec, params if step % 8 == 0 or cand is None else cand, self._rng)
-            if cand is None:
-                return None
-            cand = self._repaired(cand)
-            if self._set_aside(cand, running, False) is None:
-                return cand
-        return None
-
-    def _repaired(self, params: dict[str, Any]) -> dict[str, Any]:
-        fixed = self.rules.repair(params)
-        return fixed.params if fixed is not None else params
-
-    def _skip(self, trial: optuna.Trial, key: str, reason: str) -> None:
-        """End a proposal without a launch; samplers ignore FAIL trials, so nothing is told twice."""
-        trial.set_user_attr("skipped", reason)
-        done = self._finished.get(key)
-        if done is not None:
-            trial.set_user_attr("duplicate_of", done.number)
-        elif reason == "repeats a running trial":
-            trial.set_user_attr("duplicate_of", "a running trial")
-        if not reason.startswith("repaired: "):
-            self._note_skip(key, reason)
-        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-
-    def _note_skip(self, key: str, reason: str) -> None:
-        if key in self._finished or reason == "repeats a running trial":
-            self.duplicates_skipped += 1
-        else:
-            self.screened_skipped += 1
-
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret values redacted, and without the
-        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the rules (they
-        would carry the spec along) and the record inbox (an actor handle). autotune never restores it from there."""
+        driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the rules and the
+        proposer (they would carry the spec along) and the record inbox (an actor handle). autotune never restores it from there."""
         state = self.__dict__.copy()
         state["spec"] = self.spec.redacted()
-        state["rules"] = state["inbox"] = None
+        state["rules"] = state["proposer"] = state["inbox"] = None
         for name, value in state.items():
             if callable(value) and not isinstance(value, type):
                 state[name] = None
@@ -336,7 +167,7 @@ class OptunaStudySearcher(Searcher):
         self.stop_reason = self.rules.stop(record) or self.stop_reason
         tag_trial(trial, self.spec, record)
         values = objective_values(self.spec, record)
-        told = _Result(trial.number, values, constraint_values(self.spec, record), record.failure)
+        told = Told(trial.number, values, constraint_values(self.spec, record), record.failure)
         self.rules.observe(params, record, told)
         self.study.tell(trial, values)
-        self._finished[params_key(params)] = told
+        self.proposer.told(params, told)

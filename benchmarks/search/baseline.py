@@ -6,14 +6,15 @@ learned set-asides, the study's seed points only, TPE without constant liar."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Collection
 from typing import Any
 
 import optuna
-from ray.tune.search import Searcher
 
-from autotune.policy.base import Rules
+from autotune.policy.base import Params, Rules, Told, params_key
 from autotune.space import StudySpec, suggest
-from autotune.study.searcher import MAX_DUPLICATE_ASKS, OptunaStudySearcher, Suggestion, _Result, params_key
+from autotune.study.proposer import MAX_DUPLICATE_ASKS, Proposer
+from autotune.study.searcher import OptunaStudySearcher
 
 
 def open_baseline_study(spec: StudySpec) -> optuna.Study:
@@ -34,34 +35,35 @@ def open_baseline_study(spec: StudySpec) -> optuna.Study:
     return study
 
 
-class BaselineSearcher(OptunaStudySearcher):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, rules=Rules([]), **kwargs)  # no screen, no learned set-asides, no repair
+class BaselineProposer(Proposer):
+    """Optuna's proposal as it is; a repeat of a measured point is told again as a copy of its result."""
 
-    def suggest(self, trial_id: str) -> Suggestion:
-        if self.suggested >= self.budget:
-            return Searcher.FINISHED
-        running = {params_key(p) for _, p in self._live.values()}
+    def propose(self, running: Collection[str], *, left: int, finishing: bool) -> tuple[optuna.Trial, Params]:
         for attempt in range(MAX_DUPLICATE_ASKS + 1):
             trial = self.study.ask()
             params = suggest(self.spec, trial)
             key = params_key(params)
             if attempt == MAX_DUPLICATE_ASKS:
                 break
-            if key in self._finished:
-                self._tell_copy(trial, self._finished[key])
+            if key in self.measured:
+                self._tell_copy(trial, self.measured[key])
             elif key in running:
                 trial.set_user_attr("duplicate_of", "a running trial")
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
                 break
             self.duplicates_skipped += 1
-        self._live[trial_id] = (trial, params)
-        self.suggested += 1
-        return {"params": params, "number": trial.number}
+        return trial, params
 
-    def _tell_copy(self, trial: optuna.Trial, done: _Result) -> None:
+    def _tell_copy(self, trial: optuna.Trial, done: Told) -> None:
         for key, value in done.constraints.items():
             trial.set_constraint(key, value)
         trial.set_user_attr("duplicate_of", done.number)
         self.study.tell(trial, done.values)
+
+
+class BaselineSearcher(OptunaStudySearcher):
+    """The study's searcher with no rule (no screen, no learned set-asides, no repair) and the baseline's proposer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, rules=Rules([]), proposer=BaselineProposer, **kwargs)

@@ -149,9 +149,9 @@ class AblatedSearcher(OptunaStudySearcher):
         super().__init__(spec, *args, rules=default_rules(spec).without(*sorted(removed - {"defer"})), **kwargs)
         self.removed = removed
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
-            for p in self._deferred:
+            for p in self.proposer.deferred:
                 self.study.enqueue_trial(p, skip_if_exists=True)
-            self._deferred = []
+            self.proposer.deferred = []
 
 
 def run_method(

@@ -16,6 +16,7 @@ from autotune.policy.defaults import default_rules
 from autotune.policy.rejected_flags import always_passed_flags
 from autotune.space import load_study
 from autotune.study.optuna_study import LAUNCH_CONSTRAINT, open_study, reconcile
+from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 from autotune.trial.store import StudyStore
@@ -89,6 +90,45 @@ def test_records_before_telling_and_failures_are_infeasible(spec, tmp_path: Path
     assert (tmp_path / "s" / "logs" / "0000-a.log").read_text() == "L"
 
 
+def test_another_proposer_is_handed_to_the_searcher(tmp_path: Path) -> None:
+    """A proposal strategy is a Proposer the searcher is given: it is asked with the running points and the budget
+    left, and told each result, without a change to the searcher."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    spec = load_study(tmp_path / "tiny.yaml")
+
+    class Listed(Proposer):
+        """Proposes the space's points in a fixed order."""
+
+        def __init__(self, *args) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args)
+            self.asked: list[tuple[int, int, bool]] = []
+            self.results: list[int] = []
+
+        def propose(self, running, *, left, finishing):  # type: ignore[no-untyped-def]
+            self.asked.append((len(running), left, finishing))
+            return self._ask_fixed({"cpb": [2048, 1024][len(self.asked) - 1]})
+
+        def told(self, params, told) -> None:  # type: ignore[no-untyped-def]
+            super().told(params, told)
+            self.results.append(told.number)
+
+    study = open_study(spec, None)
+    s = OptunaStudySearcher(
+        spec,
+        study,
+        budget=2,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+        proposer=Listed,
+    )
+    a, b = s.suggest("a"), s.suggest("b")
+    assert s.suggest("c") == Searcher.FINISHED
+    assert [a["params"], b["params"]] == [{"cpb": 2048}, {"cpb": 1024}]
+    s.on_trial_complete("a", s.inbox.report("a", record_for(spec, a["number"], "a", a["params"], True).to_json()))
+    assert isinstance(s.proposer, Listed)
+    assert s.proposer.asked == [(0, 2, False), (1, 1, False)] and s.proposer.results == [a["number"]]
+
+
 def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store = StudyStore(tmp_path / "s")
     store.ensure()
@@ -138,16 +178,18 @@ def test_a_measured_point_is_not_launched_again(tmp_path: Path) -> None:
             tid, s.inbox.report(tid, record_for(spec, cfg["number"], tid, cfg["params"], True).to_json())
         )
     assert sorted(seen) == [1024, 2048], "the second trial must not repeat the first (it was answered from it)"
-    before = s.duplicates_skipped
+    before = s.proposer.duplicates_skipped
     # both points measured: 25 repeats are set aside, the space is listed, nothing is left: a measured point is
     # launched again (the budget left re-measures)
     third = s.suggest("c")
     assert third["params"]["cpb"] in (1024, 2048)
-    assert s.duplicates_skipped - before == 25
-    assert s.exhausted == "search space exhausted: none of its 2 points is left to launch (2 measured or running)"
-    assert s.relaunched == 1
+    assert s.proposer.duplicates_skipped - before == 25
+    assert (
+        s.proposer.exhausted == "search space exhausted: none of its 2 points is left to launch (2 measured or running)"
+    )
+    assert s.proposer.relaunched == 1
     repeats = [t for t in study.get_trials() if "duplicate_of" in t.user_attrs]
-    assert len(repeats) == s.duplicates_skipped
+    assert len(repeats) == s.proposer.duplicates_skipped
     # a repeat is not told to the sampler as a second result: TPE would count one point many times
     assert all(t.state == optuna.trial.TrialState.FAIL for t in repeats)
     assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials()) == 2
@@ -308,8 +350,8 @@ def test_screened_points_are_set_aside_but_seed_points_are_not() -> None:
     skipped = [
         t for t, r in zip(study.get_trials(), reasons, strict=True) if not r.startswith(("repeats", "repaired: "))
     ]
-    assert len(skipped) == s.screened_skipped and all(t.state == optuna.trial.TrialState.FAIL for t in skipped)
-    assert sum(r.startswith("repaired: ") for r in reasons) == s.repaired
+    assert len(skipped) == s.proposer.screened_skipped and all(t.state == optuna.trial.TrialState.FAIL for t in skipped)
+    assert sum(r.startswith("repaired: ") for r in reasons) == s.proposer.repaired
     assert any(t.user_attrs["skipped"].startswith("screened") for t in skipped)
 
 
@@ -384,10 +426,10 @@ params:
 def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Proposals that find nothing to launch (here: one try each, no walk) fall back on the listed space: the
     unmeasured point that passes the screen, the nearest to the best one first; then the search ends, saying why."""
-    import autotune.study.searcher as searcher_mod
+    import autotune.study.proposer as proposer_mod
 
-    monkeypatch.setattr(searcher_mod, "MAX_DUPLICATE_ASKS", 1)
-    monkeypatch.setattr(searcher_mod, "NEIGHBOUR_AFTER", 99)
+    monkeypatch.setattr(proposer_mod, "MAX_DUPLICATE_ASKS", 1)
+    monkeypatch.setattr(proposer_mod, "NEIGHBOUR_AFTER", 99)
     (tmp_path / "s.yaml").write_text(SCREENED)
     spec = load_study(tmp_path / "s.yaml")
     allowed = {(1024, 8), (1024, 9), (2048, 12), (4096, 15)}
@@ -405,18 +447,18 @@ def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path
     assert launched[0] == (1024, 8)  # the seed point
     assert set(launched[:4]) == allowed, "every allowed point once, no screened one, no repeat"
     assert launched.index((1024, 9)) < launched.index((4096, 15)), "nearest the best point first"
-    assert s.exhausted == (
+    assert s.proposer.exhausted == (
         "search space exhausted: none of its 24 points is left to launch (4 measured or running, "
         "20 set aside before launch)"
     )
     # then measured points again, never a point set aside (the last proposals were all screened: the best point)
-    assert launched[4:] == [(1024, 8)] * 3 and s.relaunched == 3
+    assert launched[4:] == [(1024, 8)] * 3 and s.proposer.relaunched == 3
 
 
 def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import autotune.study.searcher as searcher_mod
+    import autotune.study.proposer as proposer_mod
 
-    monkeypatch.setattr(searcher_mod, "ENUMERATE_LIMIT", 3)  # the 2-point TINY space lists; 24 points do not
+    monkeypatch.setattr(proposer_mod, "ENUMERATE_LIMIT", 3)  # the 2-point TINY space lists; 24 points do not
     (tmp_path / "s.yaml").write_text(SCREENED)
     spec = load_study(tmp_path / "s.yaml")
     study = open_study(spec, None)
@@ -424,7 +466,7 @@ def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Pa
     seed = s.suggest("seed")
     _complete(s, spec, "seed", seed, 100.0)
     cfg = s.suggest("next")  # everything screened: a screened proposal is launched anyway, as before listing
-    assert cfg != Searcher.FINISHED and not s.exhausted
+    assert cfg != Searcher.FINISHED and not s.proposer.exhausted
 
 
 def ngram_space(tmp_path: Path):  # type: ignore[no-untyped-def]
