@@ -19,7 +19,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 5: ``tpe-stall-5``/``-8`` (uniform draws while the last 5/8 launches have not improved the best feasible
   value), ``tpe-indep`` (TPE without multivariate/group), ``tpe-gamma-25`` (TPE's good share 25% of the launches,
   not 10%), ``tpe-ei-4``/``-8`` (TPE picks the best of 4/8 draws
-  from its good density, not of 24), ``tpe-local`` (every third launch a one-parameter move from one of the 3 best feasible points).
+  from its good density, not of 24), ``tpe-relaunch`` (while 8 launches have not improved the best, relaunch once
+  each of the 3 runner-ups within 8% of it), ``tpe-local`` (every third launch a one-parameter move from one of the 3 best feasible points).
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
 coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
@@ -79,6 +80,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-local": ("tpe", frozenset()),  # every third launch a one-parameter move from one of the 3 best points
     "tpe-ei-4": ("tpe", frozenset()),  # TPE picks the best of 4 draws from its good density, not of 24
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
+    "tpe-relaunch": ("tpe", frozenset()),  # while 8+ launches have not improved the best, relaunch a close runner-up
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -155,17 +157,23 @@ class StallSampler(AlternatingSampler):
         self.patience = patience
 
     def _of(self, study: Any, trial: Any) -> Any:
-        import optuna
 
         if trial.number not in self._pick:
-            sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
-            best, since = -math.inf, 0
-            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-                since += 1
-                if all(c <= 0 for c in named_constraints(t.constraints).values()) and sign * t.values[0] > best:
-                    best, since = sign * t.values[0], 0
-            self._pick[trial.number] = self.explore if since >= self.patience else self.model
+            self._pick[trial.number] = self.explore if since_best(study) >= self.patience else self.model
         return self._pick[trial.number]
+
+
+def since_best(study: Any) -> int:
+    """Completed launches since the last one that improved the best feasible first objective."""
+    import optuna
+
+    sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+    best, since = -math.inf, 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        since += 1
+        if all(c <= 0 for c in named_constraints(t.constraints).values()) and sign * t.values[0] > best:
+            best, since = sign * t.values[0], 0
+    return since
 
 
 def _stall(patience: int) -> Any:
@@ -226,7 +234,37 @@ class LocalMovesSearcher(AblatedSearcher):
         return super()._propose(running)
 
 
-SEARCHERS = {"tpe-local": LocalMovesSearcher}
+class RelaunchSearcher(AblatedSearcher):
+    """While the last ``patience`` launches have not improved the best feasible value, relaunch once each of the
+    ``top`` measured points after the best that are within ``within`` of it (a runner-up measured low may beat the
+    best's lucky draw); the export still takes the best single launch."""
+
+    patience, top, within = 8, 3, 0.08
+
+    def _propose(self, running: set[str]) -> Any:
+        import json
+
+        import optuna
+
+        again: set[str] = self.__dict__.setdefault("_again", set())
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if not waiting and since_best(self.study) >= self.patience:
+            sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
+            ranked = sorted(
+                (k for k, r in self._finished.items() if r.feasible), key=lambda k: -sign * self._finished[k].values[0]
+            )
+            if ranked:
+                best = self._finished[ranked[0]].values[0]
+                for k in ranked[1 : 1 + self.top]:
+                    close = abs(self._finished[k].values[0] - best) <= self.within * abs(best)
+                    if close and k not in again and k not in running:
+                        again.add(k)
+                        self.relaunched += 1
+                        return self._ask_fixed(json.loads(k))
+        return super()._propose(running)
+
+
+SEARCHERS = {"tpe-local": LocalMovesSearcher, "tpe-relaunch": RelaunchSearcher}
 
 
 def run_method(
