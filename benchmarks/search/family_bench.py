@@ -18,8 +18,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   ``GPSampler``; needs PyTorch), ``tpe-startup-10``;
 - round 5: ``tpe-stall-5``/``-8`` (uniform draws while the last 5/8 launches have not improved the best feasible
   value), ``tpe-indep`` (TPE without multivariate/group), ``tpe-gamma-25`` (TPE's good share 25% of the launches,
-  not 10%), ``tpe-ei-4``/``-8`` (TPE picks the best of 4/8 draws
-  from its good density, not of 24), ``tpe-relaunch`` (while 8 launches have not improved the best, relaunch once
+  not 10%), ``tpe-ei-4``/``-8``/``-64`` (TPE picks the best of 4/8/64
+  draws from its good density, not of 24), ``tpe-relaunch`` (while 8 launches have not improved the best, relaunch once
   each of the 3 runner-ups within 8% of it), ``tpe-local`` (every third launch a one-parameter move from one of the 3 best feasible points).
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
@@ -80,6 +80,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-local": ("tpe", frozenset()),  # every third launch a one-parameter move from one of the 3 best points
     "tpe-ei-4": ("tpe", frozenset()),  # TPE picks the best of 4 draws from its good density, not of 24
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
+    "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
     "tpe-relaunch": ("tpe", frozenset()),  # while 8+ launches have not improved the best, relaunch a close runner-up
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
@@ -191,6 +192,7 @@ SAMPLERS = {
     "tpe-gamma-25": lambda seed: _tpe(seed, gamma=lambda n: min(math.ceil(0.25 * n), 25)),
     "tpe-ei-4": lambda seed: _tpe(seed, n_ei_candidates=4),
     "tpe-ei-8": lambda seed: _tpe(seed, n_ei_candidates=8),
+    "tpe-ei-64": lambda seed: _tpe(seed, n_ei_candidates=64),
 }
 
 
