@@ -15,7 +15,12 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   of cap and memory), ``no-learned`` (the broken-drafter set-aside), ``tpe-plain`` (TPE in the pipeline-random
   pipeline: the sampler alone);
 - other samplers in the same pipeline: ``tpe-random-half`` (every second launch a uniform draw), ``gp`` (Optuna's
-  ``GPSampler``; needs PyTorch), ``tpe-startup-10``.
+  ``GPSampler``; needs PyTorch), ``tpe-startup-10``;
+- round 5: ``tpe-stall-5``/``-8`` (uniform draws while the last 5/8 launches have not improved the best feasible
+  value), ``tpe-indep`` (TPE without multivariate/group), ``tpe-gamma-25`` (TPE's good share 25% of the launches,
+  not 10%), ``tpe-ei-4``/``-8``/``-64`` (TPE picks the best of 4/8/64
+  draws from its good density, not of 24), ``tpe-relaunch`` (while 8 launches have not improved the best, relaunch once
+  each of the 3 runner-ups within 8% of it), ``tpe-local`` (every third launch a one-parameter move from one of the 3 best feasible points).
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
 coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
@@ -38,6 +43,7 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from autotune.core.dashboard_attrs import named_constraints
 from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
@@ -66,6 +72,16 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp": ("tpe", frozenset()),  # Optuna's GPSampler (needs torch); conditional parameters drawn uniformly
     "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
     "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside learnt from the study's own results
+    # round 5 of issue #29 (designed on the design families, judged on the others)
+    "tpe-stall-5": ("tpe", frozenset()),  # uniform draws while 5+ launches have not improved the best
+    "tpe-stall-8": ("tpe", frozenset()),  # the same after 8
+    "tpe-indep": ("tpe", frozenset()),  # TPE without multivariate/group (each parameter on its own)
+    "tpe-gamma-25": ("tpe", frozenset()),  # TPE's good share 10% -> 25% of the launches
+    "tpe-local": ("tpe", frozenset()),  # every third launch a one-parameter move from one of the 3 best points
+    "tpe-ei-4": ("tpe", frozenset()),  # TPE picks the best of 4 draws from its good density, not of 24
+    "tpe-ei-8": ("tpe", frozenset()),  # of 8
+    "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
+    "tpe-relaunch": ("tpe", frozenset()),  # while 8+ launches have not improved the best, relaunch a close runner-up
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -133,9 +149,50 @@ def _half(seed: int) -> Any:
     return AlternatingSampler(_tpe(seed), optuna.samplers.RandomSampler(seed=seed), 2)
 
 
+class StallSampler(AlternatingSampler):
+    """Draws a trial with ``explore`` while the last ``patience`` completed launches have not improved the best
+    feasible first objective (a restart of exploration when the model's proposals stall), else with ``model``."""
+
+    def __init__(self, model: Any, explore: Any, patience: int) -> None:
+        super().__init__(model, explore, 0)
+        self.patience = patience
+
+    def _of(self, study: Any, trial: Any) -> Any:
+
+        if trial.number not in self._pick:
+            self._pick[trial.number] = self.explore if since_best(study) >= self.patience else self.model
+        return self._pick[trial.number]
+
+
+def since_best(study: Any) -> int:
+    """Completed launches since the last one that improved the best feasible first objective."""
+    import optuna
+
+    sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+    best, since = -math.inf, 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        since += 1
+        if all(c <= 0 for c in named_constraints(t.constraints).values()) and sign * t.values[0] > best:
+            best, since = sign * t.values[0], 0
+    return since
+
+
+def _stall(patience: int) -> Any:
+    import optuna
+
+    return lambda seed: StallSampler(_tpe(seed), optuna.samplers.RandomSampler(seed=seed), patience)
+
+
 SAMPLERS = {
     "tpe-random-half": _half,
     "gp": _gp,
+    "tpe-stall-5": _stall(5),
+    "tpe-stall-8": _stall(8),
+    "tpe-indep": lambda seed: _tpe(seed, multivariate=False, group=False),
+    "tpe-gamma-25": lambda seed: _tpe(seed, gamma=lambda n: min(math.ceil(0.25 * n), 25)),
+    "tpe-ei-4": lambda seed: _tpe(seed, n_ei_candidates=4),
+    "tpe-ei-8": lambda seed: _tpe(seed, n_ei_candidates=8),
+    "tpe-ei-64": lambda seed: _tpe(seed, n_ei_candidates=64),
 }
 
 
@@ -152,6 +209,64 @@ class AblatedSearcher(OptunaStudySearcher):
             for p in self.proposer.deferred:
                 self.study.enqueue_trial(p, skip_if_exists=True)
             self.proposer.deferred = []
+
+
+class LocalMovesSearcher(AblatedSearcher):
+    """Every ``every``-th launch after the seed points, an unmeasured one-parameter move from one of the ``top`` best
+    feasible measured points (drawn at random: a multi-start local search beside the sampler)."""
+
+    every, top = 3, 3
+
+    def _propose(self, running: set[str]) -> Any:
+        import json
+
+        import optuna
+
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if not waiting and not self.exhausted and self.suggested % self.every == 0:
+            sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
+            ranked = sorted(
+                (k for k, r in self._finished.items() if r.feasible), key=lambda k: -sign * self._finished[k].values[0]
+            )
+            if ranked:
+                alt = self._neighbour(json.loads(self._rng.choice(ranked[: self.top])), running)
+                if alt is not None:
+                    self.neighbours_launched += 1
+                    return self._ask_fixed(alt)
+        return super()._propose(running)
+
+
+class RelaunchSearcher(AblatedSearcher):
+    """While the last ``patience`` launches have not improved the best feasible value, relaunch once each of the
+    ``top`` measured points after the best that are within ``within`` of it (a runner-up measured low may beat the
+    best's lucky draw); the export still takes the best single launch."""
+
+    patience, top, within = 8, 3, 0.08
+
+    def _propose(self, running: set[str]) -> Any:
+        import json
+
+        import optuna
+
+        again: set[str] = self.__dict__.setdefault("_again", set())
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if not waiting and since_best(self.study) >= self.patience:
+            sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
+            ranked = sorted(
+                (k for k, r in self._finished.items() if r.feasible), key=lambda k: -sign * self._finished[k].values[0]
+            )
+            if ranked:
+                best = self._finished[ranked[0]].values[0]
+                for k in ranked[1 : 1 + self.top]:
+                    close = abs(self._finished[k].values[0] - best) <= self.within * abs(best)
+                    if close and k not in again and k not in running:
+                        again.add(k)
+                        self.relaunched += 1
+                        return self._ask_fixed(json.loads(k))
+        return super()._propose(running)
+
+
+SEARCHERS = {"tpe-local": LocalMovesSearcher, "tpe-relaunch": RelaunchSearcher}
 
 
 def run_method(
@@ -182,7 +297,7 @@ def run_method(
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
 
-    searcher = AblatedSearcher(
+    searcher = SEARCHERS.get(method, AblatedSearcher)(
         spec, study, budget=launches * 20, on_record=lambda r, log: None, make_missing_record=missing, removed=removed
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
