@@ -146,8 +146,12 @@ def create(
     finished: Mapping[str, int],
     best: float | None,
 ) -> Any:
-    """The study's monitor (owned by the driver: it goes away with the driver)."""
-    return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE).remote(  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
+    """The study's monitor (owned by the driver: it goes away with the driver), on the caller's node, so that a lost GPU
+    worker does not take it along."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE, scheduling_strategy=here).remote(  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
         study, objective, direction, planned, dict(finished), best
     )
 

@@ -4,8 +4,9 @@ Ray Tune carries only the metrics it shows (``objective0``, ``feasible``, ``outc
 the record (``RECORD_REF``: the trial's id). The record and its server log wait in the study's inbox until the searcher
 takes them on ``on_trial_complete``, stores them (``StudyStore.append``, durable) and then tells the sampler.
 
-The inbox is a named Ray actor the driver creates before Ray Tune starts (owned by the driver: it goes away with it);
-trainables find it by the study's owner tag, on whatever node they run, so no file is shared between nodes.
+The inbox is a named Ray actor the driver creates before Ray Tune starts, on the driver's node (owned by the driver: it
+goes away with it, and a lost GPU worker does not take it along); trainables find it by the study's owner tag, on
+whatever node they run, so no file is shared between nodes.
 ``LocalInbox`` is the same without Ray (the search benchmark, tests).
 """
 
@@ -72,8 +73,12 @@ class RayInbox:
 
 
 def create(owner: str) -> RayInbox:
-    """The study's inbox (named, owned by the driver)."""
-    return RayInbox(_InboxActor.options(name=inbox_name(owner)).remote())
+    """The study's inbox (named, owned by the driver), on the caller's node: were it placed on a GPU worker that is
+    lost, every later trial's record would fail to arrive."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return RayInbox(_InboxActor.options(name=inbox_name(owner), scheduling_strategy=here).remote())
 
 
 def deliver(owner: str | None, trial_id: str, record: dict[str, Any], log_text: str) -> None:

@@ -252,3 +252,40 @@ def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert f"{TRIALS} finished trial(s) kept, 1 to run" in again.stdout + again.stderr
     assert len((root / "trials.jsonl").read_text().splitlines()) == TRIALS + 1
+
+
+_PLACEMENT = """
+import sys, uuid, ray
+from autotune.progress import monitor
+from autotune.study.cluster import loopback_only_ray
+from autotune.trial import inbox, slots
+
+loopback_only_ray()  # the nodes listen on loopback only
+ray.init(address=sys.argv[1], logging_level="ERROR")
+here = ray.get_runtime_context().get_node_id()
+owners = [uuid.uuid4().hex[:8] for _ in range(int(sys.argv[2]))]
+handles = [inbox.create(o).handle for o in owners]
+handles += [monitor.create(o, study="p", objective="x", direction="maximize", planned=1, finished={}, best=None)
+            for o in owners]
+handles += [slots.create(o, 1, node_id=here) for o in owners]
+ray.get([h.__ray_ready__.remote() for h in handles])
+names = {inbox.inbox_name(o) for o in owners} | {monitor.monitor_name(o) for o in owners}
+names |= {slots.pool_name(o) for o in owners}
+table = ray._private.state.actors()  # GCS's view: where each actor lives
+nodes = [a["Address"]["NodeID"] for a in table.values() if a.get("Name") in names and a.get("State") == "ALIVE"]
+print(len(nodes), sum(n != here for n in nodes))
+"""
+
+
+def test_the_studys_actors_stay_on_the_drivers_node(cluster) -> None:  # noqa: F811
+    """The driver's actors (record inbox, progress monitor, slot pool) live on the driver's node: one placed on a GPU
+    worker that is lost would fail every later trial (the CI failure of the lost-worker test)."""
+    c, _, _ = cluster
+    address = "127.0.0.1:" + c.address.rsplit(":", 1)[1]
+    n = 4
+    run = subprocess.run(
+        [sys.executable, "-c", _PLACEMENT, address, str(n)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    placed, elsewhere = map(int, run.stdout.split()[-2:])
+    assert placed == 3 * n and elsewhere == 0, run.stdout
