@@ -200,18 +200,6 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     assert [json.loads(x) for x in runs2[:2]] == runs  # kept, not re-run
     assert all(json.loads(x)["stage"] == 2 for x in runs2[2:])  # only a new top 2 gets a new stage
 
-    # every point is measured (5 that fit, the seed that did not) or, repaired to a fraction that holds the top load,
-    # one of those: a larger budget re-measures measured points that ran, never one set aside, and says so
-    proc3 = _run(space, results, "--trials", "8", "--finalists", "0")  # the trials are under test here, not a stage 3
-    out3 = proc3.stdout + proc3.stderr
-    assert proc3.returncode == 0, out3[-6000:]
-    records3 = [json.loads(x) for x in (root / "trials.jsonl").read_text().splitlines()]
-    assert len(records3) == 8
-    measured = {json.dumps(r["params"], sort_keys=True) for r in records2}
-    assert all(json.dumps(r["params"], sort_keys=True) in measured for r in records3[6:]), records3[6:]
-    assert all(r["params"]["mem_fraction_static"] == 0.8 for r in records3[6:])
-    assert (
-        "search space exhausted: none of its 10 points is left to launch (10 measured or running); 2 launch(es) "
-        "re-measured measured points"
-    ) in out3, out3[-3000:]
+    # a budget larger than the space (every point measured or set aside, then measured points re-measured) is the
+    # proposer's: tests/study/test_searcher.py covers it without a third driver run here
     assert time.monotonic() - t0 < 600
