@@ -1,6 +1,8 @@
 """--storage postgresql://...: a study on a real PostgreSQL server (started by the test from the pgserver package) is
-killed mid-study and resumed the same way as on SQLite; a second results directory cannot mix into it. The server is
-the session's (``postgres_url`` in tests/conftest.py)."""
+killed mid-study (the driver SIGKILLed: Ray and the servers left as a crash leaves them) and resumed without re-running
+a finished trial or leaving a server behind, the same way as on SQLite (the same Optuna storage code; the SQLite resume
+is the search e2e test's); a second results directory cannot mix into it. The server is the session's
+(``postgres_url`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -95,6 +97,8 @@ def test_postgres_study_killed_and_resumed(tmp_path: Path, postgres_url: str) ->
     final = [json.loads(x) for x in records.read_text().splitlines()]
     assert len(final) == 2
     assert [r["trial_id"] for r in final[: len(first)]] == [r["trial_id"] for r in first], "finished trials re-run"
+    registry = tmp_path / "registry"
+    assert not list(registry.glob("*.json")), "a server of this study is still registered as running"
 
     stored = optuna.load_study(study_name="pg", storage=postgres_url)
     measured = [
