@@ -93,6 +93,7 @@ class SlotPool:
         self.free = sorted(self.slots)
         self.held: dict[int, int | None] = {}  # slot -> the trial number holding it
         self.lost: dict[int, int | None] = {}  # slot -> the trial its runner saw interrupted by a node's loss
+        self.next_index = max(self.slots, default=-1) + 1  # never reused: a lost slot's index names only that slot
 
     def size(self) -> int:
         """How many slots the study has now."""
@@ -126,12 +127,13 @@ class SlotPool:
             self.lost[slot] = self.held[slot]
 
     def add_node(self, node: NodeGpus, gpus_per_node: int) -> list[Slot]:
-        """Slots for a node that joined the cluster (none where it already has some). A single-node slot per place;
-        multi-node studies get no slot from a lone joining node."""
+        """Slots for a node that joined the cluster (none where it already has some), numbered after every slot the
+        study has had (a lost slot's number, and its Serve app name, are not given to another). A single-node slot per
+        place; multi-node studies get no slot from a lone joining node."""
         if node.node_id in self.nodes():
             return []
-        first = max(self.slots, default=-1) + 1
-        new = plan_slots([node], gpus_per_node, first_index=first)
+        new = plan_slots([node], gpus_per_node, first_index=self.next_index)
+        self.next_index += len(new)
         for s in new:
             self.slots[s.index] = s
             self.free.append(s.index)

@@ -75,3 +75,6 @@ def test_a_lost_node_takes_its_slots_and_names_its_trials_a_joined_node_adds_som
     assert ray.get(pool.add_node.remote(slots.NodeGpus("c", 2), 1)) == []  # known already
     described = slots.describe(pool, 4)
     assert described is not None and described.node_id == "c" and slots.describe(pool, 0) is None
+    # the newest node lost, another joins: its slots are new numbers, not the lost node's again
+    assert ray.get(pool.drop_node.remote("c"))["slots"] == [3, 4]
+    assert [s.index for s in ray.get(pool.add_node.remote(slots.NodeGpus("d", 1), 1))] == [5]
