@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,7 +41,8 @@ def test_a_renamed_study_comes_back_with_its_records(tmp_path: Path) -> None:
             "--results-dir", str(results), "--search-args",
             # no finalist stage, and the simulator paced 10x faster than smoke.yaml's (same figures): the packing is
             # under test here, not the study
-            "--study renamed-rehearsal --dashboard-port 18266 --serve-port 18124 --finalists 0 --time-scale 100",
+            f"--study renamed-rehearsal --dashboard-port {free_port()} --serve-port {free_port()} --finalists 0 "
+            "--time-scale 100",
             "search_spaces/smoke.yaml",
         ],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
