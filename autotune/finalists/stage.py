@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from autotune.core.errors import NodeLostError
 from autotune.finalists.choice import missing_slots, run_trial_id
 from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.finalists.store import FinalistStore
@@ -26,6 +27,8 @@ class Relaunch(Protocol):
         self, spec: StudySpec, params: dict[str, Any], trial_id: str, number: int, owner: str | None
     ) -> tuple[dict[str, Any], str]: ...
 
+
+NODE_LOST_RETRIES = 3  # how often a relaunch runs again after its slot's node was lost (as Ray Tune reruns a trial)
 
 # The failed record of a relaunch that raised: (number, trial id, params, why) -> record.
 Lost = Callable[[int, str, dict[str, Any], str], TrialRecord]
@@ -53,9 +56,13 @@ def run_stage(
     concurrency: int,
     say: Callable[[str], None],
     halted: Callable[[], bool] = lambda: False,
+    node_id: str | None = None,
 ) -> list[FinalistRun]:
     """Launch every missing run of ``plan`` (resuming a stage a killed driver left); returns the runs made now.
-    Once ``halted()`` (an interrupt), no further relaunch starts; those running finish and are stored."""
+    Once ``halted()`` (an interrupt), no further relaunch starts; those running finish and are stored. The relaunch
+    tasks run on node ``node_id`` if given (the driver's: a lost GPU worker does not take one along); a relaunch whose
+    slot's node is lost (``NodeLostError``) runs again, up to ``NODE_LOST_RETRIES`` times, and is not stored as a run
+    of its config."""
     import ray
 
     key = spec.objectives[0].key
@@ -68,8 +75,14 @@ def run_stage(
         f"finalist stage {plan.stage}: trials {', '.join(map(str, plan.finalists))}, {plan.rounds} round(s), "
         f"{len(todo)} relaunch(es) to run" + (f" ({done_before} kept from an interrupted run)" if done_before else "")
     )
-    task = ray.remote(num_cpus=0.5, max_retries=0)(relaunch)
+    options: dict[str, Any] = {}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    task = ray.remote(num_cpus=0.5, max_retries=0, **options)(relaunch)
     in_flight: dict[Any, tuple[int, int, str]] = {}
+    node_lost: dict[tuple[int, int], int] = {}  # (round, trial) -> how often its slot's node was lost under it
     made: list[FinalistRun] = []
     while todo or in_flight:
         if halted():
@@ -94,6 +107,12 @@ def run_stage(
         except Exception as exc:  # noqa: BLE001 - a dead worker, a Ray error: recorded, the stage goes on
             if halted():
                 continue  # an interrupt or a lost cluster, not the config's doing: not stored, rerun on resume
+            cause = getattr(exc, "cause", None) or exc  # Ray's RayTaskError carries the task's own exception
+            if isinstance(cause, NodeLostError) and node_lost.get((rnd, number), 0) < NODE_LOST_RETRIES:
+                node_lost[rnd, number] = node_lost.get((rnd, number), 0) + 1
+                todo.insert(0, (rnd, number))  # its place in the plan's order: next
+                say(f"finalist stage {plan.stage} round {rnd}: trial {number} [{tid}]: {cause}")
+                continue
             record = lost(number, tid, dict(trial.params), f"the relaunch raised {type(exc).__name__}: {exc}")
         run = FinalistRun(stage=plan.stage, round=rnd, repeats=number, repeats_trial_id=trial.trial_id, record=record)
         store.append(run, log_text)  # durable before anything else

@@ -491,6 +491,7 @@ class StudyDriver:
                 concurrency=concurrency,
                 say=say,
                 halted=lambda: self.stopped.stopping,
+                node_id=driver_node(0.5),  # the relaunch tasks stay on the driver's node, as the trial functions do
             )
 
     def _export(self, note: str = "") -> int:

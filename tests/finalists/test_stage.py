@@ -99,3 +99,42 @@ def test_a_halted_stage_starts_no_relaunch(tmp_path: Path, monkeypatch: pytest.M
         halted=lambda: True,
     )
     assert made == [] and calls == []
+
+
+def test_a_relaunch_whose_node_is_lost_runs_again_and_is_not_stored_as_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relaunch interrupted by the loss of its slot's node (NodeLostError) runs again in its place in the order; one
+    lost every time is stored as a failed run after NODE_LOST_RETRIES further tries (the stage ends)."""
+    from autotune.core.errors import NodeLostError
+    from autotune.finalists.stage import NODE_LOST_RETRIES
+
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setitem(sys.modules, "ray", _fake_ray(calls))
+    interrupted: set[str] = set()
+
+    def relaunch(spec: Any, params: dict[str, Any], trial_id: str, number: int, owner: str | None) -> Any:
+        if number == 2 or trial_id not in interrupted:  # trial 2: always; trial 1: its first try of each round
+            interrupted.add(trial_id)
+            raise NodeLostError(f"trial {number} ({trial_id}): node n1 lost mid-trial; it is retried on another slot")
+        return replace(trial(number, 100.0 + number), trial_id=trial_id).to_json(), ""
+
+    said: list[str] = []
+    made = run_stage(
+        load_study(SMOKE),
+        StagePlan(stage=1, finalists=(1, 2), rounds=1),
+        {n: trial(n, 100.0 + n) for n in (1, 2)},
+        FinalistStore(tmp_path),
+        relaunch=relaunch,
+        lost=_lost,
+        owner=None,
+        concurrency=1,
+        say=said.append,
+    )
+    assert calls == [("t1-f1r1", 1)] * 2 + [("t2-f1r1", 2)] * (1 + NODE_LOST_RETRIES)
+    one, two = made
+    assert one.repeats == 1 and one.record.failure is None  # the interrupted try is not stored
+    assert two.repeats == 2 and two.record.outcome is TrialOutcome.FAILED and "NodeLostError" in two.record.message
+    # a line for each try that runs again (1 of trial 1, NODE_LOST_RETRIES of trial 2), then trial 2's failed run
+    assert sum("node n1 lost mid-trial" in line for line in said) == 1 + NODE_LOST_RETRIES + 1
+    assert "failed" in said[-1] and "trial 2" in said[-1]
