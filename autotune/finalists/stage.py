@@ -9,10 +9,12 @@ as a Ray task) and ``lost`` (the record of a relaunch that raised), so this pack
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from autotune.core.errors import NodeLostError
+from autotune.core.placement import on_node
 from autotune.finalists.choice import missing_slots, run_trial_id
 from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.finalists.store import FinalistStore
@@ -75,14 +77,9 @@ def run_stage(
         f"finalist stage {plan.stage}: trials {', '.join(map(str, plan.finalists))}, {plan.rounds} round(s), "
         f"{len(todo)} relaunch(es) to run" + (f" ({done_before} kept from an interrupted run)" if done_before else "")
     )
-    options: dict[str, Any] = {}
-    if node_id is not None:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
-    task = ray.remote(num_cpus=0.5, max_retries=0, **options)(relaunch)
+    task = ray.remote(num_cpus=0.5, max_retries=0, **on_node(node_id))(relaunch)
     in_flight: dict[Any, tuple[int, int, str]] = {}
-    node_lost: dict[tuple[int, int], int] = {}  # (round, trial) -> how often its slot's node was lost under it
+    node_lost: Counter[tuple[int, int]] = Counter()  # (round, trial) -> how often its slot's node was lost under it
     made: list[FinalistRun] = []
     while todo or in_flight:
         if halted():
@@ -108,8 +105,8 @@ def run_stage(
             if halted():
                 continue  # an interrupt or a lost cluster, not the config's doing: not stored, rerun on resume
             cause = getattr(exc, "cause", None) or exc  # Ray's RayTaskError carries the task's own exception
-            if isinstance(cause, NodeLostError) and node_lost.get((rnd, number), 0) < NODE_LOST_RETRIES:
-                node_lost[rnd, number] = node_lost.get((rnd, number), 0) + 1
+            if isinstance(cause, NodeLostError) and node_lost[rnd, number] < NODE_LOST_RETRIES:
+                node_lost[rnd, number] += 1
                 todo.insert(0, (rnd, number))  # its place in the plan's order: next
                 say(f"finalist stage {plan.stage} round {rnd}: trial {number} [{tid}]: {cause}")
                 continue

@@ -13,6 +13,7 @@ from typing import Any
 
 import ray
 
+from autotune.core.placement import on_node, this_node
 from autotune.progress.events import Phase, TrialEvent
 
 NAMESPACE = "autotune"  # explicit, so Serve replicas (namespace "serve") find the actor too
@@ -148,10 +149,7 @@ def create(
 ) -> Any:
     """The study's monitor (owned by the driver: it goes away with the driver), on the caller's node, so that a lost GPU
     worker does not take it along."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE, scheduling_strategy=here).remote(  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
+    return StudyMonitor.options(name=monitor_name(owner), namespace=NAMESPACE, **on_node(this_node())).remote(  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
         study, objective, direction, planned, dict(finished), best
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ray.tune.search import ConcurrencyLimiter, Searcher
 
+from autotune.core.placement import on_node, this_node
 from autotune.trial import slots
 
 TRIAL_RETRIES = 3  # how often Ray Tune reruns a trial whose node was lost (FailureConfig.max_failures)
@@ -194,7 +195,7 @@ def driver_node(min_cpus: float) -> str | None:
     kept there, so a lost GPU worker does not take them with it); None otherwise (Ray places them)."""
     import ray
 
-    here = ray.get_runtime_context().get_node_id()
+    here = this_node()
     for n in ray.nodes():
         if n.get("NodeID") == here and float(n.get("Resources", {}).get("CPU", 0)) >= min_cpus:
             return here
@@ -205,7 +206,6 @@ def sweep_every_node(owner: str, timeout_s: float = 60.0) -> int:
     """Kill the study's servers left on every live node (each node's own registry, ``autotune.trial.registry``);
     returns how many were killed. Runs one small task per node, pinned there."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from autotune.trial import registry
 
@@ -213,11 +213,7 @@ def sweep_every_node(owner: str, timeout_s: float = 60.0) -> int:
     def sweep(tag: str) -> int:
         return len(registry.sweep(tag))
 
-    refs = [
-        sweep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(owner)
-        for n in ray.nodes()
-        if n.get("Alive")
-    ]
+    refs = [sweep.options(**on_node(n["NodeID"])).remote(owner) for n in ray.nodes() if n.get("Alive")]
     try:
         return int(sum(ray.get(refs, timeout=timeout_s)))
     except Exception:  # noqa: BLE001 - a node lost meanwhile; the driver's own sweep follows

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import ray
 
 from autotune.core.errors import AutotuneError
+from autotune.core.placement import on_node, this_node
 
 RECORD_REF = "record_ref"  # the reported metric that names the record: the trial's id
 
@@ -75,10 +76,7 @@ class RayInbox:
 def create(owner: str) -> RayInbox:
     """The study's inbox (named, owned by the driver), on the caller's node: were it placed on a GPU worker that is
     lost, every later trial's record would fail to arrive."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    return RayInbox(_InboxActor.options(name=inbox_name(owner), scheduling_strategy=here).remote())
+    return RayInbox(_InboxActor.options(name=inbox_name(owner), **on_node(this_node())).remote())
 
 
 def deliver(owner: str | None, trial_id: str, record: dict[str, Any], log_text: str) -> None:

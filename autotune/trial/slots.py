@@ -22,6 +22,7 @@ from typing import Any
 import ray
 
 from autotune.core.errors import AutotuneError
+from autotune.core.placement import on_node
 
 
 @dataclass(frozen=True)
@@ -155,12 +156,7 @@ class SlotPool:
 def create(owner: str, slots: list[Slot] | int, node_id: str | None = None) -> Any:
     """The study's pool (named, owned by the driver: it goes away with the driver), on node ``node_id`` if given (the
     driver's: a lost GPU worker must not take the pool with it)."""
-    options: dict[str, Any] = {"name": pool_name(owner)}
-    if node_id is not None:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
-    return SlotPool.options(**options).remote(slots)  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
+    return SlotPool.options(name=pool_name(owner), **on_node(node_id)).remote(slots)  # type: ignore[attr-defined]  # @ray.remote makes the class an ActorClass; Ray's decorator is not typed as such
 
 
 def find(owner: str | None) -> Any | None:
