@@ -82,6 +82,9 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-ei-4": ("tpe", frozenset()),  # TPE picks the best of 4 draws from its good density, not of 24
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
     "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
+    # round 6: a Gaussian-process model of the measurements, expected improvement over the listed space
+    "gp-ei": ("tpe", frozenset()),
+    "gp-ei-local": ("tpe", frozenset()),  # every second proposal among points 2 parameters from the best
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -239,8 +242,22 @@ def run_method(
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
 
+    extra: dict[str, Any] = {}
+    if method.startswith("gp-ei"):
+        from autotune.study.model_proposer import ModelProposer
+
+        class Local(ModelProposer):
+            local_every = 2
+
+        extra["proposer"] = Local if method == "gp-ei-local" else ModelProposer
     searcher = AblatedSearcher(
-        spec, study, budget=launches * 20, on_record=lambda r, log: None, make_missing_record=missing, removed=removed
+        spec,
+        study,
+        budget=launches * 20,
+        on_record=lambda r, log: None,
+        make_missing_record=missing,
+        removed=removed,
+        **extra,
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
