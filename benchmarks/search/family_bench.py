@@ -22,7 +22,12 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   draws from its good density, not of 24). Round 5 also judged ``tpe-relaunch`` (while 8 launches have not improved
   the best, relaunch once each of the 3 runner-ups within 8% of it) and ``tpe-local`` (every third launch a
   one-parameter move from one of the 3 best feasible points); neither paid, and their searcher subclasses were removed
-  when the searcher gained its proposer (their code is at commit bea14e5; ``table`` still reads their results).
+  when the searcher gained its proposer (their code is at commit bea14e5; ``table`` still reads their results);
+- round 6: ``gp-ei``: the searcher with ``benchmarks.search.gp_proposer.ModelProposer`` (a Gaussian-process model of
+  the measurements; expected improvement times the chance of a feasible launch over the listed space).
+
+``--finalists COUNT ROUNDS`` adds the study's finalist stage after each run's launches (the product's export:
+``autotune.finalists``); the run's ``finalist_ratio`` is the true value of what it exports. The launches are the same.
 
 The results files of issue #29 also hold ablations of rules since removed from the searcher (``no-coord``: the
 coordinate step; ``no-chain``: the chain speed model; ``no-cell``, ``no-broken``: the discrete-cell and broken-drafter
@@ -60,6 +65,7 @@ from benchmarks.search.families import (
     applies,
     family_optimum,
 )
+from benchmarks.search.gp_proposer import ModelProposer
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
 
 # method -> (sampler, rules removed)
@@ -82,9 +88,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-ei-4": ("tpe", frozenset()),  # TPE picks the best of 4 draws from its good density, not of 24
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
     "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
-    # round 6: a Gaussian-process model of the measurements, expected improvement over the listed space
+    # round 6: a Gaussian-process model's expected improvement over the listed space (benchmarks.search.gp_proposer)
     "gp-ei": ("tpe", frozenset()),
-    "gp-ei-local": ("tpe", frozenset()),  # every second proposal among points 2 parameters from the best
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -215,7 +220,14 @@ class AblatedSearcher(OptunaStudySearcher):
 
 
 def run_method(
-    land: FamilyLandscape, optimum: float, method: str, *, seed: int, noise: float, launches: int
+    land: FamilyLandscape,
+    optimum: float,
+    method: str,
+    *,
+    seed: int,
+    noise: float,
+    launches: int,
+    finalists: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     if method == "grid":
         run = run_grid(land, optimum, seed=seed, noise=noise, launches=launches)  # type: ignore[arg-type]
@@ -242,14 +254,6 @@ def run_method(
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
 
-    extra: dict[str, Any] = {}
-    if method.startswith("gp-ei"):
-        from autotune.study.model_proposer import ModelProposer
-
-        class Local(ModelProposer):
-            local_every = 2
-
-        extra["proposer"] = Local if method == "gp-ei-local" else ModelProposer
     searcher = AblatedSearcher(
         spec,
         study,
@@ -257,7 +261,7 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        **extra,
+        **({"proposer": ModelProposer} if method == "gp-ei" else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
@@ -271,7 +275,7 @@ def run_method(
         tid, cfg = pending.popleft()
         rec = lab.record(cfg["number"], tid, cfg["params"])
         searcher.on_trial_complete(tid, searcher.inbox.report(tid, rec.to_json()))
-    return lab.run(method, seed, n).to_json()
+    return lab.run(method, seed, n, finalists).to_json()
 
 
 def relevant(method: str, land: FamilyLandscape) -> bool:
@@ -304,7 +308,15 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                 if m != "autotune" and "autotune" in own and not relevant(m, land):
                     r = {**own["autotune"], "method": m, "copied_from": "autotune"}
                 else:
-                    r = run_method(land, opt.value, m, seed=seed, noise=noise, launches=task["launches"])
+                    r = run_method(
+                        land,
+                        opt.value,
+                        m,
+                        seed=seed,
+                        noise=noise,
+                        launches=task["launches"],
+                        finalists=tuple(task.get("finalists", (0, 0))),  # type: ignore[arg-type]
+                    )
                 own[m] = r
                 r["family"], r["instance"] = task["family"], task["instance"]
                 if m == "autotune" and task.get("autotune_as"):
@@ -336,6 +348,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             ablation_noise=a.ablation_noise,
             headline=a.headline,
             autotune_as=a.autotune_as,
+            finalists=a.finalists,
         )
         for f in a.families
         for s in a.spaces
@@ -481,6 +494,50 @@ def rule_gains(runs: list[dict[str, Any]], cap: int) -> str:
     return "\n".join(lines)
 
 
+def _paired(pairs: list[tuple[float, float]], rng: random.Random) -> str:
+    """The mean of b - a over pairs with a bootstrap 90% interval."""
+    diffs = [b - a for a, b in pairs]
+    boots = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(1000))
+    return f"{statistics.fmean(diffs):+.3g} [{boots[50]:+.3g}, {boots[949]:+.3g}]"
+
+
+def family_pairs(runs: list[dict[str, Any]], cap: int, method: str) -> str:
+    """``method`` against the searcher per family, paired by landscape, noise and seed: launches to 98% (never reached
+    counted as ``2 * cap``) and, where both runs had the finalist stage (``--finalists``), the true value of what the
+    stage exports as a share of the optimum; each the mean of method - autotune with a bootstrap 90% interval."""
+    key = lambda r: (r["space"], r["variant"], r["noise"], r["seed"])  # noqa: E731
+    own = {key(r): r for r in runs if r["method"] == "autotune"}
+    rng = random.Random(0)
+    lines = [
+        f"| family | paired runs | launches to 98%: {method} - autotune | paired runs with finalists | finalist export "
+        f"(share of the optimum): {method} - autotune | finalist export below 95%: autotune / {method} |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for f in [*FAMILIES, "judge families"]:
+        pairs = [
+            (own[key(r)], r)
+            for r in runs
+            if r["method"] == method
+            and key(r) in own
+            and (r["family"] == f or (f == "judge families" and r["family"] not in DESIGN_FAMILIES))
+        ]
+        if not pairs:
+            continue
+        launches = [(min(launches_to(a["ratios"]), 2 * cap), min(launches_to(b["ratios"]), 2 * cap)) for a, b in pairs]
+        fin = [
+            (a["finalist_ratio"], b["finalist_ratio"])
+            for a, b in pairs
+            if a.get("finalist_ratio") is not None and b.get("finalist_ratio") is not None
+        ]
+        fin_cells = (
+            f"{len(fin)} | {_paired(fin, rng)} | {sum(a < POOR for a, _ in fin)} / {sum(b < POOR for _, b in fin)}"
+            if fin
+            else "0 | - | -"
+        )
+        lines.append(f"| {f} | {len(pairs)} | {_paired(launches, rng)} | {fin_cells} |")
+    return "\n".join(lines)
+
+
 def goal_table(runs: list[dict[str, Any]], cap: int, method: str = "autotune", noise: float = 0.04) -> str:
     """Issue #29's goal per family at one noise level: ``method``'s launches to 98% over pipeline-random's, as the
     ratio of the means (never reached counted as ``2 * cap``) and of the medians (inf: more than half never got
@@ -537,6 +594,9 @@ def cmd_table(a: argparse.Namespace) -> int:
     print(table(runs, cap, judge_only=a.judge))
     print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")
     print(rule_gains(runs, cap))
+    for m in a.pair:
+        print(f"\n**{m} against the searcher, per family** (paired by landscape, noise and seed)\n")
+        print(family_pairs(runs, cap, m))
     for m in a.goal:
         for noise in sorted({r["noise"] for r in runs if r["method"] == m}):
             print(f"\n**Goal check: {m} against pipeline-random at {noise:.0%} noise**\n")
@@ -568,6 +628,15 @@ def main(argv: list[str] | None = None) -> int:
         help="methods run at every noise level; the others only at --ablation-noise",
     )
     r.add_argument("--ablation-noise", type=float, nargs="+", default=[0.04])
+    r.add_argument(
+        "--finalists",
+        type=int,
+        nargs=2,
+        default=[0, 0],
+        metavar=("COUNT", "ROUNDS"),
+        help="after the launches, the study's finalist stage (COUNT configs relaunched ROUNDS times each): its "
+        "export's true value is the run's finalist_ratio (the search itself is the same)",
+    )
     r.add_argument("--autotune-as", default="", help="name the searcher's runs so (e.g. after a change)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
@@ -576,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--judge", action="store_true", help=f"judge families only (not {', '.join(DESIGN_FAMILIES)})")
     t.add_argument("--exclude", nargs="*", default=[], choices=FAMILIES, help="families left out of every table")
     t.add_argument("--goal", nargs="*", default=["autotune"], help="methods checked against issue #29's goal")
+    t.add_argument("--pair", nargs="*", default=[], help="methods paired with the searcher family by family")
     t.set_defaults(func=cmd_table)
     a = ap.parse_args(argv)
     return int(a.func(a))

@@ -1,5 +1,5 @@
-"""A proposer that launches the point of a listed space with the most expected improvement under a Gaussian-process
-model of the measurements (``autotune.study.gp``), weighted by the chance the point is feasible.
+"""Issue #29 round 6's candidate (not the product's searcher; ``docs/decisions/0014``): a proposer that launches the point of a listed space with the most expected improvement under a Gaussian-process
+model of the measurements (``benchmarks.search.gp``), weighted by the chance the point is feasible.
 
 It is the study's ``Proposer`` in every other respect: the study's seed points, the sampler's first draws (until the
 model has enough measured points), the deferred seeds, the repair and the set-asides. Each proposal:
@@ -30,8 +30,8 @@ from autotune.space import StudySpec
 from autotune.space.enumerate import finite_points
 from autotune.space.types import ParamSpec
 from autotune.space.values import is_number
-from autotune.study.gp import GaussianProcess, Hyper, expected_improvement, normal_cdf
 from autotune.study.proposer import Proposer
+from benchmarks.search.gp import GaussianProcess, Hyper, expected_improvement, normal_cdf
 
 MODEL_AFTER = 5  # measured launches (failed ones included) before the model proposes
 LIST_LIMIT = 200_000  # a space of more points than this is left to the sampler
@@ -43,10 +43,6 @@ def _numeric_scale(values: list[float], log: bool) -> tuple[float, float, bool]:
     if log:
         lo, hi = math.log(lo), math.log(hi)
     return lo, (hi - lo) or 1.0, log
-
-
-def _changed(a: Params, b: Params) -> int:
-    return sum(a.get(k, None) != b.get(k, None) for k in set(a) | set(b))
 
 
 class Encoder:
@@ -109,8 +105,6 @@ class Encoder:
 class ModelProposer(Proposer):
     """The study's proposer with the model's pick in place of the sampler's proposal (module docstring)."""
 
-    local_every = 0
-
     def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
         super().__init__(spec, study, rules)
         self.model_proposed = 0
@@ -164,12 +158,7 @@ class ModelProposer(Proposer):
             scores = chance * expected_improvement(mu, np.maximum(sd, 1e-9), float(np.max(best_mu)))
         else:  # nothing feasible yet: the most likely feasible of the optimistic points
             scores = chance * (mu + 2.0 * sd - float(np.min(mu)))
-        if self.local_every and ok and self.model_proposed % self.local_every == 0:
-            home = json.loads(keys[ok[int(np.argmax(best_mu))]])
-            scores = np.where([_changed(home, p) <= 2 for p in points], scores, -np.inf)
         for i in np.argsort(-scores, kind="stable"):
-            if not np.isfinite(scores[i]):
-                break
             cand = self._repaired(points[int(i)])
             if self.rules.set_aside(cand, running) is None:
                 return cand

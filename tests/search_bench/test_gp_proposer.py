@@ -1,0 +1,140 @@
+"""Issue #29 round 6's candidate (benchmarks/search/gp.py, gp_proposer.py): the Gaussian-process model follows noisy
+measurements and is unsure away from them; with it the searcher launches the listed point the model expects most
+from, keeps away from what failed, and falls back to the sampler where it cannot list the space."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from ray.tune.search import Searcher
+
+from autotune.policy.base import params_key
+from autotune.space import load_study
+from autotune.space.enumerate import finite_points
+from autotune.space.types import StudySpec
+from autotune.study.optuna_study import open_study
+from autotune.study.searcher import OptunaStudySearcher
+from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
+from benchmarks.search import gp_proposer
+from benchmarks.search.gp import GaussianProcess, expected_improvement, normal_cdf
+from benchmarks.search.gp_proposer import Encoder, ModelProposer
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "output_tok_per_s@max"
+
+
+@pytest.fixture
+def spec() -> StudySpec:
+    return replace(load_study(ROOT / "search_spaces" / "nccl.yaml"), seed=3)
+
+
+def speed(p: dict[str, Any]) -> float | None:
+    """A landscape: LL128 with 16 channels is best, custom all-reduce off fails (None)."""
+    if p["disable_custom_all_reduce"]:
+        return None
+    return 1000.0 * (1.6 if p["nccl_proto"] == "LL128" else 1.0) * (1.3 if p["nccl_min_nchannels"] == 16 else 1.0)
+
+
+def record(spec: StudySpec, number: int, params: dict[str, Any]) -> TrialRecord:
+    value = speed(params)
+    return TrialRecord(
+        study=spec.name,
+        trial_id=f"t{number}",
+        number=number,
+        params=params,
+        flags={},
+        env={},
+        argv=[],
+        outcome=TrialOutcome.COMPLETE if value is not None else TrialOutcome.FAILED,
+        failure=None if value is not None else FailureKind.OOM_AT_LAUNCH,
+        objectives={KEY: value or 0.0},
+        constraints={"ttft_ms.p99@max": -10.0, "itl_ms.p99@max": -1.0} if value is not None else {},
+        feasible=value is not None,
+    )
+
+
+def run(spec: StudySpec, launches: int) -> tuple[OptunaStudySearcher, list[dict[str, Any]]]:
+    searcher = OptunaStudySearcher(
+        spec,
+        open_study(spec, None),
+        budget=launches,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+        proposer=ModelProposer,
+    )
+    launched = []
+    for i in range(launches):
+        cfg = searcher.suggest(f"t{i}")
+        assert isinstance(cfg, dict)
+        launched.append(cfg["params"])
+        rec = record(spec, cfg["number"], cfg["params"])
+        searcher.on_trial_complete(f"t{i}", searcher.inbox.report(f"t{i}", rec.to_json()))
+    return searcher, launched
+
+
+def test_the_model_finds_the_best_point_and_keeps_away_from_failures(spec: StudySpec) -> None:
+    searcher, launched = run(spec, 20)
+    assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed >= 10
+    assert len({params_key(p) for p in launched}) == len(launched)  # nothing launched twice
+    best = max(speed(p) or 0.0 for p in launched)
+    assert best == pytest.approx(1000.0 * 1.6 * 1.3)
+    modelled = launched[-searcher.proposer.model_proposed :]
+    assert sum(p["disable_custom_all_reduce"] for p in modelled) <= 2  # half the space fails; the model avoids it
+
+
+def test_points_running_at_once_are_different(spec: StudySpec) -> None:
+    searcher, _ = run(spec, 8)
+    searcher.budget = 12
+    running = [searcher.suggest(f"r{i}") for i in range(4)]
+    assert all(isinstance(c, dict) for c in running)
+    assert len({params_key(c["params"]) for c in running if isinstance(c, dict)}) == 4
+
+
+def test_a_space_too_large_to_list_is_left_to_the_sampler(spec: StudySpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gp_proposer, "LIST_LIMIT", 10)
+    searcher, launched = run(spec, 10)
+    assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed == 0
+    assert len(launched) == 10 and searcher.suggest("x") == Searcher.FINISHED
+
+
+def test_the_encoding_puts_other_choices_a_range_apart() -> None:
+    spec = load_study(ROOT / "search_spaces" / "nccl.yaml")
+    points = finite_points(spec, 1000)
+    assert points is not None
+    enc = Encoder(spec, points)
+    a = {**points[0], "nccl_proto": "LL", "nccl_min_nchannels": 4, "nccl_buffsize": None}
+    b = {**a, "nccl_proto": "LL128", "nccl_min_nchannels": 32}
+    x = enc.encode([a, b])
+    by_group = [float(np.sum((x[0, g] - x[1, g]) ** 2)) for g in enc.groups]
+    names = [p.name for p in spec.params]
+    assert by_group[names.index("nccl_proto")] == pytest.approx(1.0)
+    assert by_group[names.index("nccl_min_nchannels")] == pytest.approx(1.0)  # 4 -> 32: the whole range (log)
+    assert by_group[names.index("nccl_buffsize")] == 0.0
+
+
+def test_it_follows_noisy_measurements_and_is_unsure_away_from_them() -> None:
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.0, 0.6, 12)[:, None]
+    y = np.sin(4 * x[:, 0]) + rng.normal(0.0, 0.05, len(x))
+    gp = GaussianProcess(x, y, [np.array([0])], rng)
+    mu, sd = gp.predict(np.array([[0.3], [1.0]]))
+    assert abs(mu[0] - np.sin(1.2)) < 0.15
+    assert sd[1] > 3 * sd[0]
+
+
+def test_the_length_scale_of_a_parameter_without_effect_is_longer() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.0, 1.0, (30, 2))
+    y = np.cos(5 * x[:, 0]) + rng.normal(0.0, 0.02, 30)  # the second column does nothing
+    gp = GaussianProcess(x, y, [np.array([0]), np.array([1])], rng)
+    assert gp.hyper.scales[1] > gp.hyper.scales[0] + 1.0
+
+
+def test_expected_improvement_prefers_a_higher_mean_then_a_wider_spread() -> None:
+    ei = expected_improvement(np.array([1.0, 0.5, 0.5]), np.array([0.1, 0.1, 1.0]), 0.9)
+    assert ei[0] > ei[1] and ei[2] > ei[1] and np.all(ei >= 0)
+    assert np.allclose(normal_cdf(np.array([0.0, 10.0, -10.0])), [0.5, 1.0, 0.0])
