@@ -138,3 +138,19 @@ def test_expected_improvement_prefers_a_higher_mean_then_a_wider_spread() -> Non
     ei = expected_improvement(np.array([1.0, 0.5, 0.5]), np.array([0.1, 0.1, 1.0]), 0.9)
     assert ei[0] > ei[1] and ei[2] > ei[1] and np.all(ei >= 0)
     assert np.allclose(normal_cdf(np.array([0.0, 10.0, -10.0])), [0.5, 1.0, 0.0])
+
+
+def test_the_family_benchmark_runs_the_candidate_with_the_finalist_stage_and_pairs_it() -> None:
+    from benchmarks.search.families import FamilyLandscape, family_optimum
+    from benchmarks.search.family_bench import family_pairs, run_method
+
+    land = FamilyLandscape(load_study(ROOT / "search_spaces" / "h200x2-tp2-nccl.yaml"), "interactions", 0)
+    best = family_optimum(land).value
+    runs = []
+    for method in ("autotune", "gp-ei"):
+        r = run_method(land, best, method, seed=0, noise=0.04, launches=8, finalists=(3, 2))
+        assert r["method"] == method and len(r["ratios"]) == 8 and r["finalist_launches"] == 6
+        assert 0.0 < r["finalist_ratio"] <= 1.0 + 1e-9
+        runs.append({**r, "family": "interactions", "instance": 0})
+    table = family_pairs(runs, 8, "gp-ei")
+    assert "| interactions | 1 |" in table and "| judge families" not in table
