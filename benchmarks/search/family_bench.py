@@ -90,6 +90,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
     # round 6: a Gaussian-process model's expected improvement over the listed space (benchmarks.search.gp_proposer)
     "gp-ei": ("tpe", frozenset()),
+    "gp-ei-2": ("tpe", frozenset()),  # its second form (ModelProposer.honest)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -219,6 +220,10 @@ class AblatedSearcher(OptunaStudySearcher):
             self.proposer.deferred = []
 
 
+class HonestModelProposer(ModelProposer):
+    honest = True
+
+
 def run_method(
     land: FamilyLandscape,
     optimum: float,
@@ -261,7 +266,7 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        **({"proposer": ModelProposer} if method == "gp-ei" else {}),
+        **({"proposer": HonestModelProposer if method == "gp-ei-2" else ModelProposer} if "gp-ei" in method else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0

@@ -72,9 +72,12 @@ class GaussianProcess:
         groups: list[np.ndarray],
         rng: np.random.Generator,
         start: Hyper | None = None,
+        prior_mean: float | None = None,
     ) -> None:
+        """``prior_mean``: what the model expects far from every point (default: the mean of ``y``)."""
         self.x, self.groups = x, groups
-        self.mean, self.sd = float(np.mean(y)), float(np.std(y)) or 1.0
+        self.mean = float(np.mean(y)) if prior_mean is None else prior_mean
+        self.sd = float(np.std(y)) or 1.0
         self.y = (y - self.mean) / self.sd
         sq = group_distances(x, x, groups)
         self.hyper = self._fit(sq, rng, start)

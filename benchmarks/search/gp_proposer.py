@@ -103,7 +103,13 @@ class Encoder:
 
 
 class ModelProposer(Proposer):
-    """The study's proposer with the model's pick in place of the sampler's proposal (module docstring)."""
+    """The study's proposer with the model's pick in place of the sampler's proposal (module docstring).
+
+    ``honest``: the second form (``gp-ei-2``): a point far from every measured one is a coin flip for feasibility
+    (the feasibility GP's prior mean is 0 between the labels -1 and +1, not the share measured so far), and an
+    improvement counts only beyond the measurement noise the model fitted (one launch cannot show a smaller one)."""
+
+    honest = False
 
     def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
         super().__init__(spec, study, rules)
@@ -155,7 +161,8 @@ class ModelProposer(Proposer):
         chance = self._feasible_chance(x, np.array([t.feasible for t in told], dtype=float), enc, grid)
         if ok:
             best_mu = gp.predict(x[ok])[0]
-            scores = chance * expected_improvement(mu, np.maximum(sd, 1e-9), float(np.max(best_mu)))
+            margin = math.sqrt(gp.noise_var) if self.honest else 0.0
+            scores = chance * expected_improvement(mu, np.maximum(sd, 1e-9), float(np.max(best_mu)) + margin)
         else:  # nothing feasible yet: the most likely feasible of the optimistic points
             scores = chance * (mu + 2.0 * sd - float(np.min(mu)))
         for i in np.argsort(-scores, kind="stable"):
@@ -169,7 +176,9 @@ class ModelProposer(Proposer):
         its own length scales: a memory edge is sharper than the speed's slope), read as a probit."""
         if feasible.all() or len(feasible) < 2:
             return np.ones(len(grid))
-        gp = GaussianProcess(x, 2.0 * feasible - 1.0, enc.groups, self._np_rng, self._feasible_hyper)
+        gp = GaussianProcess(
+            x, 2.0 * feasible - 1.0, enc.groups, self._np_rng, self._feasible_hyper, 0.0 if self.honest else None
+        )
         self._feasible_hyper = gp.hyper
         mu, sd = gp.predict(grid)
         return normal_cdf(mu / np.sqrt(sd * sd + gp.noise_var))
