@@ -147,10 +147,21 @@ def test_the_family_benchmark_runs_the_candidate_with_the_finalist_stage_and_pai
     land = FamilyLandscape(load_study(ROOT / "search_spaces" / "h200x2-tp2-nccl.yaml"), "interactions", 0)
     best = family_optimum(land).value
     runs = []
-    for method in ("autotune", "gp-ei"):
+    for method in ("autotune", "gp-ei", "gp-ei-2"):
         r = run_method(land, best, method, seed=0, noise=0.04, launches=8, finalists=(3, 2))
         assert r["method"] == method and len(r["ratios"]) == 8 and r["finalist_launches"] == 6
         assert 0.0 < r["finalist_ratio"] <= 1.0 + 1e-9
         runs.append({**r, "family": "interactions", "instance": 0})
     table = family_pairs(runs, 8, "gp-ei")
     assert "| interactions | 1 |" in table and "| judge families" not in table
+
+
+def test_far_from_every_point_the_model_expects_its_prior_mean() -> None:
+    rng = np.random.default_rng(2)
+    x = np.array([[0.0], [0.05], [0.1], [0.15]])
+    y = np.array([-1.0, -1.0, -1.0, 1.0])  # mostly infeasible labels
+    far = np.array([[5.0]])
+    assert GaussianProcess(x, y, [np.array([0])], rng).predict(far)[0][0] == pytest.approx(-0.5, abs=0.05)
+    assert GaussianProcess(x, y, [np.array([0])], rng, prior_mean=0.0).predict(far)[0][0] == pytest.approx(
+        0.0, abs=0.05
+    )
