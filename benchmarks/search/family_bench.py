@@ -91,7 +91,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     # round 6: a Gaussian-process model's expected improvement over the listed space (benchmarks.search.gp_proposer)
     "gp-ei": ("tpe", frozenset()),
     "gp-ei-2": ("tpe", frozenset()),  # its second form (ModelProposer.honest)
-    "gp-ei-3": ("tpe", frozenset()),  # its third form (ModelProposer.score_repaired)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -225,13 +224,6 @@ class HonestModelProposer(ModelProposer):
     honest = True
 
 
-class RepairedModelProposer(ModelProposer):
-    honest = score_repaired = True
-
-
-GP_PROPOSERS = {"gp-ei": ModelProposer, "gp-ei-2": HonestModelProposer, "gp-ei-3": RepairedModelProposer}
-
-
 def run_method(
     land: FamilyLandscape,
     optimum: float,
@@ -274,7 +266,7 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        **({"proposer": GP_PROPOSERS[method]} if method in GP_PROPOSERS else {}),
+        **({"proposer": HonestModelProposer if method == "gp-ei-2" else ModelProposer} if "gp-ei" in method else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0

@@ -7,8 +7,8 @@ model has enough measured points), the deferred seeds, the repair and the set-as
 - models the first objective of the measured launches (its logarithm when every value is positive: speeds multiply)
   with a GP whose length scales say how far each parameter's effect reaches; points running now count as measured at
   their predicted value, so parallel slots do not all get one point;
-- estimates each point's chance of being feasible with a second GP, fitted to the measured points' feasibility
-  (``ModelProposer`` says how each form does it);
+- estimates each point's chance of being feasible from the measured points near it (kernel-weighted, with one
+  feasible and one infeasible pseudo-observation as the prior);
 - launches the listed point with the highest expected improvement over the best predicted measured feasible value,
   times that chance, that the repair and the set-asides let through.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -110,10 +110,6 @@ class ModelProposer(Proposer):
     improvement counts only beyond the measurement noise the model fitted (one launch cannot show a smaller one)."""
 
     honest = False
-    # the third form (``gp-ei-3``, honest too): the model scores what would be launched, the repaired point (the
-    # repair raises a proposal's cap and memory fraction), not the listed point it came from
-    score_repaired = False
-    RESCORE = 256  # the best-scored listed points whose repaired twins are scored
 
     def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
         super().__init__(spec, study, rules)
@@ -160,46 +156,29 @@ class ModelProposer(Proposer):
             xr = enc.encode([json.loads(k) for k in running])
             xs = np.vstack([x[valued], xr])
             gp = GaussianProcess(xs, np.concatenate([y, gp.predict(xr)[0]]), enc.groups, self._np_rng, gp.hyper)
+        mu, sd = gp.predict(grid)
         ok = [i for i in valued if told[i].feasible]
-        chance_of = self._feasible_chance(x, np.array([t.feasible for t in told], dtype=float), enc)
-        best = float(np.max(gp.predict(x[ok])[0])) if ok else 0.0
-        margin = math.sqrt(gp.noise_var) if self.honest else 0.0
-
-        def score(rows: np.ndarray) -> np.ndarray:
-            mu, sd = gp.predict(rows)
-            if ok:
-                return chance_of(rows) * expected_improvement(mu, np.maximum(sd, 1e-9), best + margin)
-            return chance_of(rows) * (mu + 2.0 * sd - float(np.min(mu)))  # nothing feasible yet: optimistic, likely
-
-        scores = score(grid)
-        order = np.argsort(-scores, kind="stable")
-        if self.score_repaired:  # the repaired twins of the best-scored points, scored themselves
-            twins: dict[str, Params] = {}
-            for i in order[: self.RESCORE]:
-                cand = self._repaired(points[int(i)])
-                if self.rules.set_aside(cand, running) is None:
-                    twins.setdefault(json.dumps(cand, sort_keys=True, default=str), cand)
-            if twins:
-                found = list(twins.values())
-                return found[int(np.argmax(score(enc.encode(found))))]
-        for i in order:
+        chance = self._feasible_chance(x, np.array([t.feasible for t in told], dtype=float), enc, grid)
+        if ok:
+            best_mu = gp.predict(x[ok])[0]
+            margin = math.sqrt(gp.noise_var) if self.honest else 0.0
+            scores = chance * expected_improvement(mu, np.maximum(sd, 1e-9), float(np.max(best_mu)) + margin)
+        else:  # nothing feasible yet: the most likely feasible of the optimistic points
+            scores = chance * (mu + 2.0 * sd - float(np.min(mu)))
+        for i in np.argsort(-scores, kind="stable"):
             cand = self._repaired(points[int(i)])
             if self.rules.set_aside(cand, running) is None:
                 return cand
         return None
 
-    def _feasible_chance(self, x: np.ndarray, feasible: np.ndarray, enc: Encoder) -> Callable[[np.ndarray], np.ndarray]:
-        """Each point's chance of a feasible launch: a GP fitted to the measured points' feasibility (+1 / -1, its own
-        length scales: a memory edge is sharper than the speed's slope), read as a probit."""
+    def _feasible_chance(self, x: np.ndarray, feasible: np.ndarray, enc: Encoder, grid: np.ndarray) -> np.ndarray:
+        """Each listed point's chance of a feasible launch: a GP fitted to the measured points' feasibility (+1 / -1,
+        its own length scales: a memory edge is sharper than the speed's slope), read as a probit."""
         if feasible.all() or len(feasible) < 2:
-            return lambda rows: np.ones(len(rows))
+            return np.ones(len(grid))
         gp = GaussianProcess(
             x, 2.0 * feasible - 1.0, enc.groups, self._np_rng, self._feasible_hyper, 0.0 if self.honest else None
         )
         self._feasible_hyper = gp.hyper
-
-        def chance(rows: np.ndarray) -> np.ndarray:
-            mu, sd = gp.predict(rows)
-            return normal_cdf(mu / np.sqrt(sd * sd + gp.noise_var))
-
-        return chance
+        mu, sd = gp.predict(grid)
+        return normal_cdf(mu / np.sqrt(sd * sd + gp.noise_var))
