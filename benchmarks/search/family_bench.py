@@ -91,6 +91,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     # round 6: a Gaussian-process model's expected improvement over the listed space (benchmarks.search.gp_proposer)
     "gp-ei": ("tpe", frozenset()),
     "gp-ei-2": ("tpe", frozenset()),  # its second form (ModelProposer.honest)
+    "gp-ei-4": ("tpe", frozenset()),  # its fourth form (ModelProposer.poor_failures)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -224,6 +225,13 @@ class HonestModelProposer(ModelProposer):
     honest = True
 
 
+class PoorFailuresModelProposer(ModelProposer):
+    honest = poor_failures = True
+
+
+GP_PROPOSERS = {"gp-ei": ModelProposer, "gp-ei-2": HonestModelProposer, "gp-ei-4": PoorFailuresModelProposer}
+
+
 def run_method(
     land: FamilyLandscape,
     optimum: float,
@@ -266,7 +274,7 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        **({"proposer": HonestModelProposer if method == "gp-ei-2" else ModelProposer} if "gp-ei" in method else {}),
+        **({"proposer": GP_PROPOSERS[method]} if method in GP_PROPOSERS else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import optuna
 
+from autotune.core.failures import FailureKind
 from autotune.policy.base import Params, Rules
 from autotune.space import StudySpec
 from autotune.space.enumerate import finite_points
@@ -110,6 +111,9 @@ class ModelProposer(Proposer):
     improvement counts only beyond the measurement noise the model fitted (one launch cannot show a smaller one)."""
 
     honest = False
+    # the fourth form (``gp-ei-4``, honest too): a failed launch is also a measurement of the speed model, as poor as
+    # the worst launch measured (TPE counts it among its poor points the same way)
+    poor_failures = False
 
     def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
         super().__init__(spec, study, rules)
@@ -150,6 +154,9 @@ class ModelProposer(Proposer):
         sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
         raw = np.array([told[i].values[0] for i in valued], dtype=float)
         y = sign * (np.log(raw) if np.all(raw > 0) else raw)
+        if self.poor_failures:  # failed launches join the speed model at the worst value measured
+            failed = [i for i, t in enumerate(told) if t.failure not in (None, FailureKind.INVALID_CONFIG)]
+            valued, y = valued + failed, np.concatenate([y, np.full(len(failed), float(np.min(y)))])
         gp = GaussianProcess(x[valued], y, enc.groups, self._np_rng, self._hyper)
         self._hyper = gp.hyper
         if running:  # running points count as measured at their predicted value (a kriging believer)
