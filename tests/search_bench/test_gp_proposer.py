@@ -20,6 +20,7 @@ from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 from benchmarks.search import gp_proposer
+from benchmarks.search.family_bench import GP_PROPOSERS
 from benchmarks.search.gp import GaussianProcess, expected_improvement, normal_cdf
 from benchmarks.search.gp_proposer import Encoder, ModelProposer
 
@@ -57,14 +58,16 @@ def record(spec: StudySpec, number: int, params: dict[str, Any]) -> TrialRecord:
     )
 
 
-def run(spec: StudySpec, launches: int) -> tuple[OptunaStudySearcher, list[dict[str, Any]]]:
+def run(
+    spec: StudySpec, launches: int, proposer: type[ModelProposer] = ModelProposer
+) -> tuple[OptunaStudySearcher, list[dict[str, Any]]]:
     searcher = OptunaStudySearcher(
         spec,
         open_study(spec, None),
         budget=launches,
         on_record=lambda r, log: None,
         make_missing_record=lambda *a: pytest.fail("no missing record expected"),
-        proposer=ModelProposer,
+        proposer=proposer,
     )
     launched = []
     for i in range(launches):
@@ -76,12 +79,17 @@ def run(spec: StudySpec, launches: int) -> tuple[OptunaStudySearcher, list[dict[
     return searcher, launched
 
 
-def test_the_model_finds_the_best_point_and_keeps_away_from_failures(spec: StudySpec) -> None:
-    searcher, launched = run(spec, 20)
+@pytest.mark.parametrize("form", sorted(GP_PROPOSERS))
+def test_the_model_finds_the_best_point_and_keeps_away_from_failures(spec: StudySpec, form: str) -> None:
+    searcher, launched = run(spec, 20, GP_PROPOSERS[form])
     assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed >= 10
     assert len({params_key(p) for p in launched}) == len(launched)  # nothing launched twice
     best = max(speed(p) or 0.0 for p in launched)
-    assert best == pytest.approx(1000.0 * 1.6 * 1.3)
+    # every form finds the large main effect (LL128); the first also the 16-channel spike. The others miss the spike
+    # on this seed within 20 launches: how often a form finds one is the benchmark's question, not this test's.
+    assert best >= 1600.0
+    if form == "gp-ei":
+        assert best == pytest.approx(1000.0 * 1.6 * 1.3)
     modelled = launched[-searcher.proposer.model_proposed :]
     assert sum(p["disable_custom_all_reduce"] for p in modelled) <= 2  # half the space fails; the model avoids it
 
@@ -147,7 +155,7 @@ def test_the_family_benchmark_runs_the_candidate_with_the_finalist_stage_and_pai
     land = FamilyLandscape(load_study(ROOT / "search_spaces" / "h200x2-tp2-nccl.yaml"), "interactions", 0)
     best = family_optimum(land).value
     runs = []
-    for method in ("autotune", "gp-ei", "gp-ei-2"):
+    for method in ("autotune", *GP_PROPOSERS):
         r = run_method(land, best, method, seed=0, noise=0.04, launches=8, finalists=(3, 2))
         assert r["method"] == method and len(r["ratios"]) == 8 and r["finalist_launches"] == 6
         assert 0.0 < r["finalist_ratio"] <= 1.0 + 1e-9
