@@ -23,8 +23,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   the best, relaunch once each of the 3 runner-ups within 8% of it) and ``tpe-local`` (every third launch a
   one-parameter move from one of the 3 best feasible points); neither paid, and their searcher subclasses were removed
   when the searcher gained its proposer (their code is at commit bea14e5; ``table`` still reads their results);
-- round 6: ``gp-ei``: the searcher with ``benchmarks.search.gp_proposer.ModelProposer`` (a Gaussian-process model of
-  the measurements; expected improvement times the chance of a feasible launch over the listed space).
+- round 6: ``gp-ei``, ``gp-ei-2``, ``gp-ei-4``: the searcher with a form of
+  ``benchmarks.search.gp_proposer.ModelProposer`` (a Gaussian-process model of the measurements; expected
+  improvement times the chance of a feasible launch over the listed space; ``gp_proposer.FORMS``).
 
 ``--finalists COUNT ROUNDS`` adds the study's finalist stage after each run's launches (the product's export:
 ``autotune.finalists``); the run's ``finalist_ratio`` is the true value of what it exports. The launches are the same.
@@ -65,7 +66,7 @@ from benchmarks.search.families import (
     applies,
     family_optimum,
 )
-from benchmarks.search.gp_proposer import ModelProposer
+from benchmarks.search.gp_proposer import FORMS as GP_FORMS
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
 
 # method -> (sampler, rules removed)
@@ -221,17 +222,6 @@ class AblatedSearcher(OptunaStudySearcher):
             self.proposer.deferred = []
 
 
-class HonestModelProposer(ModelProposer):
-    honest = True
-
-
-class PoorFailuresModelProposer(ModelProposer):
-    honest = poor_failures = True
-
-
-GP_PROPOSERS = {"gp-ei": ModelProposer, "gp-ei-2": HonestModelProposer, "gp-ei-4": PoorFailuresModelProposer}
-
-
 def run_method(
     land: FamilyLandscape,
     optimum: float,
@@ -274,7 +264,7 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        **({"proposer": GP_PROPOSERS[method]} if method in GP_PROPOSERS else {}),
+        **({"proposer": GP_FORMS[method]} if method in GP_FORMS else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0

@@ -1,5 +1,6 @@
-"""Issue #29 round 6's candidate (not the product's searcher; ``docs/decisions/0014``): a proposer that launches the point of a listed space with the most expected improvement under a Gaussian-process
-model of the measurements (``benchmarks.search.gp``), weighted by the chance the point is feasible.
+"""Issue #29 round 6's candidate (not the product's searcher; ``docs/decisions/0014``): a proposer that launches the
+point of a listed space with the most expected improvement under a Gaussian-process model of the measurements
+(``benchmarks.search.gp``), weighted by the chance the point is feasible.
 
 It is the study's ``Proposer`` in every other respect: the study's seed points, the sampler's first draws (until the
 model has enough measured points), the deferred seeds, the repair and the set-asides. Each proposal:
@@ -7,12 +8,12 @@ model has enough measured points), the deferred seeds, the repair and the set-as
 - models the first objective of the measured launches (its logarithm when every value is positive: speeds multiply)
   with a GP whose length scales say how far each parameter's effect reaches; points running now count as measured at
   their predicted value, so parallel slots do not all get one point;
-- estimates each point's chance of being feasible from the measured points near it (kernel-weighted, with one
-  feasible and one infeasible pseudo-observation as the prior);
+- estimates each point's chance of being feasible with a second GP, fitted to the measured points' feasibility;
 - launches the listed point with the highest expected improvement over the best predicted measured feasible value,
   times that chance, that the repair and the set-asides let through.
 
-A space too large to list falls back to the sampler's proposals.
+A space too large to list falls back to the sampler's proposals. ``FORMS`` names the forms the family benchmark
+judges (``benchmarks.search.family_bench``: methods ``gp-ei``, ``gp-ei-2``, ``gp-ei-4``).
 """
 
 from __future__ import annotations
@@ -189,3 +190,18 @@ class ModelProposer(Proposer):
         self._feasible_hyper = gp.hyper
         mu, sd = gp.predict(grid)
         return normal_cdf(mu / np.sqrt(sd * sd + gp.noise_var))
+
+
+class HonestModelProposer(ModelProposer):
+    honest = True
+
+
+class PoorFailuresModelProposer(ModelProposer):
+    honest = poor_failures = True
+
+
+FORMS: dict[str, type[ModelProposer]] = {
+    "gp-ei": ModelProposer,
+    "gp-ei-2": HonestModelProposer,
+    "gp-ei-4": PoorFailuresModelProposer,
+}

@@ -20,9 +20,8 @@ from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import FailureKind, TrialOutcome, TrialRecord
 from benchmarks.search import gp_proposer
-from benchmarks.search.family_bench import GP_PROPOSERS
 from benchmarks.search.gp import GaussianProcess, expected_improvement, normal_cdf
-from benchmarks.search.gp_proposer import Encoder, ModelProposer
+from benchmarks.search.gp_proposer import FORMS, Encoder, ModelProposer
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "output_tok_per_s@max"
@@ -79,9 +78,9 @@ def run(
     return searcher, launched
 
 
-@pytest.mark.parametrize("form", sorted(GP_PROPOSERS))
+@pytest.mark.parametrize("form", sorted(FORMS))
 def test_the_model_finds_the_best_point_and_keeps_away_from_failures(spec: StudySpec, form: str) -> None:
-    searcher, launched = run(spec, 20, GP_PROPOSERS[form])
+    searcher, launched = run(spec, 20, FORMS[form])
     assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed >= 10
     assert len({params_key(p) for p in launched}) == len(launched)  # nothing launched twice
     best = max(speed(p) or 0.0 for p in launched)
@@ -155,7 +154,7 @@ def test_the_family_benchmark_runs_the_candidate_with_the_finalist_stage_and_pai
     land = FamilyLandscape(load_study(ROOT / "search_spaces" / "h200x2-tp2-nccl.yaml"), "interactions", 0)
     best = family_optimum(land).value
     runs = []
-    for method in ("autotune", *GP_PROPOSERS):
+    for method in ("autotune", *FORMS):
         r = run_method(land, best, method, seed=0, noise=0.04, launches=8, finalists=(3, 2))
         assert r["method"] == method and len(r["ratios"]) == 8 and r["finalist_launches"] == 6
         assert 0.0 < r["finalist_ratio"] <= 1.0 + 1e-9
