@@ -93,6 +93,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-ei": ("tpe", frozenset()),
     "gp-ei-2": ("tpe", frozenset()),  # its second form (ModelProposer.honest)
     "gp-ei-4": ("tpe", frozenset()),  # its fourth form (ModelProposer.poor_failures)
+    # round 7: gp-ei-4 and TPE taking turns (ModelProposer.alternate)
+    "gp-tpe-alt": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -593,6 +595,10 @@ def goal_table(runs: list[dict[str, Any]], cap: int, method: str = "autotune", n
 def cmd_table(a: argparse.Namespace) -> int:
     docs = [jsonio.load(f) for f in a.files]
     runs = [r for d in docs for r in d["runs"] if r["family"] not in a.exclude]
+    empty = sorted({f"{r['space']}/{r['variant']}" for r in runs if not r["optimum"]})
+    if empty:  # no feasible point: nothing to find, every method "never" gets there
+        runs = [r for r in runs if r["optimum"]]
+        print(f"Left out, no feasible point: {', '.join(empty)}.")
     cap = min(d["launches"] for d in docs)
     print(table(runs, cap, judge_only=a.judge))
     print("\n**Each rule's gain on the judge families** (paired with `autotune` by landscape, noise and seed)\n")

@@ -115,10 +115,14 @@ class ModelProposer(Proposer):
     # the fourth form (``gp-ei-4``, honest too): a failed launch is also a measurement of the speed model, as poor as
     # the worst launch measured (TPE counts it among its poor points the same way)
     poor_failures = False
+    # the fifth form (``gp-tpe-alt``, ``gp-ei-4`` otherwise): every second proposal is the sampler's (TPE), a
+    # portfolio of the two models, each of which loses on families where the other does not
+    alternate = False
 
     def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
         super().__init__(spec, study, rules)
         self.model_proposed = 0
+        self._turns = 0
         self._np_rng = np.random.default_rng(spec.seed)
         self._hyper: Hyper | None = None
         self._feasible_hyper: Hyper | None = None
@@ -128,7 +132,8 @@ class ModelProposer(Proposer):
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
         deferred_due = self.deferred and (finishing or left <= len(self.deferred))
         if not waiting and not deferred_due and not self.exhausted and len(self.measured) >= MODEL_AFTER:
-            pick = self._model_pick(running)
+            self._turns += 1
+            pick = None if self.alternate and self._turns % 2 == 0 else self._model_pick(running)
             if pick is not None:
                 self.model_proposed += 1
                 return self._ask_fixed(pick)
@@ -200,8 +205,13 @@ class PoorFailuresModelProposer(ModelProposer):
     honest = poor_failures = True
 
 
+class AlternatingModelProposer(ModelProposer):
+    honest = poor_failures = alternate = True
+
+
 FORMS: dict[str, type[ModelProposer]] = {
     "gp-ei": ModelProposer,
     "gp-ei-2": HonestModelProposer,
     "gp-ei-4": PoorFailuresModelProposer,
+    "gp-tpe-alt": AlternatingModelProposer,
 }
