@@ -1,5 +1,5 @@
-"""A small Gaussian-process model of noisy measurements over encoded points, in numpy: what a model-based proposer
-(``benchmarks.search.gp_proposer``) predicts for every point it could launch, with its uncertainty.
+"""A small Gaussian-process model of noisy measurements over encoded points, in numpy: what the model proposer
+(``autotune.study.model_proposer``) predicts for every point it could launch, with its uncertainty.
 
 The kernel is a Matern 5/2 over a weighted distance with one length scale per group of features (one group per search
 parameter); the length scales, the signal and the noise variance are the maximum a-posteriori values under weak

@@ -8,8 +8,8 @@ sampler learns the region instead of ignoring it. The study's side (sampler, see
 is ``autotune.study.optuna_study``.
 
 This module is Ray Tune's side of the search: the budget, the time box, the stops, and each finished trial's record.
-What to launch is the proposer's (``autotune.study.proposer``: Optuna's ``ask``, the walk, the listing, the seed
-points kept for last) and the rules' it consults (``autotune.policy``: each a ``Rule``, listed in order by
+What to launch is the proposer's (``autotune.study.model_proposer``: TPE and a model of the measurements taking turns,
+on ``autotune.study.proposer``'s Optuna ``ask``, walk, listing and seed points kept for last) and the rules' it consults (``autotune.policy``: each a ``Rule``, listed in order by
 ``autotune.policy.defaults``). The searcher holds both and adds no rule of its own: a rule is added or removed in that
 list, and another proposal strategy is another ``Proposer``. A finished trial's record is taken from the study's inbox
 (``autotune.trial.inbox``: Ray Tune carries only the metrics it shows and a reference), stored durably, observed by
@@ -29,6 +29,7 @@ from ray.tune.search import Searcher
 from autotune.policy.base import Rules, Told, params_key
 from autotune.policy.defaults import default_rules
 from autotune.space import StudySpec
+from autotune.study.model_proposer import ModelProposer
 from autotune.study.optuna_study import constraint_values, objective_values, tag_trial
 from autotune.study.proposer import Proposer, measured_trials
 from autotune.trial.inbox import RECORD_REF, Inbox, LocalInbox
@@ -37,7 +38,7 @@ from autotune.trial.records import TrialRecord
 # What Ray Tune's Searcher.suggest returns: a config, None (nothing now, ask again later), or the string
 # Searcher.FINISHED (no further trial). Ray annotates it Optional[Dict] and handles all three (ray/tune/search).
 Suggestion: TypeAlias = dict[str, Any] | str | None
-# How a searcher makes its proposer: ``Proposer`` itself, or another strategy with its constructor.
+# How a searcher makes its proposer: ``ModelProposer``, ``Proposer`` itself, or another strategy with its constructor.
 MakeProposer: TypeAlias = Callable[[StudySpec, optuna.Study, Rules], Proposer]
 
 
@@ -55,7 +56,7 @@ class OptunaStudySearcher(Searcher):
         stop_after_s: float | None = None,
         on_raw_result: Callable[[int, str, str], str] | None = None,
         rules: Rules | None = None,
-        proposer: MakeProposer = Proposer,
+        proposer: MakeProposer = ModelProposer,
         inbox: Inbox | None = None,
         reserve_s: Callable[[], float] | None = None,
     ) -> None:

@@ -7,7 +7,8 @@
 
 Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune drives it, except ``grid``):
 
-- ``autotune``: the searcher as it is (TPE and every rule);
+- ``autotune``: the searcher as it is (TPE and the model of the measurements taking turns, every rule);
+- ``tpe-only``: the searcher before round 7 (TPE alone, every rule; ``autotune`` in files made before then);
 - ``pipeline-random``: the same pipeline (seed points, repairs, set-asides, listing, export rule) with Optuna's
   ``RandomSampler`` and none of the ordering rules (the seed points kept for last launched with the others);
 - ``grid``: the seed points, then every point of the space (floats at 4 values) in a seeded random order;
@@ -23,9 +24,12 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   the best, relaunch once each of the 3 runner-ups within 8% of it) and ``tpe-local`` (every third launch a
   one-parameter move from one of the 3 best feasible points); neither paid, and their searcher subclasses were removed
   when the searcher gained its proposer (their code is at commit bea14e5; ``table`` still reads their results);
-- round 6: ``gp-ei``, ``gp-ei-2``, ``gp-ei-4``: the searcher with a form of
-  ``benchmarks.search.gp_proposer.ModelProposer`` (a Gaussian-process model of the measurements; expected
-  improvement times the chance of a feasible launch over the listed space; ``gp_proposer.FORMS``).
+- round 6: ``gp-ei``, ``gp-ei-2``, ``gp-ei-4``: TPE's proposals replaced by three forms of a Gaussian-process model of
+  the measurements; none paid (their code is at commit a204c5f);
+- round 7: ``gp-tpe-alt``: the fourth form and TPE taking turns. It paid on landscapes no round had seen and is the
+  searcher now (``autotune.study.model_proposer``); its files keep the name.
+
+Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
 ``--finalists COUNT ROUNDS`` adds the study's finalist stage after each run's launches (the product's export:
 ``autotune.finalists``); the run's ``finalist_ratio`` is the true value of what it exports. The launches are the same.
@@ -53,6 +57,7 @@ from ray.tune.search import Searcher
 
 from autotune.core.dashboard_attrs import named_constraints
 from autotune.study.optuna_study import open_study
+from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
 from benchmarks.search import jsonio
@@ -66,7 +71,6 @@ from benchmarks.search.families import (
     applies,
     family_optimum,
 )
-from benchmarks.search.gp_proposer import FORMS as GP_FORMS
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
 
 # method -> (sampler, rules removed)
@@ -89,12 +93,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-ei-4": ("tpe", frozenset()),  # TPE picks the best of 4 draws from its good density, not of 24
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
     "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
-    # round 6: a Gaussian-process model's expected improvement over the listed space (benchmarks.search.gp_proposer)
-    "gp-ei": ("tpe", frozenset()),
-    "gp-ei-2": ("tpe", frozenset()),  # its second form (ModelProposer.honest)
-    "gp-ei-4": ("tpe", frozenset()),  # its fourth form (ModelProposer.poor_failures)
-    # round 7: gp-ei-4 and TPE taking turns (ModelProposer.alternate)
-    "gp-tpe-alt": ("tpe", frozenset()),
+    "tpe-only": ("tpe", frozenset()),  # the searcher before round 7: TPE without the model (autotune.study.proposer)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -207,6 +206,8 @@ SAMPLERS = {
     "tpe-ei-8": lambda seed: _tpe(seed, n_ei_candidates=8),
     "tpe-ei-64": lambda seed: _tpe(seed, n_ei_candidates=64),
 }
+# methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
+TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
 
 class AblatedSearcher(OptunaStudySearcher):
@@ -266,7 +267,7 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        **({"proposer": GP_FORMS[method]} if method in GP_FORMS else {}),
+        **({"proposer": Proposer} if method in TPE_ALONE else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0

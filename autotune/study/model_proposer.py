@@ -1,0 +1,187 @@
+"""The searcher's proposer: TPE and a Gaussian-process model of the measurements take turns (decision 0015).
+
+It is the study's ``Proposer`` (``autotune.study.proposer``: seed points, TPE's first draws, the repair, the
+set-asides, the deferred seeds) with every second proposal, once the study has ``MODEL_AFTER`` measured launches,
+taken from a model instead of the sampler. TPE keeps exploring where the model is sure of itself; the model finds a
+good point sooner where TPE's densities are slow. Each model proposal:
+
+- models the first objective of the measured launches (its logarithm when every value is positive: speeds multiply)
+  with a GP (``autotune.study.gp``) whose length scales say how far each parameter's effect reaches; a failed launch
+  counts as the worst value measured (as TPE counts it among its poor points); points running now count as measured
+  at their predicted value, so parallel slots do not all get one point;
+- estimates each point's chance of a feasible launch with a second GP fitted to the measured points' feasibility; a
+  point far from every measured one is a coin flip;
+- launches the listed point of the space with the highest expected improvement over the best predicted measured
+  feasible value plus the measurement noise the model fitted (one launch cannot show less), times that chance, that
+  the repair and the set-asides let through.
+
+The model proposes only for TPE studies with one objective and a space small enough to list (``LIST_LIMIT``);
+anything else is the sampler's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+import optuna
+
+from autotune.core.failures import FailureKind
+from autotune.policy.base import Params, Rules
+from autotune.space import StudySpec
+from autotune.space.enumerate import finite_points
+from autotune.space.types import ParamSpec
+from autotune.space.values import is_number
+from autotune.study.gp import GaussianProcess, Hyper, expected_improvement, normal_cdf
+from autotune.study.proposer import Proposer
+
+MODEL_AFTER = 5  # measured launches (failed ones included) before the model proposes
+LIST_LIMIT = 200_000  # a space of more points than this is left to the sampler
+EVERY = 2  # the model makes one proposal in this many, the sampler the others
+
+
+def _numeric_scale(values: list[float], log: bool) -> tuple[float, float, bool]:
+    lo, hi = min(values), max(values)
+    log = log or (lo > 0 and hi / lo >= 8)
+    if log:
+        lo, hi = math.log(lo), math.log(hi)
+    return lo, (hi - lo) or 1.0, log
+
+
+class Encoder:
+    """Points of a space as rows of numbers in [0, 1], one group of columns per parameter: a number (or a categorical
+    of numbers) is its place in its range (logarithmic when the parameter is, or spans 8x), with a column saying it is
+    set at all where it can be absent or None; other choices are one column each, 1/sqrt(2) when taken, so two
+    different choices are as far apart as a whole range."""
+
+    def __init__(self, spec: StudySpec, points: list[Params]) -> None:
+        self.columns: list[tuple[str, Any]] = []  # (param, kind)
+        self.groups: list[np.ndarray] = []
+        self._plan: list[tuple[ParamSpec, str, Any]] = []
+        for p in spec.params:
+            seen = [pt[p.name] for pt in points if p.name in pt]
+            absent = len(seen) < len(points) or any(v is None for v in seen)
+            numbers = [float(v) for v in seen if is_number(v)]
+            first = len(self.columns)
+            if p.type != "bool" and numbers and all(v is None or is_number(v) for v in seen):
+                self._plan.append((p, "number", (*_numeric_scale(numbers, p.log), absent)))
+                self.columns.append((p.name, "number"))
+                if absent:
+                    self.columns.append((p.name, "set"))
+            elif p.type == "bool":
+                self._plan.append((p, "bool", absent))
+                self.columns.append((p.name, "bool"))
+                if absent:
+                    self.columns.append((p.name, "set"))
+            else:
+                choices = list(dict.fromkeys(repr(v) for v in seen))
+                self._plan.append((p, "choice", choices))
+                self.columns.extend((p.name, c) for c in choices)
+            self.groups.append(np.arange(first, len(self.columns)))
+
+    def encode(self, points: list[Params]) -> np.ndarray:
+        out = np.zeros((len(points), len(self.columns)))
+        for row, pt in enumerate(points):
+            col = 0
+            for p, kind, info in self._plan:
+                v = pt.get(p.name)
+                if kind == "number":
+                    lo, span, log, absent = info
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        x = math.log(v) if log and v > 0 else float(v)
+                        out[row, col] = (x - lo) / span
+                        if absent:
+                            out[row, col + 1] = 1.0
+                    col += 2 if absent else 1
+                elif kind == "bool":
+                    out[row, col] = 1.0 if v is True else 0.0
+                    if info:
+                        out[row, col + 1] = 1.0 if p.name in pt else 0.0
+                    col += 2 if info else 1
+                else:
+                    if p.name in pt and repr(v) in info:
+                        out[row, col + info.index(repr(v))] = 1.0 / math.sqrt(2.0)
+                    col += len(info)
+        return out
+
+
+class ModelProposer(Proposer):
+    """The study's proposer with every second proposal the model's (module docstring)."""
+
+    def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
+        super().__init__(spec, study, rules)
+        self.model_proposed = 0
+        self._turns = 0
+        self._on = spec.sampler == "tpe" and len(spec.objectives) == 1
+        self._np_rng = np.random.default_rng(spec.seed)
+        self._hyper: Hyper | None = None
+        self._feasible_hyper: Hyper | None = None
+        self._listing: tuple[list[Params], Encoder, np.ndarray] | None = None
+
+    def propose(self, running: Collection[str], *, left: int, finishing: bool) -> tuple[optuna.Trial, Params]:
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        deferred_due = self.deferred and (finishing or left <= len(self.deferred))
+        if self._on and not waiting and not deferred_due and not self.exhausted and len(self.measured) >= MODEL_AFTER:
+            self._turns += 1
+            pick = self._model_pick(running) if self._turns % EVERY == 1 else None
+            if pick is not None:
+                self.model_proposed += 1
+                return self._ask_fixed(pick)
+        return super().propose(running, left=left, finishing=finishing)
+
+    def _listed(self) -> tuple[list[Params], Encoder, np.ndarray] | None:
+        if self._listing is None:
+            points = finite_points(self.spec, LIST_LIMIT)
+            if not points:
+                return None
+            enc = Encoder(self.spec, points)
+            self._listing = (points, enc, enc.encode(points))
+        return self._listing
+
+    def _model_pick(self, running: Collection[str]) -> Params | None:
+        listed = self._listed()
+        told = list(self.measured.values())
+        valued = [i for i, t in enumerate(told) if t.failure is None]
+        if listed is None or len(valued) < 2:
+            return None
+        points, enc, grid = listed
+        x = enc.encode([json.loads(k) for k in self.measured])
+        sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
+        raw = np.array([told[i].values[0] for i in valued], dtype=float)
+        y = sign * (np.log(raw) if np.all(raw > 0) else raw)
+        failed = [i for i, t in enumerate(told) if t.failure not in (None, FailureKind.INVALID_CONFIG)]
+        valued, y = valued + failed, np.concatenate([y, np.full(len(failed), float(np.min(y)))])
+        gp = GaussianProcess(x[valued], y, enc.groups, self._np_rng, self._hyper)
+        self._hyper = gp.hyper
+        if running:  # running points count as measured at their predicted value (a kriging believer)
+            xr = enc.encode([json.loads(k) for k in running])
+            xs = np.vstack([x[valued], xr])
+            gp = GaussianProcess(xs, np.concatenate([y, gp.predict(xr)[0]]), enc.groups, self._np_rng, gp.hyper)
+        mu, sd = gp.predict(grid)
+        ok = [i for i in valued if told[i].feasible]
+        chance = self._feasible_chance(x, np.array([t.feasible for t in told], dtype=float), enc, grid)
+        if ok:
+            best_mu = gp.predict(x[ok])[0]
+            margin = math.sqrt(gp.noise_var)
+            scores = chance * expected_improvement(mu, np.maximum(sd, 1e-9), float(np.max(best_mu)) + margin)
+        else:  # nothing feasible yet: the most likely feasible of the optimistic points
+            scores = chance * (mu + 2.0 * sd - float(np.min(mu)))
+        for i in np.argsort(-scores, kind="stable"):
+            cand = self._repaired(points[int(i)])
+            if self.rules.set_aside(cand, running) is None:
+                return cand
+        return None
+
+    def _feasible_chance(self, x: np.ndarray, feasible: np.ndarray, enc: Encoder, grid: np.ndarray) -> np.ndarray:
+        """Each listed point's chance of a feasible launch: a GP fitted to the measured points' feasibility (+1 / -1,
+        its own length scales: a memory edge is sharper than the speed's slope), read as a probit; a point far from
+        every measured one is a coin flip."""
+        if feasible.all() or len(feasible) < 2:
+            return np.ones(len(grid))
+        gp = GaussianProcess(x, 2.0 * feasible - 1.0, enc.groups, self._np_rng, self._feasible_hyper, 0.0)
+        self._feasible_hyper = gp.hyper
+        mu, sd = gp.predict(grid)
+        return normal_cdf(mu / np.sqrt(sd * sd + gp.noise_var))
