@@ -120,6 +120,7 @@ class ModelProposer(Proposer):
         self._hyper: Hyper | None = None
         self._feasible_hyper: Hyper | None = None
         self._listing: tuple[list[Params], Encoder, np.ndarray] | None = None
+        self._too_large = False  # the space is too large to list (walked once, not again at every proposal)
 
     def propose(self, running: Collection[str], *, left: int, finishing: bool) -> tuple[optuna.Trial, Params]:
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
@@ -133,9 +134,10 @@ class ModelProposer(Proposer):
         return super().propose(running, left=left, finishing=finishing)
 
     def _listed(self) -> tuple[list[Params], Encoder, np.ndarray] | None:
-        if self._listing is None:
+        if self._listing is None and not self._too_large:
             points = finite_points(self.spec, LIST_LIMIT)
             if not points:
+                self._too_large = True
                 return None
             enc = Encoder(self.spec, points)
             self._listing = (points, enc, enc.encode(points))

@@ -121,7 +121,10 @@ def test_points_running_at_once_are_different(spec: StudySpec) -> None:
 
 def test_a_space_too_large_to_list_is_left_to_the_sampler(spec: StudySpec, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model_proposer, "LIST_LIMIT", 10)
+    walks = []
+    monkeypatch.setattr(model_proposer, "finite_points", lambda *a: walks.append(a) or None)
     searcher, launched = run(spec, 10)
+    assert len(walks) == 1  # the space is walked once, not at every proposal
     assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed == 0
     assert len(launched) == 10 and searcher.suggest("x") == Searcher.FINISHED
 
