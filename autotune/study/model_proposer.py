@@ -127,7 +127,12 @@ class ModelProposer(Proposer):
         deferred_due = self.deferred and (finishing or left <= len(self.deferred))
         if self._on and not waiting and not deferred_due and not self.exhausted and len(self.measured) >= MODEL_AFTER:
             self._turns += 1
-            pick = self._model_pick(running) if self._turns % EVERY == 1 else None
+            pick = None
+            if self._turns % EVERY == 1:
+                try:
+                    pick = self._model_pick(running)
+                except np.linalg.LinAlgError:  # a model that cannot be fitted to these launches: the sampler proposes
+                    pick = None
             if pick is not None:
                 self.model_proposed += 1
                 return self._ask_fixed(pick)
@@ -146,7 +151,7 @@ class ModelProposer(Proposer):
     def _model_pick(self, running: Collection[str]) -> Params | None:
         listed = self._listed()
         told = list(self.measured.values())
-        valued = [i for i, t in enumerate(told) if t.failure is None]
+        valued = [i for i, t in enumerate(told) if t.failure is None and math.isfinite(t.values[0])]
         if listed is None or len(valued) < 2:
             return None
         points, enc, grid = listed

@@ -193,3 +193,15 @@ def test_far_from_every_point_the_model_expects_its_prior_mean() -> None:
     assert GaussianProcess(x, y, [np.array([0])], rng, prior_mean=0.0).predict(far)[0][0] == pytest.approx(
         0.0, abs=0.05
     )
+
+
+def test_a_model_that_cannot_be_fitted_leaves_the_proposal_to_the_sampler(
+    spec: StudySpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def singular(*a: Any, **k: Any) -> None:
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+
+    monkeypatch.setattr(model_proposer, "GaussianProcess", singular)
+    searcher, launched = run(spec, 12)
+    assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed == 0
+    assert len({params_key(p) for p in launched}) == 12  # the study goes on with the sampler's proposals
