@@ -16,7 +16,7 @@ good point sooner where TPE's densities are slow. Each model proposal:
   the repair and the set-asides let through.
 
 The model proposes only for TPE studies with one objective and a space small enough to list (``LIST_LIMIT``);
-anything else is the sampler's.
+anything else is the sampler's, as is a turn where the model cannot be fitted to the launches.
 """
 
 from __future__ import annotations
