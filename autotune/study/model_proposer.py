@@ -135,7 +135,9 @@ class ModelProposer(Proposer):
                     pick = None
             if pick is not None:
                 self.model_proposed += 1
-                return self._ask_fixed(pick)
+                trial, params = self._ask_fixed(pick)
+                trial.set_user_attr("proposed_by", "model")  # the study's trials say which proposals were the model's
+                return trial, params
         return super().propose(running, left=left, finishing=finishing)
 
     def _listed(self) -> tuple[list[Params], Encoder, np.ndarray] | None:

@@ -102,6 +102,8 @@ def test_the_model_takes_every_second_proposal_finds_the_main_effect_and_keeps_a
     assert len({params_key(p) for p in launched}) == len(launched)  # nothing launched twice
     # after 5 measured launches the model takes turns with TPE: 15 proposals, 8 of them its own
     assert proposer.model_proposed == len(proposer.picks) == 8
+    marked = [t.params for t in searcher.study.get_trials() if t.user_attrs.get("proposed_by") == "model"]
+    assert sorted(map(params_key, marked)) == sorted(map(params_key, proposer.picks))  # the study says which they are
     assert max(speed(p) or 0.0 for p in launched) >= 1600.0  # the large main effect (LL128)
     assert sum(p["disable_custom_all_reduce"] for p in proposer.picks) <= 1  # half the space fails; the model avoids it
 
