@@ -132,7 +132,7 @@ class ModelProposer(Proposer):
                 try:
                     pick = self._model_pick(running)
                 except np.linalg.LinAlgError:  # a model that cannot be fitted to these launches: the sampler proposes
-                    pick = None
+                    pass
             if pick is not None:
                 self.model_proposed += 1
                 trial, params = self._ask_fixed(pick)

@@ -9,9 +9,10 @@ is ``autotune.study.optuna_study``.
 
 This module is Ray Tune's side of the search: the budget, the time box, the stops, and each finished trial's record.
 What to launch is the proposer's (``autotune.study.model_proposer``: TPE and a model of the measurements taking turns,
-on ``autotune.study.proposer``'s Optuna ``ask``, walk, listing and seed points kept for last) and the rules' it consults (``autotune.policy``: each a ``Rule``, listed in order by
-``autotune.policy.defaults``). The searcher holds both and adds no rule of its own: a rule is added or removed in that
-list, and another proposal strategy is another ``Proposer``. A finished trial's record is taken from the study's inbox
+on ``autotune.study.proposer``'s Optuna ``ask``, walk, listing and seed points kept for last) and the rules' it
+consults (``autotune.policy``: each a ``Rule``, listed in order by ``autotune.policy.defaults``). The searcher holds
+both and adds no rule of its own: a rule is added or removed in that list, and another proposal strategy is another
+``Proposer``. A finished trial's record is taken from the study's inbox
 (``autotune.trial.inbox``: Ray Tune carries only the metrics it shows and a reference), stored durably, observed by
 every rule, then told to the sampler and the proposer.
 """
