@@ -128,7 +128,7 @@ class ModelProposer(Proposer):
         if self._on and not waiting and not deferred_due and not self.exhausted and len(self.measured) >= MODEL_AFTER:
             self._turns += 1
             pick = None
-            if self._turns % EVERY == 1:
+            if self._models_turn(self._turns):
                 try:
                     pick = self._model_pick(running)
                 except np.linalg.LinAlgError:  # a model that cannot be fitted to these launches: the sampler proposes
@@ -139,6 +139,10 @@ class ModelProposer(Proposer):
                 trial.set_user_attr("proposed_by", "model")  # the study's trials say which proposals were the model's
                 return trial, params
         return super().propose(running, left=left, finishing=finishing)
+
+    def _models_turn(self, turn: int) -> bool:
+        """Whether the ``turn``-th proposal since the model started is the model's (one in ``EVERY``)."""
+        return turn % EVERY == 1
 
     def _listed(self) -> tuple[list[Params], Encoder, np.ndarray] | None:
         if self._listing is None and not self._too_large:

@@ -27,7 +27,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 6: ``gp-ei``, ``gp-ei-2``, ``gp-ei-4``: TPE's proposals replaced by three forms of a Gaussian-process model of
   the measurements; none paid (their code is at commit a204c5f);
 - round 7: ``gp-tpe-alt``: the fourth form and TPE taking turns. It paid on landscapes no round had seen and is the
-  searcher now (``autotune.study.model_proposer``); its files keep the name.
+  searcher now (``autotune.study.model_proposer``); its files keep the name;
+- round 8: ``gp-tpe-2of3``, ``gp-tpe-1of3``: the searcher with the model taking two, or one, proposals in three
+  instead of one in two.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -56,6 +58,7 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from autotune.core.dashboard_attrs import named_constraints
+from autotune.study.model_proposer import ModelProposer
 from autotune.study.optuna_study import open_study
 from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
@@ -94,6 +97,9 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
     "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
     "tpe-only": ("tpe", frozenset()),  # the searcher before round 7: TPE without the model (autotune.study.proposer)
+    # round 8: the model's share of the proposals
+    "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
+    "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -206,6 +212,23 @@ SAMPLERS = {
     "tpe-ei-8": lambda seed: _tpe(seed, n_ei_candidates=8),
     "tpe-ei-64": lambda seed: _tpe(seed, n_ei_candidates=64),
 }
+
+
+class TwoInThree(ModelProposer):
+    """The searcher's proposer with the model taking two proposals in three."""
+
+    def _models_turn(self, turn: int) -> bool:
+        return turn % 3 != 0
+
+
+class OneInThree(ModelProposer):
+    """The searcher's proposer with the model taking one proposal in three."""
+
+    def _models_turn(self, turn: int) -> bool:
+        return turn % 3 == 1
+
+
+PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree}
 # methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
 TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
@@ -268,6 +291,7 @@ def run_method(
         make_missing_record=missing,
         removed=removed,
         **({"proposer": Proposer} if method in TPE_ALONE else {}),
+        **({"proposer": PROPOSERS[method]} if method in PROPOSERS else {}),
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
