@@ -27,6 +27,7 @@ class Hyper:
     scales: np.ndarray
     signal: float
     noise: float
+    mix: float = 0.0  # a kernel's own further hyperparameter, where it has one (``AdditiveGP``: its share, as a logit)
 
 
 def group_distances(a: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
@@ -51,16 +52,6 @@ def _log_prior(h: Hyper) -> float:
     return lp(h.scales, LOG_SCALE_PRIOR) + lp(h.noise, LOG_NOISE_PRIOR) + lp(h.signal, LOG_SIGNAL_PRIOR)
 
 
-def _log_marginal(sq: np.ndarray, y: np.ndarray, h: Hyper) -> float:
-    k = matern52(sq, h.scales, h.signal) + (math.exp(h.noise) + 1e-8) * np.eye(len(y))
-    try:
-        chol = np.linalg.cholesky(k)
-    except np.linalg.LinAlgError:
-        return -math.inf
-    alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, y))
-    return float(-0.5 * y @ alpha - np.sum(np.log(np.diag(chol))))
-
-
 class GaussianProcess:
     """Fitted to standardised values ``y`` at encoded points ``x``; ``predict`` gives the mean and standard deviation
     on the original scale."""
@@ -81,36 +72,56 @@ class GaussianProcess:
         self.y = (y - self.mean) / self.sd
         sq = group_distances(x, x, groups)
         self.hyper = self._fit(sq, rng, start)
-        k = matern52(sq, self.hyper.scales, self.hyper.signal)
+        k = self.kernel(sq, self.hyper)
         k += (math.exp(self.hyper.noise) + 1e-8) * np.eye(len(self.y))
         self.chol = np.linalg.cholesky(k)
         self.alpha = np.linalg.solve(self.chol.T, np.linalg.solve(self.chol, self.y))
 
+    def kernel(self, sq: np.ndarray, h: Hyper) -> np.ndarray:
+        """The covariance from per-group squared distances."""
+        return matern52(sq, h.scales, h.signal)
+
+    def _log_prior(self, h: Hyper) -> float:
+        return _log_prior(h)
+
+    def _fresh(self, rng: np.random.Generator) -> Hyper:
+        """Hyperparameters drawn from their priors."""
+        return Hyper(
+            rng.normal(*LOG_SCALE_PRIOR, len(self.groups)),
+            float(rng.normal(*LOG_SIGNAL_PRIOR)),
+            float(rng.normal(*LOG_NOISE_PRIOR)),
+        )
+
+    def _step(self, h: Hyper, rng: np.random.Generator) -> Hyper:
+        """Hyperparameters a random step from ``h``."""
+        return Hyper(
+            h.scales + rng.normal(0.0, 0.4, len(self.groups)),
+            h.signal + float(rng.normal(0.0, 0.3)),
+            h.noise + float(rng.normal(0.0, 0.5)),
+        )
+
+    def _log_marginal(self, sq: np.ndarray, h: Hyper) -> float:
+        k = self.kernel(sq, h) + (math.exp(h.noise) + 1e-8) * np.eye(len(self.y))
+        try:
+            chol = np.linalg.cholesky(k)
+        except np.linalg.LinAlgError:
+            return -math.inf
+        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, self.y))
+        return float(-0.5 * self.y @ alpha - np.sum(np.log(np.diag(chol))))
+
     def _fit(self, sq: np.ndarray, rng: np.random.Generator, start: Hyper | None) -> Hyper:
-        n = len(self.groups)
-        best = start or Hyper(np.zeros(n), 0.0, LOG_NOISE_PRIOR[0])
-        best_score = _log_marginal(sq, self.y, best) + _log_prior(best)
+        best = start or Hyper(np.zeros(len(self.groups)), 0.0, LOG_NOISE_PRIOR[0])
+        best_score = self._log_marginal(sq, best) + self._log_prior(best)
         for i in range(FIT_TRIES):
-            if i % 3 == 0:  # a fresh draw from the priors
-                cand = Hyper(
-                    rng.normal(*LOG_SCALE_PRIOR, n),
-                    float(rng.normal(*LOG_SIGNAL_PRIOR)),
-                    float(rng.normal(*LOG_NOISE_PRIOR)),
-                )
-            else:  # a step from the best so far
-                cand = Hyper(
-                    best.scales + rng.normal(0.0, 0.4, n),
-                    best.signal + float(rng.normal(0.0, 0.3)),
-                    best.noise + float(rng.normal(0.0, 0.5)),
-                )
-            score = _log_marginal(sq, self.y, cand) + _log_prior(cand)
+            cand = self._fresh(rng) if i % 3 == 0 else self._step(best, rng)  # a draw from the priors, or a step
+            score = self._log_marginal(sq, cand) + self._log_prior(cand)
             if score > best_score:
                 best, best_score = cand, score
         return best
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and standard deviation of the noise-free value at every row of ``x``."""
-        ks = matern52(group_distances(x, self.x, self.groups), self.hyper.scales, self.hyper.signal)
+        ks = self.kernel(group_distances(x, self.x, self.groups), self.hyper)
         mu = ks @ self.alpha
         v = np.linalg.solve(self.chol, ks.T)
         var = np.maximum(math.exp(self.hyper.signal) - np.einsum("ij,ij->j", v, v), 1e-12)

@@ -140,6 +140,10 @@ class ModelProposer(Proposer):
                 return trial, params
         return super().propose(running, left=left, finishing=finishing)
 
+    def _gp(self, *args: Any) -> GaussianProcess:
+        """The model fitted to measurements (``GaussianProcess``'s arguments)."""
+        return GaussianProcess(*args)
+
     def _models_turn(self, turn: int) -> bool:
         """Whether the ``turn``-th proposal since the model started is the model's (one in ``EVERY``)."""
         return turn % EVERY == 1
@@ -167,12 +171,12 @@ class ModelProposer(Proposer):
         y = sign * (np.log(raw) if np.all(raw > 0) else raw)
         failed = [i for i, t in enumerate(told) if t.failure not in (None, FailureKind.INVALID_CONFIG)]
         valued, y = valued + failed, np.concatenate([y, np.full(len(failed), float(np.min(y)))])
-        gp = GaussianProcess(x[valued], y, enc.groups, self._np_rng, self._hyper)
+        gp = self._gp(x[valued], y, enc.groups, self._np_rng, self._hyper)
         self._hyper = gp.hyper
         if running:  # running points count as measured at their predicted value (a kriging believer)
             xr = enc.encode([json.loads(k) for k in running])
             xs = np.vstack([x[valued], xr])
-            gp = GaussianProcess(xs, np.concatenate([y, gp.predict(xr)[0]]), enc.groups, self._np_rng, gp.hyper)
+            gp = self._gp(xs, np.concatenate([y, gp.predict(xr)[0]]), enc.groups, self._np_rng, gp.hyper)
         mu, sd = gp.predict(grid)
         ok = [i for i in valued if told[i].feasible]
         chance = self._feasible_chance(x, np.array([t.feasible for t in told], dtype=float), enc, grid)
@@ -194,7 +198,7 @@ class ModelProposer(Proposer):
         every measured one is a coin flip."""
         if feasible.all() or len(feasible) < 2:
             return np.ones(len(grid))
-        gp = GaussianProcess(x, 2.0 * feasible - 1.0, enc.groups, self._np_rng, self._feasible_hyper, 0.0)
+        gp = self._gp(x, 2.0 * feasible - 1.0, enc.groups, self._np_rng, self._feasible_hyper, 0.0)
         self._feasible_hyper = gp.hyper
         mu, sd = gp.predict(grid)
         return normal_cdf(mu / np.sqrt(sd * sd + gp.noise_var))

@@ -29,7 +29,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 7: ``gp-tpe-alt``: the fourth form and TPE taking turns. It paid on landscapes no round had seen and is the
   searcher now (``autotune.study.model_proposer``); its files keep the name;
 - round 8: ``gp-tpe-2of3``, ``gp-tpe-1of3``: the searcher with the model taking two, or one, proposals in three
-  instead of one in two.
+  instead of one in two; ``gp-additive``: the searcher with an additive part in the model's kernel
+  (``benchmarks.search.additive_gp``).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -100,6 +101,10 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     # round 8: the model's share of the proposals
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
+    "gp-additive": (
+        "tpe",
+        frozenset(),
+    ),  # the model's kernel mixed with an additive one (benchmarks.search.additive_gp)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -228,7 +233,16 @@ class OneInThree(ModelProposer):
         return turn % 3 == 1
 
 
-PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree}
+class AdditiveModel(ModelProposer):
+    """The searcher's proposer with the additive model of ``benchmarks.search.additive_gp``."""
+
+    def _gp(self, *args: Any) -> Any:
+        from benchmarks.search.additive_gp import AdditiveGP
+
+        return AdditiveGP(*args)
+
+
+PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree, "gp-additive": AdditiveModel}
 # methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
 TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
