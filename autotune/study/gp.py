@@ -27,7 +27,6 @@ class Hyper:
     scales: np.ndarray
     signal: float
     noise: float
-    mix: float = 0.0  # a kernel's own further hyperparameter, where it has one (``AdditiveGP``: its share, as a logit)
 
 
 def group_distances(a: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
@@ -43,13 +42,6 @@ def matern52(sq: np.ndarray, scales: np.ndarray, signal: float) -> np.ndarray:
     """The kernel from per-group squared distances and log length scales."""
     r = np.sqrt(np.maximum(np.tensordot(np.exp(-2.0 * scales), sq, axes=1), 0.0)) * math.sqrt(5.0)
     return float(np.exp(signal)) * (1.0 + r + r * r / 3.0) * np.exp(-r)
-
-
-def _log_prior(h: Hyper) -> float:
-    def lp(x: np.ndarray | float, prior: tuple[float, float]) -> float:
-        return float(-0.5 * np.sum(((np.asarray(x) - prior[0]) / prior[1]) ** 2))
-
-    return lp(h.scales, LOG_SCALE_PRIOR) + lp(h.noise, LOG_NOISE_PRIOR) + lp(h.signal, LOG_SIGNAL_PRIOR)
 
 
 class GaussianProcess:
@@ -82,7 +74,10 @@ class GaussianProcess:
         return matern52(sq, h.scales, h.signal)
 
     def _log_prior(self, h: Hyper) -> float:
-        return _log_prior(h)
+        def lp(x: np.ndarray | float, prior: tuple[float, float]) -> float:
+            return float(-0.5 * np.sum(((np.asarray(x) - prior[0]) / prior[1]) ** 2))
+
+        return lp(h.scales, LOG_SCALE_PRIOR) + lp(h.noise, LOG_NOISE_PRIOR) + lp(h.signal, LOG_SIGNAL_PRIOR)
 
     def _fresh(self, rng: np.random.Generator) -> Hyper:
         """Hyperparameters drawn from their priors."""

@@ -98,13 +98,10 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "tpe-ei-8": ("tpe", frozenset()),  # of 8
     "tpe-ei-64": ("tpe", frozenset()),  # of 64 (greedier)
     "tpe-only": ("tpe", frozenset()),  # the searcher before round 7: TPE without the model (autotune.study.proposer)
-    # round 8: the model's share of the proposals
+    # round 8: the model's share of the proposals, and its kernel
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
-    "gp-additive": (
-        "tpe",
-        frozenset(),
-    ),  # the model's kernel mixed with an additive one (benchmarks.search.additive_gp)
+    "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 

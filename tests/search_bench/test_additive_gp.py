@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from autotune.study.gp import Hyper, group_distances
-from benchmarks.search.additive_gp import AdditiveGP
+from benchmarks.search.additive_gp import AdditiveGP, MixHyper
 
 GROUPS = [np.array([0]), np.array([1])]
 
@@ -26,7 +26,7 @@ def test_additive_part_adds_effects_measured_apart() -> None:
     y = 2.0 * x[:, 0] + 2.0 * x[:, 1]
     both = np.array([[1.0, 1.0]])
     rng = np.random.default_rng(0)
-    at = lambda mix: Fixed(x, y, GROUPS, rng, Hyper(np.zeros(2), 1.0, -6.0, mix)).predict(both)  # noqa: E731
+    at = lambda mix: Fixed(x, y, GROUPS, rng, MixHyper(np.zeros(2), 1.0, -6.0, mix)).predict(both)  # noqa: E731
     (add_mu,), (add_sd,) = at(8.0)  # all additive
     (prod_mu,), (prod_sd,) = at(-8.0)  # all product
     assert abs(add_mu - 4.0) < 0.3 < abs(prod_mu - 4.0)
