@@ -295,6 +295,30 @@ def test_end_to_end_against_the_simulator(tmp_path: Path) -> None:
     assert (out / "server.log").exists()
 
 
+@pytest.mark.skipif(importlib.util.find_spec("autotune.sim.server") is None, reason="the simulated server is not here")
+@pytest.mark.timeout(120)
+def test_sharegpt_at_a_rate_against_the_simulator_with_warmup_and_a_stop(tmp_path: Path) -> None:
+    model = write_model("llama-1b", tmp_path / "llama-1b")
+    convs = [
+        {"conversations": [{"from": "human", "value": f"q{i} " * 6}, {"from": "gpt", "value": f"a{i} " * 8}]}
+        for i in range(40)
+    ]
+    (tmp_path / "sg.json").write_text(json.dumps(convs))
+    out = tmp_path / "out"
+    argv = ["--engine", "sim", "--model-dir", str(model), "--dataset", "sharegpt", "--sharegpt-path"]
+    argv += [str(tmp_path / "sg.json"), "--request-rate", "20", "--num-prompts", "12", "--repeats", "4"]
+    argv += ["--warmup", "1", "--stop-after-s", "0.001", "--out", str(out), "--skip-sglang-bench"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.device.fidelity", *argv], capture_output=True, text=True, timeout=110
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((out / "fidelity.json").read_text())
+    # the warm-up is left out, and the stop falls between whole repeats: repeat 1 only
+    assert [(r["client"], r["repeat"], r["completed"]) for r in report["runs"]] == [("autotune", 0, 12)]
+    assert any("warm-up" in n for n in report["notes"]) and any("stopped after 1 of 4" in n for n in report["notes"])
+    assert main(["--model-dir", str(model), "--warmup", "-1"]) == 2
+
+
 def test_interval_of_the_relative_difference_and_its_verdict() -> None:
     # the H200 round-2 throughput runs (llama-8b): +1.0% but an interval far wider than 3%
     lo, hi = rel_diff_interval([4631.3, 4518.4, 4378.4], [4413.9, 4312.8, 4665.7])  # type: ignore[misc]

