@@ -316,6 +316,7 @@ def test_sharegpt_at_a_rate_against_the_simulator_with_warmup_and_a_stop(tmp_pat
     # the warm-up is left out, and the stop falls between whole repeats: repeat 1 only
     assert [(r["client"], r["repeat"], r["completed"]) for r in report["runs"]] == [("autotune", 0, 12)]
     assert any("warm-up" in n for n in report["notes"]) and any("stopped after 1 of 4" in n for n in report["notes"])
+    assert "1 repeats per client" in (out / "fidelity.md").read_text()  # the repeats run, not the 4 asked for
     assert main(["--model-dir", str(model), "--warmup", "-1"]) == 2
 
 

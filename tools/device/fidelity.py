@@ -396,7 +396,7 @@ def format_markdown(report: FidelityReport) -> str:
         "",
         f"Server: `{s.model_dir}` on {report.gpu or 'unknown GPU'}, engine {s.engine}; ready after "
         f"{_f(report.launch_to_ready_s, 1)} s. Workload: {_workload(s)}, {s.num_prompts} prompts per run, "
-        f"{s.repeats} repeats per client, alternating. Date {report.date}.",
+        f"{len({r.repeat for r in report.runs})} repeats per client, alternating. Date {report.date}.",
         "",
         "| run | client | output tok/s | median TTFT (ms) | median ITL (ms) | median TPOT (ms) | mean TTFT (ms) | completed "
         "| failed | duration (s) | client CPU |",
@@ -671,11 +671,10 @@ def measure(
         notes.append(f"{warmup} warm-up run(s) of autotune's client before the first repeat, left out of the table")
     for r in range(setup.repeats):
         if stop_after_s is not None and r > 0 and time.monotonic() - start > stop_after_s:
+            stopped = f"stopped after {r} of {setup.repeats} repeats: --stop-after-s {stop_after_s:g} had passed"
+            print(f"[fidelity] {stopped}", flush=True)
             if notes is not None:
-                notes.append(
-                    f"stopped after {r} of {setup.repeats} repeats: --stop-after-s {stop_after_s:g} had passed"
-                )
-            print(f"[fidelity] {notes[-1] if notes else 'stopped'}", flush=True)
+                notes.append(stopped)
             break
         if setup.dataset == "sharegpt":
             requests: Path | None = sharegpt_file(setup, r, out)

@@ -9,8 +9,8 @@ not fit in one call, so they travel in several calls to the same warm machine (i
 survives while it is warm). This packs them, in the order given, into `OUT/c1 ... OUT/cN`, each under the budget
 (`auto`: 64 MiB minus the checkout's current size minus a 5 MiB margin: on 2026-12-05 the tool refused a call of
 28.7 MiB of chunk beside a 34.3 MiB checkout, so it counts more than the files' bytes): wheels whole into
-`cK/whl/`, files cut into byte ranges `cK/blob/NAME.partNN` (so a file may span calls). `OUT/manifest.json` lists every chunk and each file's sha256;
-`tools/device/real_call.sh` installs a chunk's wheels (bootstrap, stamps), collects its parts into `/tmp/realblobs/`
+`cK/whl/`, files cut into byte ranges `cK/blob/NAME.partNN` (so a file may span calls). `OUT/manifest.json` lists
+every chunk and each file's sha256; `tools/device/real_call.sh` installs a chunk's wheels (bootstrap, stamps), collects its parts into `/tmp/realblobs/`
 and reassembles and checks the files once every part is there. OUT must be git-ignored (`results/` is).
 """
 
