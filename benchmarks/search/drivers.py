@@ -89,10 +89,19 @@ class Lab:
         rec = self.measure(number, trial_id, params)
         self.records.append(rec)
         self.launched.append(dict(params))
-        best = select_best(self.records, self.objectives).record
+        best = self.exported()
         true = self.land.evaluate(best.params).true_value if best is not None else 0.0
         self.ratios.append(true / self.optimum if self.optimum > 0 else 0.0)
         return rec
+
+    def exported(self) -> TrialRecord | None:
+        """The config the study would export now (``autotune.export.best.select_best``), before any finalist stage."""
+        return select_best(self.records, self.objectives).record
+
+    def finalist_numbers(self, count: int) -> tuple[int, ...]:
+        """The trials the finalist stage relaunches (``autotune.finalists.choice.select_finalists``)."""
+        obj = self.objectives[0]
+        return select_finalists(self.records, obj.key, obj.direction, count)
 
     def measure(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
         """One launch of ``params`` measured with fresh noise: its record, no bookkeeping."""
@@ -145,7 +154,7 @@ class Lab:
         if count <= 0 or rounds <= 0:
             return None, 0, ""
         obj = self.objectives[0]
-        chosen = select_finalists(self.records, obj.key, obj.direction, count)
+        chosen = self.finalist_numbers(count)
         if not chosen:
             return None, 0, ""
         trials = {r.number: r for r in self.records if r.number in chosen}
