@@ -20,7 +20,7 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import check_objectives, select_best
-from autotune.finalists.choice import run_trial_id, select_finalists, study_outcome
+from autotune.finalists.choice import decide, run_trial_id, select_finalists
 from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
@@ -168,17 +168,11 @@ class Lab:
             )
             for rnd, n in StagePlan(1, chosen, rounds).slots()
         ]
-        decision = study_outcome(
-            self.records,
-            [StagePlan(1, chosen, rounds)],
-            runs,
-            objective=obj,
-            alpha=0.05,
-            count=count,
-        ).decision
-        winner = trials[decision.winner] if decision is not None and decision.winner is not None else None
+        # the study's decision (``study_outcome`` pools one complete stage so) over these finalists
+        decision = decide(trials, runs, obj, alpha=0.05)
+        winner = trials[decision.winner] if decision.winner is not None else None
         true = self.land.evaluate(dict(winner.params)).true_value if winner is not None else 0.0
-        return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), decision.method if decision else ""
+        return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), decision.method
 
     def run(self, method: str, seed: int, suggested: int, finalists: tuple[int, int] = (0, 0)) -> Run:
         spec = self.land.spec

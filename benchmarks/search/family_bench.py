@@ -30,7 +30,10 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   searcher now (``autotune.study.model_proposer``); its files keep the name;
 - round 8: ``gp-tpe-2of3``, ``gp-tpe-1of3``: the searcher with the model taking two, or one, proposals in three
   instead of one in two; ``gp-additive``: the searcher with an additive part in the model's kernel
-  (``benchmarks.search.additive_gp``).
+  (``benchmarks.search.additive_gp``);
+- round 9: ``autotune-mpick``, ``pipeline-random-mpick``: the launches of ``autotune`` and ``pipeline-random``
+  replayed with the export picked by the model's estimate (``benchmarks.search.model_pick``); each needs its base
+  method in the same ``--methods``.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
