@@ -56,17 +56,22 @@ def analyze(
     finalists: FinalistOutcome | None = None,
     stopped_early: str = "",
     baseline: Mapping[str, Any] | None = None,
+    estimates: Mapping[int, float] | None = None,
 ) -> StudyAnalysis:
     """Validate the inputs (ExportError says how to fix them) and compute every section of the export.
 
     ``finalists``: the finalist stage's outcome; where it decided a winner, that trial is the best. ``baseline``: the
     study's baseline point (``StudySpec.baseline``); the verdict judges the best against the trial that measured it.
+    ``estimates``: a model's estimate of the primary objective per trial number (``autotune.study.model_rank``);
+    where no finalist stage decided, the best is the trial with the best estimate (``select_best``).
     Every comparison (best, regimes, speculation on vs off, the verdict) uses one ``Evidence``."""
     objs = check_objectives(objectives)
     levels = parse_load_levels(load_levels)
     recs = tuple(sorted(records, key=lambda r: r.number))
     ev = Evidence(recs, finalists)
-    best, gate, gated_out = gated_best(apply_finalists(select_best(recs, objs), recs, finalists), recs, objs)
+    best, gate, gated_out = gated_best(
+        apply_finalists(select_best(recs, objs, estimates), recs, finalists), recs, objs, estimates
+    )
     failed_gate = {r.number for r in recs if output_gate(r, recs).blocks}
     base = baseline_number(recs, baseline) if baseline is not None else (finalists.baseline if finalists else None)
     at = level_of(objs[0], levels)
@@ -95,7 +100,10 @@ def analyze(
 
 
 def gated_best(
-    choice: BestChoice, records: Sequence[TrialRecord], objectives: Sequence[Objective]
+    choice: BestChoice,
+    records: Sequence[TrialRecord],
+    objectives: Sequence[Objective],
+    estimates: Mapping[int, float] | None = None,
 ) -> tuple[BestChoice, GateResult | None, tuple[GateResult, ...]]:
     """The best choice after the output-equality gate: a speculative winner whose greedy outputs differ from the
     non-speculative server's is never the recommendation; the next best trial the gate does not block is, and the
@@ -108,7 +116,7 @@ def gated_best(
     while gate.blocks:
         failed.append(gate)
         left = [r for r in left if r.number != gate.candidate]
-        nxt = select_best(left, objectives)
+        nxt = select_best(left, objectives, estimates)
         if nxt.record is None:
             why = "; ".join(g.summary() for g in failed)
             return (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -25,7 +25,8 @@ class BestChoice:
     objective: Objective
     value: float | None
     reason: str
-    # How the winner was decided: "single_launch" (the best trial's own measurement), or the finalist stage's
+    # How the winner was decided: "single_launch" (the best trial's own measurement), "model_estimate" (the best
+    # estimate of a model of the study's launches, autotune.study.model_rank), or the finalist stage's
     # "separable" / "tie" / "single" / "incomplete" (see autotune.finalists.choice)
     method: str = "single_launch"
 
@@ -62,8 +63,14 @@ def objective_value(record: TrialRecord, objective: Objective) -> float | None:
     return float(value)
 
 
-def select_best(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> BestChoice:
-    """Best = feasible with the best primary objective; ties go to the earlier trial number."""
+def select_best(
+    records: Sequence[TrialRecord], objectives: Sequence[Objective], estimates: Mapping[int, float] | None = None
+) -> BestChoice:
+    """Best = feasible with the best primary objective; ties go to the earlier trial number.
+
+    ``estimates`` (trial number -> a model's estimate of the primary objective, ``autotune.study.model_rank``): the
+    feasible trial with the best estimate instead, among those it estimates; none given, or none of them feasible,
+    ranks by the measured values."""
     primary = objectives[0]
     best: TrialRecord | None = None
     best_value: float | None = None
@@ -75,10 +82,32 @@ def select_best(records: Sequence[TrialRecord], objectives: Sequence[Objective])
             continue
         if best_value is None or primary.better(value, best_value):
             best, best_value = rec, value
-    if best is not None:
-        reason = f"feasible trial with the best {primary.key} ({primary.direction})"
+    if best is None:
+        return BestChoice(record=None, objective=primary, value=None, reason=_why_none(records, primary))
+    reason = f"feasible trial with the best {primary.key} ({primary.direction})"
+    estimated = [
+        (r, estimates[r.number])
+        for r in sorted(records, key=lambda r: r.number)
+        if estimates
+        and r.number in estimates
+        and r.feasible
+        and r.outcome is TrialOutcome.COMPLETE
+        and objective_value(r, primary) is not None
+    ]
+    if not estimated:
         return BestChoice(record=best, objective=primary, value=best_value, reason=reason)
-    return BestChoice(record=None, objective=primary, value=None, reason=_why_none(records, primary))
+    pick, guess = estimated[0]
+    for rec, est in estimated[1:]:
+        if primary.better(est, guess):
+            pick, guess = rec, est
+    measured = objective_value(pick, primary)
+    reason = (
+        f"feasible trial with the best {primary.key} ({primary.direction}) as a model of the study's "
+        f"{len(records)} launches estimates it: {guess:,.1f} (its launch measured {measured:,.1f}"
+        + ("" if pick.number == best.number else f"; the best single launch, trial {best.number}, {best_value:,.1f}")
+        + ")"
+    )
+    return BestChoice(record=pick, objective=primary, value=measured, reason=reason, method="model_estimate")
 
 
 def apply_finalists(choice: BestChoice, records: Sequence[TrialRecord], outcome: FinalistOutcome | None) -> BestChoice:

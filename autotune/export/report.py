@@ -150,7 +150,13 @@ def _finalists(a: StudyAnalysis) -> list[str]:
     outcome = a.finalists
     if outcome is None or outcome.decision is None:
         note = outcome.note if outcome is not None else "no finalist stage"
-        return out + [f"By the best trial's single launch (`{a.best.method}`): {note}.", ""]
+        how = (
+            "By the best estimate of a model of the study's launches, which weighs each launch with its neighbours "
+            "and repeats"
+            if a.best.method == "model_estimate"
+            else "By the best trial's single launch"
+        )
+        return out + [f"{how} (`{a.best.method}`): {note}.", ""]
     d = outcome.decision
     out += [
         f"**{d.method}**: {d.summary}.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from autotune.export.accessors import compact_params, fmt, fmt_pm, objective_interval, outcome_label
 from autotune.export.analysis import analyze
@@ -17,12 +17,20 @@ def format_summary_table(
     objectives: Sequence[Objective],
     load_levels: Sequence[int],
     finalists: FinalistOutcome | None = None,
+    estimates: Mapping[int, float] | None = None,
 ) -> str:
     """Engine line, one row per trial (trial, outcome, objectives, feasible, params), the best marked with '*'.
 
     The params come last and are never cut (a speculative trial's draft model path and step counts are what tell two
     trials apart)."""
-    a = analyze(study_name="", objectives=objectives, records=records, load_levels=load_levels, finalists=finalists)
+    a = analyze(
+        study_name="",
+        objectives=objectives,
+        records=records,
+        load_levels=load_levels,
+        finalists=finalists,
+        estimates=estimates,
+    )
     best = a.best.record.number if a.best.record is not None else None
     header = ["", "trial", "outcome", *(o.key for o in a.objectives), "feasible", "params"]
     rows = []
@@ -51,7 +59,9 @@ def format_summary_table(
     out += [line(r).rstrip() for r in rows]
     if a.best.record is not None:
         primary = a.objectives[0]
-        how = "" if a.best.method == "single_launch" else f"; decided by the finalist stage: {a.best.method}"
+        how = {"single_launch": "", "model_estimate": "; the best estimate of a model of the launches"}.get(
+            a.best.method, f"; decided by the finalist stage: {a.best.method}"
+        )
         out.append(f"* best: trial {best} ({primary.key} = {fmt(a.best.value, 2)}, {primary.direction}{how})")
     else:
         out.append(f"no best trial: {a.best.reason}")

@@ -68,7 +68,9 @@ SCHEDULE_JSON = "speculation_schedule.json"
 class ExportResult:
     best: TrialRecord | None  # None when no trial is feasible (see reason)
     reason: str
-    decided_by: str  # "single_launch", or the finalist stage's "separable" / "tie" / "single" / "incomplete"
+    decided_by: (
+        str  # "single_launch", "model_estimate", or the finalist stage's "separable" / "tie" / "single" / "incomplete"
+    )
     best_dir: Path
     launch_script: Path | None  # written only when there is a best trial
     serve_config: Path | None
@@ -112,6 +114,7 @@ def export_study(
     stopped_early: str = "",
     baseline: Mapping[str, Any] | None = None,
     http: tuple[str, int] | None = None,
+    estimates: Mapping[int, float] | None = None,
 ) -> ExportResult:
     """Write ``study_dir/best/``: launch.sh, serve_config.yaml, rayservice.yaml (KubeRay), best.json, pareto.json,
     report.md and two SVGs; for a
@@ -123,6 +126,8 @@ def export_study(
     ``note``: a banner for report.md and best.json (e.g. that the study was interrupted and these results are partial).
     ``http``: the (host, port) Serve's HTTP proxy binds in the exported Serve configs (the study's ``export``
     section; default 127.0.0.1:8000).
+    ``estimates``: a model's estimate of the primary objective per trial (``autotune.study.model_rank``); where no
+    finalist stage decided, the best is the feasible trial with the best estimate.
     Raises ExportError (an AutotuneError) for bad objectives or load levels, before anything is written.
     """
     host, port = http if http is not None else (DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT)
@@ -145,6 +150,7 @@ def export_study(
         finalists=finalists,
         stopped_early=stopped_early,
         baseline=baseline,
+        estimates=estimates,
     )
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autotune.core.errors import AutotuneError
 from autotune.export import ExportResult, export_study
+from autotune.export.estimates import read_estimates
 from autotune.finalists.store import outcome_from_study
 from autotune.report.html import render_html
 from autotune.report.study_summary import read_study_json
@@ -88,6 +89,7 @@ def rerender(root: Path) -> Rendered:
         finalists=outcome_from_study(root, study, records),
         stopped_early=str(study.get("stopped_early") or ""),
         http=_export_http(study),
+        estimates=read_estimates(root, records),
     )
     html = write_html(export, title=f"autotune study {study.get('name', root.name)}")
     return Rendered(export=export, html=html, records=records, objectives=objectives, load_levels=levels)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune.export import export_study, format_summary_table
+from autotune.export.estimates import write_estimates
 from autotune.export.verdict import fmt_gain
 from autotune.finalists.choice import study_outcome
 from autotune.finalists.outcome import FinalistOutcome
@@ -17,6 +18,7 @@ from autotune.finalists.store import FinalistStore
 from autotune.progress.console import Console
 from autotune.report.render import write_html
 from autotune.space import StudySpec
+from autotune.study.model_rank import ModelRank
 from autotune.study.nodes import node_events
 from autotune.trial.records import TrialRecord
 from autotune.trial.store import StudyStore
@@ -71,6 +73,8 @@ def export_and_say(
     objectives = spec.objectives
     levels = list(spec.plan.concurrencies)
     outcome = finalist_outcome(spec, records, finalist_store)
+    estimates = ModelRank(spec).estimates(records)
+    write_estimates(store.root, estimates, records)
     events = node_events(store.root)
     if events:
         infra = "Infrastructure events (not results of any configuration): " + "; ".join(events) + "."
@@ -87,12 +91,13 @@ def export_and_say(
         stopped_early=stopped_early,
         baseline=spec.baseline,
         http=spec.export_http,
+        estimates=estimates,
     )
     html = write_html(result, title=f"autotune study {spec.name}")
     _mark_dashboard(study, result, console.say)
     say = console.result
     say("")
-    say(format_summary_table(records, objectives, levels, finalists=outcome).rstrip("\n"))
+    say(format_summary_table(records, objectives, levels, finalists=outcome, estimates=estimates).rstrip("\n"))
     if stopped_early:
         say(f"\n{stopped_early}")
     best = result.best

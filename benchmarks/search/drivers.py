@@ -2,8 +2,8 @@
 
 Every method pays for a launch only where a study would: a point SGLang's rules reject is recorded INVALID without a
 launch, a repeat the searcher answers from its earlier result costs nothing, a failed launch (OOM, capture) counts.
-After each launch the config autotune would export (``autotune.export.best.select_best`` over the measured records)
-is judged by its TRUE value on the landscape.
+After each launch the config autotune would export (``autotune.export.best.select_best`` over the measured records,
+ranked by the model's estimates as the study's export step ranks them) is judged by its TRUE value on the landscape.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import check_objectives, select_best
 from autotune.finalists.choice import decide, run_trial_id, select_finalists
 from autotune.finalists.outcome import FinalistRun, StagePlan
+from autotune.study.model_rank import ModelRank
 from autotune.study.optuna_study import open_study
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import PhaseTimings, TrialOutcome, TrialRecord
@@ -74,6 +75,7 @@ class Lab:
         self._seen: set[str] = set()
         spec = land.spec
         self.objectives = check_objectives(spec.objectives)
+        self.rank = ModelRank(spec)
 
     def record(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
         """The trial's record; a launch is counted unless the point is invalid."""
@@ -95,13 +97,9 @@ class Lab:
         return rec
 
     def exported(self) -> TrialRecord | None:
-        """The config the study would export now (``autotune.export.best.select_best``), before any finalist stage."""
-        return select_best(self.records, self.objectives).record
-
-    def finalist_numbers(self, count: int) -> tuple[int, ...]:
-        """The trials the finalist stage relaunches (``autotune.finalists.choice.select_finalists``)."""
-        obj = self.objectives[0]
-        return select_finalists(self.records, obj.key, obj.direction, count)
+        """The config the study would export now, before any finalist stage: ``autotune.export.best.select_best``
+        with the model's estimates, as the study's export step asks for them (``autotune.study.model_rank``)."""
+        return select_best(self.records, self.objectives, self.rank.estimates(self.records)).record
 
     def measure(self, number: int, trial_id: str, params: dict[str, Any]) -> TrialRecord:
         """One launch of ``params`` measured with fresh noise: its record, no bookkeeping."""
@@ -154,7 +152,7 @@ class Lab:
         if count <= 0 or rounds <= 0:
             return None, 0, ""
         obj = self.objectives[0]
-        chosen = self.finalist_numbers(count)
+        chosen = select_finalists(self.records, obj.key, obj.direction, count)
         if not chosen:
             return None, 0, ""
         trials = {r.number: r for r in self.records if r.number in chosen}

@@ -32,8 +32,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   instead of one in two; ``gp-additive``: the searcher with an additive part in the model's kernel
   (``benchmarks.search.additive_gp``);
 - round 9: ``autotune-mpick``, ``pipeline-random-mpick``: the launches of ``autotune`` and ``pipeline-random``
-  replayed with the export picked by the model's estimate (``benchmarks.search.model_pick``); each needs its base
-  method in the same ``--methods``.
+  replayed with the export picked by the model's estimate. It paid on landscapes no round had seen and is the export
+  rule of every method now (``autotune.study.model_rank``); the replay's code is at commit 699ac12.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -79,7 +79,6 @@ from benchmarks.search.families import (
     family_optimum,
 )
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
-from benchmarks.search.model_pick import replay
 
 # method -> (sampler, rules removed)
 METHODS: dict[str, tuple[str, frozenset[str]]] = {
@@ -108,8 +107,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
-# round 9: a method's own launches with the export picked by the model's estimate (benchmarks.search.model_pick)
-PICKED = {"autotune-mpick": "autotune", "pipeline-random-mpick": "pipeline-random"}
 
 
 class AlternatingSampler:
@@ -351,13 +348,8 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
         )
         for seed in range(task.get("first_seed", 0), task.get("first_seed", 0) + task["seeds"]):
             own: dict[str, Any] = {}
-            for m in sorted(methods, key=lambda m: (m in PICKED, m != "autotune")):
-                if m in PICKED:
-                    if PICKED[m] not in own:
-                        raise ValueError(f"method {m} replays {PICKED[m]}'s launches; add {PICKED[m]} to --methods")
-                    fin = tuple(task.get("finalists", (0, 0)))
-                    r = replay(own[PICKED[m]], land, opt.value, m, fin).to_json()  # type: ignore[arg-type]
-                elif m != "autotune" and "autotune" in own and not relevant(m, land):
+            for m in sorted(methods, key=lambda m: m != "autotune"):
+                if m != "autotune" and "autotune" in own and not relevant(m, land):
                     r = {**own["autotune"], "method": m, "copied_from": "autotune"}
                 else:
                     r = run_method(
@@ -373,9 +365,8 @@ def one_landscape(task: dict[str, Any]) -> list[dict[str, Any]]:
                 r["family"], r["instance"] = task["family"], task["instance"]
                 if m == "autotune" and task.get("autotune_as"):
                     r["method"] = task["autotune_as"]
-                out.append(r)
-            for r in own.values():
                 r.pop("launched", None)
+                out.append(r)
     print(
         f"{land.name}: optimum {opt.value:.0f} ({opt.feasible}/{opt.points} feasible), {len(out)} runs in "
         f"{time.monotonic() - t0:.0f} s",
@@ -683,9 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--first-seed", type=int, default=0)
     r.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.04, 0.1])
     r.add_argument("--launches", type=int, default=40)
-    r.add_argument(
-        "--methods", nargs="+", default=["autotune", "pipeline-random", "grid"], choices=[*METHODS, *PICKED, "grid"]
-    )
+    r.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random", "grid"], choices=[*METHODS, "grid"])
     r.add_argument(
         "--headline",
         nargs="+",
