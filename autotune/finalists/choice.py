@@ -312,7 +312,7 @@ def study_outcome(
         return FinalistOutcome(
             (),
             None,
-            note="no finalist stage (finalists count 0): the winner is the best trial's single launch",
+            note="no finalist stage (finalists count 0): the winner is chosen from the single launches",
             baseline=base,
         )
     if not finalists:
@@ -324,7 +324,7 @@ def study_outcome(
             finalists,
             None,
             note=f"no finalist stage ran for trials {', '.join(map(str, finalists))}"
-            " yet: the winner is the best trial's single launch",
+            " yet: the winner is chosen from the single launches",
             baseline=base,
         )
     by_number = {r.number: r for r in records}

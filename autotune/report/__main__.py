@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print_summary(args.study_dir, exit_code=code)
     elif not args.quiet:
-        print(format_summary_table(done.records, done.objectives, done.load_levels), end="")
+        table = format_summary_table(
+            done.records, done.objectives, done.load_levels, finalists=done.finalists, estimates=done.estimates
+        )
+        print(table, end="")
         print(f"\nre-rendered {done.export.best_dir}: {', '.join(p.name for p in done.export.paths)}, {done.html.name}")
         print(f"open {done.html.resolve().as_uri()}")
     return code

@@ -11,6 +11,7 @@ from pathlib import Path
 from autotune.core.errors import AutotuneError
 from autotune.export import ExportResult, export_study
 from autotune.export.estimates import read_estimates
+from autotune.finalists.outcome import FinalistOutcome
 from autotune.finalists.store import outcome_from_study
 from autotune.report.html import render_html
 from autotune.report.study_summary import read_study_json
@@ -28,6 +29,8 @@ class Rendered:
     records: tuple[TrialRecord, ...]
     objectives: tuple[Objective, ...]
     load_levels: tuple[int, ...]
+    finalists: FinalistOutcome | None = None  # the finalist stage's outcome the export used
+    estimates: dict[int, float] | None = None  # the model's estimates it ranked by (model_estimates.json)
 
 
 def _export_http(study: dict) -> tuple[str, int] | None:
@@ -79,6 +82,8 @@ def rerender(root: Path) -> Rendered:
             f"{root} holds no trial record (trials.jsonl is missing or empty): nothing to report; run the study first"
         )
     study_only = (study.get("server") or {}).get("study_only") or None
+    finalists = outcome_from_study(root, study, records)
+    estimates = read_estimates(root, records)
     export = export_study(
         root,
         study_name=str(study.get("name", root.name)),
@@ -86,10 +91,18 @@ def rerender(root: Path) -> Rendered:
         records=records,
         load_levels=levels,
         study_only=study_only,
-        finalists=outcome_from_study(root, study, records),
+        finalists=finalists,
         stopped_early=str(study.get("stopped_early") or ""),
         http=_export_http(study),
-        estimates=read_estimates(root, records),
+        estimates=estimates,
     )
     html = write_html(export, title=f"autotune study {study.get('name', root.name)}")
-    return Rendered(export=export, html=html, records=records, objectives=objectives, load_levels=levels)
+    return Rendered(
+        export=export,
+        html=html,
+        records=records,
+        objectives=objectives,
+        load_levels=levels,
+        finalists=finalists,
+        estimates=estimates,
+    )

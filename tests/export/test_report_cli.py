@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from autotune.export.charts import place_labels
+from autotune.export.estimates import write_estimates
 from autotune.report.__main__ import main
 from autotune.trial.store import StudyStore
 
@@ -38,6 +39,22 @@ def _study_dir(tmp_path: Path, records, objectives, levels) -> Path:  # type: ig
         },
     )
     return root
+
+
+def test_report_exports_what_the_study_ranked_by_the_model(tmp_path, records, objectives, levels, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A study's model estimates (``model_estimates.json``, written by its export step) rank the rendered export and
+    the printed table alike; estimates fitted to other trials are not read."""
+    root = _study_dir(tmp_path, records, objectives, levels)
+    feasible = [r.number for r in records if r.feasible]
+    favoured = feasible[-1]
+    assert favoured != 0  # not the measured best (trial 0, the test above)
+    write_estimates(root, {n: (1e9 if n == favoured else 1.0) for n in feasible}, records)
+    assert main([str(root)]) == 0
+    assert f"* best: trial {favoured} (" in capsys.readouterr().out
+    assert json.loads((root / "best" / "best.json").read_text())["decided_by"] == "model_estimate"
+    write_estimates(root, {favoured: 1e9}, records[:-1])
+    assert main([str(root)]) == 0
+    assert "* best: trial 0 (" in capsys.readouterr().out
 
 
 class _Balance(HTMLParser):
