@@ -57,7 +57,7 @@ class ModelRank:
         x = encoder.encode([dict(r.params) for r in valued + failed])
         try:
             gp = GaussianProcess(x, y, encoder.groups, np.random.default_rng(self.seed))
-        except np.linalg.LinAlgError:
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):  # a fit that fails: the measured order
             return {}
         mu = sign * gp.predict(encoder.encode([dict(r.params) for r in ok]))[0]
         values = np.exp(mu) if log else mu

@@ -14,7 +14,7 @@ import pytest
 from autotune.export import export_study
 from autotune.export.best import select_best
 from autotune.export.estimates import read_estimates, write_estimates
-from autotune.space import load_study
+from autotune.space import Objective, load_study
 from autotune.space.enumerate import finite_points
 from autotune.space.types import StudySpec
 from autotune.study.model_rank import ModelRank
@@ -114,3 +114,15 @@ def test_a_rendered_report_exports_the_same_best(spec: StudySpec, tmp_path: Path
         estimates=read_estimates(tmp_path, records),
     )
     assert again.best is not None and again.best.number == out.best.number
+
+
+def test_a_minimized_objective_is_ranked_lowest_first(spec: StudySpec) -> None:
+    """The same study with a latency objective (200 - each value): B's one lucky low draw against A's repeats."""
+    obj = Objective("ttft_ms.p99", "max", "minimize")
+    low = replace(spec, objectives=(obj,))
+    records = [
+        replace(r, objectives={obj.key: 200.0 - r.objectives[KEY]}) if r.objectives else r for r in lucky_study(spec)
+    ]
+    assert select_best(records, low.objectives).record.number == 7  # type: ignore[union-attr]
+    choice = select_best(records, low.objectives, ModelRank(low).estimates(records))
+    assert choice.record is not None and choice.record.params == records[0].params
