@@ -103,7 +103,8 @@ def select_best(
     measured = objective_value(pick, primary)
     reason = (
         f"feasible trial with the best {primary.key} ({primary.direction}) as a model of the study's "
-        f"{len(records)} launches estimates it: {guess:,.1f} (its launch measured {measured:,.1f}"
+        f"{sum(r.outcome is not TrialOutcome.INVALID for r in records)} launches estimates it: {guess:,.1f} "
+        f"(its launch measured {measured:,.1f}"
         + ("" if pick.number == best.number else f"; the best single launch, trial {best.number}, {best_value:,.1f}")
         + ")"
     )

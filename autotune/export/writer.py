@@ -68,9 +68,7 @@ SCHEDULE_JSON = "speculation_schedule.json"
 class ExportResult:
     best: TrialRecord | None  # None when no trial is feasible (see reason)
     reason: str
-    decided_by: (
-        str  # "single_launch", "model_estimate", or the finalist stage's "separable" / "tie" / "single" / "incomplete"
-    )
+    decided_by: str  # "single_launch", "model_estimate", or the finalist stage's decision (BestChoice.method)
     best_dir: Path
     launch_script: Path | None  # written only when there is a best trial
     serve_config: Path | None
