@@ -72,34 +72,21 @@ def select_best(
     feasible trial with the best estimate instead, among those it estimates; none given, or none of them feasible,
     ranks by the measured values."""
     primary = objectives[0]
-    best: TrialRecord | None = None
-    best_value: float | None = None
-    for rec in sorted(records, key=lambda r: r.number):
-        if not rec.feasible or rec.outcome is not TrialOutcome.COMPLETE:
-            continue
-        value = objective_value(rec, primary)
-        if value is None:
-            continue
-        if best_value is None or primary.better(value, best_value):
-            best, best_value = rec, value
-    if best is None:
-        return BestChoice(record=None, objective=primary, value=None, reason=_why_none(records, primary))
-    reason = f"feasible trial with the best {primary.key} ({primary.direction})"
-    estimated = [
-        (r, estimates[r.number])
-        for r in sorted(records, key=lambda r: r.number)
-        if estimates
-        and r.number in estimates
-        and r.feasible
-        and r.outcome is TrialOutcome.COMPLETE
-        and objective_value(r, primary) is not None
+    candidates = [
+        (rec, value)
+        for rec in sorted(records, key=lambda r: r.number)
+        if rec.feasible
+        and rec.outcome is TrialOutcome.COMPLETE
+        and (value := objective_value(rec, primary)) is not None
     ]
+    if not candidates:
+        return BestChoice(record=None, objective=primary, value=None, reason=_why_none(records, primary))
+    best, best_value = _first_best(candidates, primary)
+    reason = f"feasible trial with the best {primary.key} ({primary.direction})"
+    estimated = [(rec, estimates[rec.number]) for rec, _ in candidates if estimates and rec.number in estimates]
     if not estimated:
         return BestChoice(record=best, objective=primary, value=best_value, reason=reason)
-    pick, guess = estimated[0]
-    for rec, est in estimated[1:]:
-        if primary.better(est, guess):
-            pick, guess = rec, est
+    pick, guess = _first_best(estimated, primary)
     measured = objective_value(pick, primary)
     reason = (
         f"feasible trial with the best {primary.key} ({primary.direction}) as a model of the study's "
@@ -109,6 +96,15 @@ def select_best(
         + ")"
     )
     return BestChoice(record=pick, objective=primary, value=measured, reason=reason, method="model_estimate")
+
+
+def _first_best(scored: list[tuple[TrialRecord, float]], primary: Objective) -> tuple[TrialRecord, float]:
+    """The entry of ``scored`` with the best score; of equal ones, the first (``scored`` is in trial order)."""
+    best, value = scored[0]
+    for rec, v in scored[1:]:
+        if primary.better(v, value):
+            best, value = rec, v
+    return best, value
 
 
 def apply_finalists(choice: BestChoice, records: Sequence[TrialRecord], outcome: FinalistOutcome | None) -> BestChoice:

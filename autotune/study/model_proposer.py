@@ -108,6 +108,16 @@ class Encoder:
         return out
 
 
+def targets(raw: np.ndarray, spec: StudySpec, failed: int) -> tuple[np.ndarray, bool]:
+    """What the model fits for measured values ``raw`` of the first objective: their logarithm when every one is
+    positive (speeds multiply), signed so that higher is better, then ``failed`` launches at the worst of them; and
+    whether the logarithm was taken."""
+    sign = 1.0 if spec.objectives[0].direction == "maximize" else -1.0
+    log = bool(np.all(raw > 0))
+    y = sign * (np.log(raw) if log else raw)
+    return np.concatenate([y, np.full(failed, float(np.min(y)))]), log
+
+
 class ModelProposer(Proposer):
     """The study's proposer with every second proposal the model's (module docstring)."""
 
@@ -166,11 +176,9 @@ class ModelProposer(Proposer):
             return None
         points, enc, grid = listed
         x = enc.encode([json.loads(k) for k in self.measured])
-        sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
-        raw = np.array([told[i].values[0] for i in valued], dtype=float)
-        y = sign * (np.log(raw) if np.all(raw > 0) else raw)
         failed = [i for i, t in enumerate(told) if t.failure not in (None, FailureKind.INVALID_CONFIG)]
-        valued, y = valued + failed, np.concatenate([y, np.full(len(failed), float(np.min(y)))])
+        y, _ = targets(np.array([told[i].values[0] for i in valued], dtype=float), self.spec, len(failed))
+        valued = valued + failed
         gp = self._gp(x[valued], y, enc.groups, self._np_rng, self._hyper)
         self._hyper = gp.hyper
         if running:  # running points count as measured at their predicted value (a kriging believer)

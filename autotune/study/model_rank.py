@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 
 from autotune.core.failures import FailureKind
+from autotune.export.best import objective_value
 from autotune.space import StudySpec
 from autotune.space.enumerate import finite_points
 from autotune.study.gp import GaussianProcess
-from autotune.study.model_proposer import LIST_LIMIT, Encoder
+from autotune.study.model_proposer import LIST_LIMIT, Encoder, targets
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 
@@ -36,41 +38,32 @@ class ModelRank:
     def __init__(self, spec: StudySpec, seed: int = 0) -> None:
         self.spec = spec
         self.seed = seed
-        self._encoder: Encoder | None = None
-        self._listed = False
 
     def estimates(self, records: Sequence[TrialRecord]) -> dict[int, float]:
         """Trial number -> the model's estimate of the first objective (in its own units) for every complete,
         feasible record with a value; empty where the model cannot be fitted."""
         obj = self.spec.objectives[0]
-        valued = [r for r in records if r.outcome is TrialOutcome.COMPLETE and _value(r, obj.key) is not None]
-        ok = [r for r in valued if r.feasible]
+        measured = [
+            (r, v) for r in records if r.outcome is TrialOutcome.COMPLETE and (v := objective_value(r, obj)) is not None
+        ]
+        ok = [r for r, _ in measured if r.feasible]
         failed = [r for r in records if r.outcome is TrialOutcome.FAILED and r.failure != FailureKind.INVALID_CONFIG]
-        encoder = self._encode()
-        if encoder is None or len(valued) < 2 or not ok:
+        encoder = self._encoder
+        if encoder is None or len(measured) < 2 or not ok:
             return {}
-        sign = 1.0 if obj.direction == "maximize" else -1.0
-        raw = np.array([_value(r, obj.key) or 0.0 for r in valued])
-        log = bool(np.all(raw > 0))
-        y = sign * (np.log(raw) if log else raw)
-        y = np.concatenate([y, np.full(len(failed), float(np.min(y)))])
-        x = encoder.encode([dict(r.params) for r in valued + failed])
+        y, log = targets(np.array([v for _, v in measured]), self.spec, len(failed))
+        x = encoder.encode([dict(r.params) for r, _ in measured] + [dict(r.params) for r in failed])
         try:
             gp = GaussianProcess(x, y, encoder.groups, np.random.default_rng(self.seed))
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):  # a fit that fails: the measured order
             return {}
+        sign = 1.0 if obj.direction == "maximize" else -1.0
         mu = sign * gp.predict(encoder.encode([dict(r.params) for r in ok]))[0]
         values = np.exp(mu) if log else mu
         return {r.number: float(v) for r, v in zip(ok, values, strict=True) if math.isfinite(float(v))}
 
-    def _encode(self) -> Encoder | None:
-        if not self._listed:
-            self._listed = True
-            points = finite_points(self.spec, LIST_LIMIT)
-            self._encoder = Encoder(self.spec, points) if points else None
-        return self._encoder
-
-
-def _value(rec: TrialRecord, key: str) -> float | None:
-    v = rec.objectives.get(key)
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+    @cached_property
+    def _encoder(self) -> Encoder | None:
+        """The space's encoding, from its listing (None: too large to list)."""
+        points = finite_points(self.spec, LIST_LIMIT)
+        return Encoder(self.spec, points) if points else None
