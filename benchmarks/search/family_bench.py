@@ -105,6 +105,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
+    # round 10: TPE's turns taken by a Thompson sample of the model (benchmarks.search.thompson)
+    "gp-ts-alt": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -242,7 +244,18 @@ class AdditiveModel(ModelProposer):
         return AdditiveGP(*args)
 
 
-PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree, "gp-additive": AdditiveModel}
+def _thompson() -> Any:
+    from benchmarks.search.thompson import ThompsonTurns
+
+    return ThompsonTurns
+
+
+PROPOSERS: dict[str, Any] = {
+    "gp-tpe-2of3": TwoInThree,
+    "gp-tpe-1of3": OneInThree,
+    "gp-additive": AdditiveModel,
+    "gp-ts-alt": _thompson(),
+}
 # methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
 TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
