@@ -36,6 +36,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   rule of every method now (``autotune.study.model_rank``); the replay's code is at commit 699ac12;
 - round 10: ``gp-ts-alt``: the searcher with TPE's turns taken by a Thompson sample of the model. It gained on one set
   of unseen landscapes and not on the next; not kept (its code, ``benchmarks/search/thompson.py``, is at 16485b3).
+- round 11: ``repair-evidence`` and ``repair-evidence-random``: the pipeline's repair standing aside while the
+  launches holding the top load all break the constraints (``benchmarks.search.repair_evidence``).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
