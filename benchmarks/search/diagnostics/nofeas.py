@@ -1,6 +1,11 @@
 """Paired: runs whose finalist stage exports nothing feasible (finalist ratio 0 or no stage), repair-evidence - searcher."""
 
-import glob, gzip, json, random, statistics, sys
+import glob
+import gzip
+import json
+import random
+import statistics
+import sys
 
 runs = [r for f in sys.argv[1:] for g in glob.glob(f) for r in json.load(gzip.open(g))["runs"] if r["optimum"] > 0]
 key = lambda r: (r["space"], r["variant"], r["seed"])
