@@ -8,7 +8,12 @@ import statistics
 import sys
 
 runs = [r for f in sys.argv[1:] for g in glob.glob(f) for r in json.load(gzip.open(g))["runs"] if r["optimum"] > 0]
-key = lambda r: (r["space"], r["variant"], r["seed"])
+
+
+def key(r: dict) -> tuple:
+    return r["space"], r["variant"], r["seed"]
+
+
 a = {key(r): r for r in runs if r["method"] == "autotune"}
 pairs = [(a[key(r)], r) for r in runs if r["method"] == "repair-evidence" and key(r) in a]
 d = [((b["finalist_ratio"] or 0) == 0) - ((x["finalist_ratio"] or 0) == 0) for x, b in pairs]
