@@ -12,7 +12,8 @@ changes.
 - ``observe(params, record, told)``: learn from a finished trial, after its record is stored and before the sampler is
   told; ``restore(params, told)``: the same from what the Optuna study holds, when a study resumes (no record then);
 - ``stop(record)``: why the study should start no further trial (every one would fail the same way), or None;
-- ``deferred()``: seed points launched last, after the search.
+- ``deferred()``: seed points launched last, after the search;
+- ``note()``: what the rule did that the user should read at the end of the search, or None.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class Rule:
     def deferred(self) -> list[Params]:
         return []
 
+    def note(self) -> str | None:
+        return None
+
 
 class Rules:
     """The rules a searcher consults, in order: the first repair and the first reason win; every rule observes."""
@@ -127,3 +131,6 @@ class Rules:
 
     def deferred(self) -> list[Params]:
         return [p for rule in self.rules for p in rule.deferred()]
+
+    def notes(self) -> list[str]:
+        return [n for rule in self.rules if (n := rule.note())]

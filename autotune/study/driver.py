@@ -407,6 +407,8 @@ class StudyDriver:
                 if self.stopped.infrastructure:
                     halt()
                 self.stop_reason = searcher.stop_reason or limiter.stop_reason
+                for note in searcher.rules.notes():
+                    self.console.say(note)
                 if searcher.proposer.exhausted:
                     self.console.say(
                         f"{searcher.proposer.exhausted}; {searcher.proposer.relaunched} launch(es) re-measured "

@@ -37,7 +37,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 10: ``gp-ts-alt``: the searcher with TPE's turns taken by a Thompson sample of the model. It gained on one set
   of unseen landscapes and not on the next; not kept (its code, ``benchmarks/search/thompson.py``, is at 16485b3).
 - round 11: ``repair-evidence`` and ``repair-evidence-random``: the pipeline's repair standing aside while the
-  launches holding the top load all break the constraints (``benchmarks.search.repair_evidence``).
+  launches holding the top load all break the constraints. It paid on landscapes no round had seen and is the
+  product's repair now (``autotune.policy.repairing``), so ``autotune`` and ``pipeline-random`` run it; the
+  candidate's code is at commit 9d7bdd6.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -109,11 +111,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
-    # round 11: the repair stands aside while the launches holding the top load break the constraints
-    "repair-evidence": ("tpe", frozenset()),  # benchmarks.search.repair_evidence
-    "repair-evidence-random": ("random", frozenset({"defer"})),  # the same pipeline with random sampling
 }
-EVIDENCE_REPAIR = {"repair-evidence", "repair-evidence-random"}
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
 
@@ -259,14 +257,11 @@ class AblatedSearcher(OptunaStudySearcher):
     """The searcher with the named rules removed (``METHODS``; ``autotune.policy.defaults`` names them); the rest as
     it is."""
 
-    def __init__(
-        self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), evidence: bool = False, **kwargs: Any
-    ) -> None:
+    def __init__(self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
         from autotune.policy.defaults import default_rules
-        from benchmarks.search.repair_evidence import with_evidence_repair
 
         rules = default_rules(spec).without(*sorted(removed - {"defer"}))
-        super().__init__(spec, *args, rules=with_evidence_repair(spec, rules) if evidence else rules, **kwargs)
+        super().__init__(spec, *args, rules=rules, **kwargs)
         self.removed = removed
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self.proposer.deferred:
@@ -316,7 +311,6 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        evidence=method in EVIDENCE_REPAIR,
         **({"proposer": Proposer} if method in TPE_ALONE else {}),
         **({"proposer": PROPOSERS[method]} if method in PROPOSERS else {}),
     )

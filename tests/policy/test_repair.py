@@ -101,3 +101,39 @@ def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
     assert launched[:2] == [dict(spec.points_to_evaluate[i]) for i in (0, 2)]
     assert launched[-2:] == [capped, oom]  # launched last: the baseline first, then the predicted OOM
     assert oom not in launched[:-1] and capped not in launched[:-2]
+
+
+def test_the_repair_stands_aside_while_every_launch_holding_the_top_load_breaks_the_constraints() -> None:
+    from autotune.policy.base import Rules, Told
+    from autotune.policy.repairing import FULL_LOAD_LAUNCHES, Repair
+    from autotune.trial.records import TrialOutcome, TrialRecord
+
+    def record(params: dict) -> TrialRecord:
+        return TrialRecord(
+            study=SPEC.name, trial_id="t", number=0, params=params, flags={}, env={}, argv=[],
+            outcome=TrialOutcome.COMPLETE,
+        )  # fmt: skip
+
+    broke, met = {"tpot_ms.median": 20.0}, {"tpot_ms.median": -5.0}  # constraint values: <= 0 feasible
+    full = {**EAGLE, "max_running_requests": 128}  # holds the top load at once: the repair leaves it
+    capped = {**EAGLE, "max_running_requests": 32}
+    rule = Repair(SPEC, study_sizes(SPEC))
+    assert rule.repair(full) is None and rule.repair(capped) is not None
+    for _ in range(FULL_LOAD_LAUNCHES - 1):
+        rule.observe(full, record(full), Told(0, [1.0], broke))
+        rule.observe(capped, record(capped), Told(0, [1.0], met))  # a point below the top load: not counted
+    rule.observe(full, record(full), Told(0, [0.0], {}, FailureKind.OOM_AT_LAUNCH))  # a failed launch: not counted
+    assert rule.repair(capped) is not None and Rules([rule]).notes() == []
+    rule.observe(full, record(full), Told(0, [1.0], broke))
+    assert rule.repair(capped) is None  # the cap is searched as proposed now
+    assert Rules([rule]).notes() == [
+        f"the repair stood aside: none of the {FULL_LOAD_LAUNCHES} launches that ran the top load (128) at once met "
+        "the constraints, so caps and memory fractions were launched as proposed"
+    ]
+    rule.observe(full, record(full), Told(0, [1.0], met))  # one launch holding the top load meets them
+    assert rule.repair(capped) is not None and Rules([rule]).notes() == []
+
+    resumed = Repair(SPEC, study_sizes(SPEC))  # a resumed study restores the count from what Optuna holds
+    for _ in range(FULL_LOAD_LAUNCHES):
+        resumed.restore(full, Told(0, [1.0], broke))
+    assert resumed.repair(capped) is None
