@@ -41,7 +41,7 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   product's repair now (``autotune.policy.repairing``), so ``autotune`` and ``pipeline-random`` run it; the
   candidate's code is at commit 9d7bdd6.
 - round 12: ``cell-refine``: the searcher with the model's turn after a new best launch spent inside that launch's cell
-  (every parameter but the floats fixed; ``benchmarks.search.cell_refine``).
+  (every parameter but the real-valued ones fixed). It lost at the design and was not judged (its code is at 889a52d).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -76,7 +76,6 @@ from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
 from benchmarks.search import jsonio
-from benchmarks.search.cell_refine import CellRefine
 from benchmarks.search.drivers import Lab, run_grid
 from benchmarks.search.families import (
     DESIGN_FAMILIES,
@@ -114,8 +113,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
-    # round 12: the model's turn after a new best launch spent inside that launch's cell
-    "cell-refine": ("tpe", frozenset()),  # benchmarks.search.cell_refine
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -253,12 +250,7 @@ class AdditiveModel(ModelProposer):
         return AdditiveGP(*args)
 
 
-PROPOSERS: dict[str, Any] = {
-    "gp-tpe-2of3": TwoInThree,
-    "gp-tpe-1of3": OneInThree,
-    "gp-additive": AdditiveModel,
-    "cell-refine": CellRefine,
-}
+PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree, "gp-additive": AdditiveModel}
 # methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
 TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
