@@ -13,7 +13,8 @@ changes.
   told; ``restore(params, told)``: the same from what the Optuna study holds, when a study resumes (no record then);
 - ``stop(record)``: why the study should start no further trial (every one would fail the same way), or None;
 - ``deferred()``: seed points launched last, after the search;
-- ``note()``: what the rule did that the user should read at the end of the search, or None.
+- ``note()``: what the rule did that the user should read at the end of the search, or None;
+- ``relax()``: stop setting proposals aside because nothing else is left to launch; True when that changes anything.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class Rule:
     def note(self) -> str | None:
         return None
 
+    def relax(self) -> bool:
+        return False
+
 
 class Rules:
     """The rules a searcher consults, in order: the first repair and the first reason win; every rule observes."""
@@ -131,6 +135,9 @@ class Rules:
 
     def deferred(self) -> list[Params]:
         return [p for rule in self.rules for p in rule.deferred()]
+
+    def relax(self) -> bool:
+        return any([rule.relax() for rule in self.rules])
 
     def notes(self) -> list[str]:
         return [n for rule in self.rules if (n := rule.note())]

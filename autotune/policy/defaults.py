@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from autotune.policy import fit
 from autotune.policy.base import Rules
+from autotune.policy.cells import NewCells
 from autotune.policy.defer import Defer
 from autotune.policy.learn import Learn
 from autotune.policy.prescreen import study_sizes
@@ -20,6 +21,9 @@ def default_rules(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Rul
     return Rules(
         [
             Repeats(),  # a measured or running point is answered from its result, not launched again
+            NewCells(
+                spec
+            ),  # settings a launch tried (the memory fraction aside) are not tried again while some are not
             Learn(spec),  # what the study's own launches ruled out
             Repair(spec, known),  # the running cap and KV cache the top load needs
             RejectedFlags(spec),  # stop when the engine rejects what every trial passes

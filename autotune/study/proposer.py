@@ -167,6 +167,8 @@ class Proposer:
                 return cand
             kind = "measured or running" if reason.startswith("repeats") else "set aside before launch"
             why[kind] = why.get(kind, 0) + 1
+        if self.rules.relax():  # a rule that sets aside what is left stands down, and the listing is searched again
+            return self._unlisted(near, running)
         detail = ", ".join(f"{n} {kind}" for kind, n in why.items())
         self.exhausted = f"search space exhausted: none of its {len(points)} points is left to launch ({detail})"
         return None

@@ -42,8 +42,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   candidate's code is at commit 9d7bdd6.
 - round 12: ``cell-refine``: the searcher with the model's turn after a new best launch spent inside that launch's cell
   (every parameter but the real-valued ones fixed). It lost at the design and was not judged (its code is at 889a52d);
-- round 13: ``novel-cell`` and ``novel-cell-random``: a proposal set aside while a completed launch holds its cell
-  (``benchmarks.search.novel_cell``).
+- round 13: ``novel-cell`` and ``novel-cell-random``: a proposal set aside while a completed launch holds its cell.
+  It paid on landscapes no round had seen and is the product's ``new-cells`` rule now (``autotune.policy.cells``), so
+  ``autotune`` and ``pipeline-random`` run it; the candidate's code is at commit 8b88c8c.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -115,11 +116,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
-    # round 13: a proposal in a cell a completed launch holds is set aside (benchmarks.search.novel_cell)
-    "novel-cell": ("tpe", frozenset()),
-    "novel-cell-random": ("random", frozenset({"defer"})),  # the same pipeline with random sampling
 }
-NOVEL_CELL = {"novel-cell", "novel-cell-random"}
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
 
@@ -265,14 +262,11 @@ class AblatedSearcher(OptunaStudySearcher):
     """The searcher with the named rules removed (``METHODS``; ``autotune.policy.defaults`` names them); the rest as
     it is."""
 
-    def __init__(
-        self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), novel: bool = False, **kwargs: Any
-    ) -> None:
+    def __init__(self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
         from autotune.policy.defaults import default_rules
-        from benchmarks.search.novel_cell import with_novel_cell
 
         rules = default_rules(spec).without(*sorted(removed - {"defer"}))
-        super().__init__(spec, *args, rules=with_novel_cell(spec, rules) if novel else rules, **kwargs)
+        super().__init__(spec, *args, rules=rules, **kwargs)
         self.removed = removed
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self.proposer.deferred:
@@ -322,7 +316,6 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        novel=method in NOVEL_CELL,
         **({"proposer": Proposer} if method in TPE_ALONE else {}),
         **({"proposer": PROPOSERS[method]} if method in PROPOSERS else {}),
     )

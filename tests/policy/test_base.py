@@ -66,4 +66,4 @@ def test_seed_points_are_asked_only_of_rules_that_apply_to_seeds() -> None:
 
 def test_the_studys_rules_in_order() -> None:
     spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
-    assert default_rules(spec, None).names() == ["repeats", "learned", "repair", "rejected-flags", "defer"]
+    assert default_rules(spec, None).names() == ["repeats", "new-cells", "learned", "repair", "rejected-flags", "defer"]
