@@ -2,7 +2,7 @@
 
 A cell is a point's values of every parameter but the real-valued ones (floats, and categoricals whose choices are all
 floats: the memory fraction). While the listed space has a cell no completed launch holds, a proposal (the sampler's,
-the model's, the walk's) in a cell that a completed or running launch holds is set aside, so each launch tries
+the model's, the walk's) in a cell that a completed launch holds is set aside, so each launch tries
 settings no launch has tried; the repair still gives each one the memory its load needs. Once every cell is held, or
 where the space cannot be listed, it sets nothing aside; and when nothing else is left to launch (the cells left
 cannot be launched), the proposer relaxes it (``relax``) and it sets nothing aside from then on. On a space without a
@@ -41,8 +41,7 @@ class NewCells(Rule):
     def set_aside(self, params: Params, running: Collection[str]) -> str | None:
         if len(self.held) >= self.cells:
             return None
-        cell = self._cell(params)
-        if cell in self.held or any(self._cell(json.loads(k)) == cell for k in running):
+        if self._cell(params) in self.held:  # a running launch holds nothing (it may fail)
             return "new-cells: a launch already tried these settings but the real-valued ones"
         return None
 

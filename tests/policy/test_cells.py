@@ -55,7 +55,8 @@ def test_a_cell_a_completed_launch_holds_is_set_aside_until_every_cell_is_held(t
     assert rule.set_aside(a2, []) is None
     rule.observe(a, _record(spec, a), Told(0, [1.0], {}))
     assert rule.set_aside(a2, []) is not None and rule.set_aside(b, []) is None
-    assert rule.set_aside({"cpb": 2048, "mem": 0.80}, [params_key(b)]) is not None  # a running launch holds its cell
+    # a running launch holds nothing: with one cell left, parallel slots would otherwise stand the rule down
+    assert rule.set_aside({"cpb": 2048, "mem": 0.80}, [params_key(b)]) is None
     rule.restore(b, Told(1, [1.0], {}))  # a resumed study's launches hold their cells too
     assert rule.set_aside(a2, []) is None  # every cell is held: nothing is set aside
     assert NewCells(_spec(tmp_path, NCCL_LIKE)).cells == 0  # no real-valued parameter: the rule is off
