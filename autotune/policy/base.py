@@ -137,7 +137,7 @@ class Rules:
         return [p for rule in self.rules for p in rule.deferred()]
 
     def relax(self) -> bool:
-        return any([rule.relax() for rule in self.rules])
+        return any([rule.relax() for rule in self.rules])  # a list, not a generator: every rule relaxes
 
     def notes(self) -> list[str]:
         return [n for rule in self.rules if (n := rule.note())]

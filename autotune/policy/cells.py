@@ -46,9 +46,9 @@ class NewCells(Rule):
         return None
 
     def relax(self) -> bool:
-        off = len(self.held) >= self.cells
-        self.cells = 0
-        return not off
+        was_on = len(self.held) < self.cells
+        self.cells = 0  # off for the rest of the study
+        return was_on
 
     def observe(self, params: Params, record: TrialRecord, told: Told) -> None:
         self.restore(params, told)

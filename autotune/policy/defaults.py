@@ -21,9 +21,7 @@ def default_rules(spec: StudySpec, sizes: fit.Sizes | None | bool = True) -> Rul
     return Rules(
         [
             Repeats(),  # a measured or running point is answered from its result, not launched again
-            NewCells(
-                spec
-            ),  # settings a launch tried (the memory fraction aside) are not tried again while some are not
+            NewCells(spec),  # settings a launch tried (memory fraction aside) wait until every one is tried
             Learn(spec),  # what the study's own launches ruled out
             Repair(spec, known),  # the running cap and KV cache the top load needs
             RejectedFlags(spec),  # stop when the engine rejects what every trial passes

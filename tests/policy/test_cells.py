@@ -25,13 +25,7 @@ params:
   cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048]}
   mem: {flag: mem-fraction-static, type: float, low: 0.80, high: 0.82, round: 2}
 """
-NCCL_LIKE = """
-study: {name: cells, engine: sim, trials: 6, sampler: random, seed: 1}
-sim: {profile: h200-llama-1b}
-load_levels: [1]
-params:
-  cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048]}
-"""
+NCCL_LIKE = SPACE.split("  mem:")[0]  # the same space without a real-valued parameter
 
 
 def _spec(tmp_path: Path, text: str = SPACE):  # type: ignore[no-untyped-def]
