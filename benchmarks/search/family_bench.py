@@ -45,8 +45,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 13: ``novel-cell`` and ``novel-cell-random``: a proposal set aside while a completed launch holds its cell.
   It paid on landscapes no round had seen and is the product's ``new-cells`` rule now (``autotune.policy.cells``), so
   ``autotune`` and ``pipeline-random`` run it; the candidate's code is at commit 8b88c8c.
-- round 15: ``best-cell`` and ``best-cell-random``: ``new-cells`` leaving the best launch's cell open
-  (``benchmarks.search.best_cell``).
+- round 15: ``best-cell``: ``new-cells`` leaving the best launch's cell open. It was no better on landscapes no round
+  had seen and worse on ``needle``; not kept (its code is at 9118c40).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -118,11 +118,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
-    # round 15: new-cells leaves the best launch's cell open (benchmarks.search.best_cell)
-    "best-cell": ("tpe", frozenset()),
-    "best-cell-random": ("random", frozenset({"defer"})),  # the same pipeline with random sampling
 }
-BEST_CELL = {"best-cell", "best-cell-random"}
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
 
@@ -268,14 +264,11 @@ class AblatedSearcher(OptunaStudySearcher):
     """The searcher with the named rules removed (``METHODS``; ``autotune.policy.defaults`` names them); the rest as
     it is."""
 
-    def __init__(
-        self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), best_cell: bool = False, **kwargs: Any
-    ) -> None:
+    def __init__(self, spec: Any, *args: Any, removed: frozenset[str] = frozenset(), **kwargs: Any) -> None:
         from autotune.policy.defaults import default_rules
-        from benchmarks.search.best_cell import with_best_cell
 
         rules = default_rules(spec).without(*sorted(removed - {"defer"}))
-        super().__init__(spec, *args, rules=with_best_cell(spec, rules) if best_cell else rules, **kwargs)
+        super().__init__(spec, *args, rules=rules, **kwargs)
         self.removed = removed
         if "defer" in removed:  # the deferred seeds launched with the others, right after them
             for p in self.proposer.deferred:
@@ -325,7 +318,6 @@ def run_method(
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
-        best_cell=method in BEST_CELL,
         **({"proposer": Proposer} if method in TPE_ALONE else {}),
         **({"proposer": PROPOSERS[method]} if method in PROPOSERS else {}),
     )
