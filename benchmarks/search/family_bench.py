@@ -41,7 +41,7 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   product's repair now (``autotune.policy.repairing``), so ``autotune`` and ``pipeline-random`` run it; the
   candidate's code is at commit 9d7bdd6.
 - round 12: ``cell-refine``: the searcher with the model's turn after a new best launch spent inside that launch's cell
-  (every parameter but the real-valued ones fixed). It lost at the design and was not judged (its code is at 889a52d);
+  (every parameter but the real-valued ones fixed). It lost at the design and was not judged (its code is at 889a52d).
 - round 13: ``novel-cell`` and ``novel-cell-random``: a proposal set aside while a completed launch holds its cell.
   It paid on landscapes no round had seen and is the product's ``new-cells`` rule now (``autotune.policy.cells``), so
   ``autotune`` and ``pipeline-random`` run it; the candidate's code is at commit 8b88c8c.
