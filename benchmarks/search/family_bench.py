@@ -118,6 +118,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-tpe-2of3": ("tpe", frozenset()),  # the model proposes two in three, TPE the third
     "gp-tpe-1of3": ("tpe", frozenset()),  # the model proposes one in three, TPE the others
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
+    # round 16: the searcher with TPE's turns drawn uniformly (Optuna's RandomSampler); the model's turns and every rule kept
+    "gp-random": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -256,6 +258,8 @@ class AdditiveModel(ModelProposer):
 
 
 PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree, "gp-additive": AdditiveModel}
+# the searcher (the model's turns included) with its sampler's turns taken by another sampler
+MODEL_SAMPLERS: dict[str, Any] = {"gp-random": lambda seed: __import__("optuna").samplers.RandomSampler(seed=seed)}
 # methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
 TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
@@ -304,8 +308,8 @@ def run_method(
             study.sampler = optuna.samplers.TPESampler(
                 seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS[method]
             )
-    if method in SAMPLERS:
-        study.sampler = SAMPLERS[method](seed)
+    if method in SAMPLERS or method in MODEL_SAMPLERS:
+        study.sampler = {**SAMPLERS, **MODEL_SAMPLERS}[method](seed)
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
