@@ -10,6 +10,7 @@ with and without a drafter correct each other.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,9 +28,17 @@ class KvModel:
         self.model = engine_model(spec.engine)
         self.errors: list[tuple[float, float]] = []  # (memory fraction, allocated - predicted bytes)
         self.version = 0  # bumped on every observation that changes the correction
+        self._shapes: dict[str, tuple[float, float, float] | None] = {}  # a point's shape does not change
+        self._line: tuple[int, float, float, float] | None = None  # (version, slope, mean fraction, mean error)
 
     def _shape(self, params: Mapping[str, Any]) -> tuple[float, float, float] | None:
         """(memory fraction, predicted cache bytes, bytes per token) of a point, or None when it cannot be predicted."""
+        key = json.dumps(dict(params), sort_keys=True, default=str)
+        if key not in self._shapes:
+            self._shapes[key] = self._predicted_shape(params)
+        return self._shapes[key]
+
+    def _predicted_shape(self, params: Mapping[str, Any]) -> tuple[float, float, float] | None:
         if self.sizes is None:
             return None
         try:
@@ -64,13 +73,14 @@ class KvModel:
         """Bytes to add to the prediction at this memory fraction."""
         if not self.errors:
             return 0.0
-        xs = [f for f, _ in self.errors]
-        ys = [e for _, e in self.errors]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        var = sum((x - mx) ** 2 for x in xs)
-        if var < 1e-9:
-            return my
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+        if self._line is None or self._line[0] != self.version:
+            xs = [f for f, _ in self.errors]
+            ys = [e for _, e in self.errors]
+            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+            var = sum((x - mx) ** 2 for x in xs)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var >= 1e-9 else 0.0
+            self._line = (self.version, slope, mx, my)
+        _, slope, mx, my = self._line
         return my + slope * (frac - mx)
 
     def tokens(self, params: Mapping[str, Any]) -> int | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.core.errors import SpaceError
+from autotune.core.trial import TrialConfig
 from autotune.engines import engine_model
 from autotune.engines.memory import Sizes
 from autotune.policy import fit
@@ -87,7 +88,10 @@ class Repairer:
         self.mem = next((p for p in spec.params if p.flag == self.model.memory_fraction_flag and not p.when), None)
         w = spec.workload
         self.tokens_per_request = w.input_len + w.output_len if w.kind == "synthetic" else None
-        self._repairs: dict[str, Repaired | None] = {}
+        self._mem_values = _mem_values(self.mem) if self.mem is not None else []
+        self._repairs: dict[str, Repaired | None] = {}  # forgotten when the KV model changes
+        self._configs: dict[str, TrialConfig | None] = {}  # a point's flags (None: not a point of the space)
+        self._fits: dict[str, bool] = {}  # whether a point is predicted to fit
 
     def forget(self) -> None:
         """Drop remembered answers (after the KV model changed)."""
@@ -103,11 +107,10 @@ class Repairer:
         if self.top is None:
             return None
         out, changes = dict(params), []
-        try:
-            flags = to_trial_config(self.spec, out).flags
-        except SpaceError:
+        tc = self._config(out)
+        if tc is None:
             return None
-        cap = self.model.running_cap(flags)
+        cap = self.model.running_cap(tc.flags)
         if self.cap is not None and cap is not None and cap < self.top:
             lifts = _cap_values(self.cap, self.top)
             if lifts:
@@ -137,9 +140,8 @@ class Repairer:
         current = params[self.mem.name]
         if current is None:
             return None
-        try:
-            tc = to_trial_config(self.spec, params)
-        except SpaceError:
+        tc = self._config(params)
+        if tc is None:
             return None
         need = self.kv_need(tc.flags)
         if need is None:
@@ -148,15 +150,31 @@ class Repairer:
         if tokens is None or tokens >= need:
             return None
         best: float | None = None
-        for value in _mem_values(self.mem):
+        for value in self._mem_values:
             if value <= float(current):
                 continue
             candidate = {**params, self.mem.name: value}
-            trial = to_trial_config(self.spec, candidate)
-            if not fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size, model=self.model).fits:
+            if not self._fit(candidate):
                 continue
             best = value
             tokens = self.kv.tokens(candidate)
             if tokens is not None and tokens >= need:
                 break
         return best
+
+    def _config(self, params: dict[str, Any]) -> TrialConfig | None:
+        key = _key(params)
+        if key not in self._configs:
+            try:
+                self._configs[key] = to_trial_config(self.spec, params)
+            except SpaceError:
+                self._configs[key] = None
+        return self._configs[key]
+
+    def _fit(self, params: dict[str, Any]) -> bool:
+        key = _key(params)
+        if key not in self._fits:
+            assert self.sizes is not None
+            trial = self._config(params) or to_trial_config(self.spec, params)  # (the latter raises its SpaceError)
+            self._fits[key] = fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size, model=self.model).fits
+        return self._fits[key]

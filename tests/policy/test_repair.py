@@ -66,6 +66,26 @@ def test_the_kv_model_learns_the_error_of_the_prediction() -> None:
     assert len(kv.errors) == 2
 
 
+def test_a_repairer_that_remembers_answers_as_a_fresh_one_after_the_kv_model_learns() -> None:
+    sizes = study_sizes(SPEC)
+    assert sizes is not None
+    smaller = dataclasses.replace(sizes, gpu_mem_bytes=sizes.gpu_mem_bytes * 0.9)
+    points = [{**p, "mem_fraction_static": m} for p in (EAGLE, OFF) for m in (0.75, 0.8, 0.85)]
+    kv = KvModel(SPEC, sizes)
+    warm = _repairer(kv)
+    before = [warm.repair(p) for p in points]  # remembered: predictions, fits and the KV model's line
+    for m in (0.8, 0.85):  # each launch changes the KV model's line; the repairer forgets its answers, then answers
+        kv.observe({**OFF, "mem_fraction_static": m}, KvModel(SPEC, smaller).tokens({**OFF, "mem_fraction_static": m}))
+        warm.forget()
+        [warm.repair(p) for p in points]
+    fresh_kv = KvModel(SPEC, sizes)
+    fresh_kv.errors = list(kv.errors)
+    fresh = _repairer(fresh_kv)
+    after = [warm.repair(p) for p in points]
+    assert after == [fresh.repair(p) for p in points]
+    assert after != before  # the cache the GPU really has moves the memory the repair picks
+
+
 def test_a_seed_point_predicted_not_to_fit_is_launched_last() -> None:
     from autotune.space import StudyOverrides
     from autotune.study.optuna_study import open_study
