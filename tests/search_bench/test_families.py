@@ -9,7 +9,7 @@ import pytest
 from benchmarks.search import jsonio
 from benchmarks.search.__main__ import load_space
 from benchmarks.search.families import FAMILIES, FamilyLandscape, applies, family_optimum
-from benchmarks.search.family_bench import main, run_method, table
+from benchmarks.search.family_bench import goal_table, main, run_method, table
 from benchmarks.search.landscape import enumerate_points
 
 EAGLE = {
@@ -122,3 +122,24 @@ def test_cli_writes_runs_and_the_table(tmp_path: Path, capsys) -> None:  # type:
     assert next(r for r in doc["runs"] if r["method"] == "no-defer").get("copied_from") == "autotune"
     text = table(doc["runs"], 5)
     assert "| needle |" in text and "worst family" in text
+
+
+def test_the_goal_check_also_reads_the_landscapes_either_method_reaches() -> None:
+    def run(method: str, variant: str, seed: int, reach_at: int | None) -> dict[str, object]:
+        ratios = [0.9] * 40 if reach_at is None else [0.9] * (reach_at - 1) + [1.0] * (41 - reach_at)
+        return dict(method=method, family="needle", space="nccl", variant=variant, seed=seed, noise=0.04, ratios=ratios)
+
+    runs = [
+        r
+        for seed in (0, 1)
+        for r in (
+            run("autotune", "easy", seed, 2),
+            run("pipeline-random", "easy", seed, 4),
+            run("autotune", "hard", seed, None),  # neither method gets within 2%: counted as 80 for both
+            run("pipeline-random", "hard", seed, None),
+        )
+    ]
+    row = next(line for line in goal_table(runs, 40).splitlines() if line.startswith("| needle |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2].startswith(f"{(2 + 80) / (4 + 80):.2f}")
+    assert cells[4] == "0.50 [0.50, 0.50] (1 of 2)"
