@@ -47,6 +47,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   ``autotune`` and ``pipeline-random`` run it; the candidate's code is at commit 8b88c8c.
 - round 15: ``best-cell``: ``new-cells`` leaving the best launch's cell open. It was no better on landscapes no round
   had seen and worse on ``needle``; not kept (its code is at 9118c40).
+- round 16: ``gp-random``: the searcher with TPE's turns drawn by Optuna's ``RandomSampler`` (the model's turns and every
+  rule kept). It needed more launches and exported worse configs on landscapes no round had seen, so TPE stays; the
+  method stays as the measurement of TPE's part.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
