@@ -19,21 +19,16 @@ changes.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from autotune.core.failures import FailureKind
 from autotune.policy.repair import Repaired
+from autotune.space.values import params_key as params_key  # a point's identity, for the rules and the proposer
 from autotune.trial.records import TrialRecord
 
 Params = dict[str, Any]
-
-
-def params_key(params: Mapping[str, Any]) -> str:
-    """A point's identity: its parameters as canonical JSON."""
-    return json.dumps(params, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ with and without a drafter correct each other.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ from autotune.engines import engine_model
 from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.space import StudySpec, to_trial_config
+from autotune.space.values import params_key
 
 
 class KvModel:
@@ -33,7 +33,7 @@ class KvModel:
 
     def _shape(self, params: Mapping[str, Any]) -> tuple[float, float, float] | None:
         """(memory fraction, predicted cache bytes, bytes per token) of a point, or None when it cannot be predicted."""
-        key = json.dumps(dict(params), sort_keys=True, default=str)
+        key = params_key(params)
         if key not in self._shapes:
             self._shapes[key] = self._predicted_shape(params)
         return self._shapes[key]

@@ -17,7 +17,6 @@ Only parameters the study searches are changed, and only to values of their own 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from autotune.policy import fit
 from autotune.policy.kvmodel import KvModel
 from autotune.space import StudySpec, to_trial_config
 from autotune.space.types import ParamSpec
-from autotune.space.values import rounded
+from autotune.space.values import params_key, rounded
 
 KV_MARGIN = 1.2  # cache tokens per token the top load's requests hold at full length
 FLOAT_STEPS = 100  # a float memory parameter without a step or rounding is tried at this many values
@@ -65,10 +64,6 @@ def _mem_values(p: ParamSpec) -> list[float]:
     return sorted({rounded(p, lo + (hi - lo) * k / n) for k in range(n + 1)})
 
 
-def _key(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
-
-
 class Repairer:
     """``repair(params)``: the point with the cap and KV memory the top load needs, or None when nothing changes."""
 
@@ -98,7 +93,7 @@ class Repairer:
         self._repairs.clear()
 
     def repair(self, params: dict[str, Any]) -> Repaired | None:
-        key = _key(params)
+        key = params_key(params)
         if key not in self._repairs:
             self._repairs[key] = self._repair(params)
         return self._repairs[key]
@@ -163,7 +158,7 @@ class Repairer:
         return best
 
     def _config(self, params: dict[str, Any]) -> TrialConfig | None:
-        key = _key(params)
+        key = params_key(params)
         if key not in self._configs:
             try:
                 self._configs[key] = to_trial_config(self.spec, params)
@@ -172,9 +167,9 @@ class Repairer:
         return self._configs[key]
 
     def _fit(self, params: dict[str, Any]) -> bool:
-        key = _key(params)
+        key = params_key(params)
         if key not in self._fits:
             assert self.sizes is not None
-            trial = self._config(params) or to_trial_config(self.spec, params)  # (the latter raises its SpaceError)
+            trial = self._config(params) or to_trial_config(self.spec, params)  # not a point: its SpaceError raised
             self._fits[key] = fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size, model=self.model).fits
         return self._fits[key]

@@ -1,11 +1,18 @@
-"""Parameter values: equality that keeps True apart from 1, membership in a parameter's domain, and conditions."""
+"""Parameter values: equality that keeps True apart from 1, membership in a parameter's domain, conditions, and a
+point's identity."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from autotune.space.types import Condition, ParamSpec, Scalar
+
+
+def params_key(params: Mapping[str, Any]) -> str:
+    """A point's identity: its parameters as canonical JSON."""
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -261,8 +261,16 @@ class AdditiveModel(ModelProposer):
 
 
 PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree, "gp-additive": AdditiveModel}
+
+
+def _random(seed: int) -> Any:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
 # the searcher (the model's turns included) with its sampler's turns taken by another sampler
-MODEL_SAMPLERS: dict[str, Any] = {"gp-random": lambda seed: __import__("optuna").samplers.RandomSampler(seed=seed)}
+MODEL_SAMPLERS: dict[str, Any] = {"gp-random": _random}
 # methods judged without the model of the measurements (the searcher of rounds 1-6 and its sampler variants)
 TPE_ALONE = {"tpe-only", *SAMPLERS, *STARTUP_TRIALS}
 
@@ -311,8 +319,9 @@ def run_method(
             study.sampler = optuna.samplers.TPESampler(
                 seed=seed, multivariate=True, group=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS[method]
             )
-    if method in SAMPLERS or method in MODEL_SAMPLERS:
-        study.sampler = {**SAMPLERS, **MODEL_SAMPLERS}[method](seed)
+    sampler_of = SAMPLERS | MODEL_SAMPLERS
+    if method in sampler_of:
+        study.sampler = sampler_of[method](seed)
     lab = Lab(land, noise, seed, optimum)  # type: ignore[arg-type]
 
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
@@ -653,8 +662,7 @@ def goal_table(
                 )
         part = sorted(solved)
         sm = sorted(ratios(solved, rng_in.choices(part, k=len(part)))[0] for _ in range(1000)) if part else []
-        lands = len({(r["space"], r["variant"]) for r in sel if r["family"] == f})
-        lands_in = len({(r["space"], r["variant"]) for r in sel if r["family"] == f} & reached)
+        lands = {(r["space"], r["variant"]) for r in sel if r["family"] == f}
         bm = sorted(b[0] for b in boots)
         bd = sorted((b[1] if not math.isnan(b[1]) else math.inf) for b in boots)
         n = sum(len(by_seed[s][method]) for s in seeds)
@@ -666,7 +674,7 @@ def goal_table(
             f"| {f} | {n} | {mean:.2f} [{bm[50]:.2f}, {bm[949]:.2f}] | "
             + (f"both >{cap}" if math.isnan(med) else f"{f2(med)} [{f2(bd[50])}, {f2(bd[949])}]")
             + (f" | {ratios(solved, part)[0]:.2f} [{sm[50]:.2f}, {sm[949]:.2f}]" if part else " | -")
-            + f" ({lands_in} of {lands}) |"
+            + f" ({len(lands & reached)} of {len(lands)}) |"
         )
     return "\n".join(lines)
 

@@ -77,7 +77,8 @@ def test_a_repairer_that_remembers_answers_as_a_fresh_one_after_the_kv_model_lea
     for m in (0.8, 0.85):  # each launch changes the KV model's line; the repairer forgets its answers, then answers
         kv.observe({**OFF, "mem_fraction_static": m}, KvModel(SPEC, smaller).tokens({**OFF, "mem_fraction_static": m}))
         warm.forget()
-        [warm.repair(p) for p in points]
+        for p in points:
+            warm.repair(p)
     fresh_kv = KvModel(SPEC, sizes)
     fresh_kv.errors = list(kv.errors)
     fresh = _repairer(fresh_kv)
