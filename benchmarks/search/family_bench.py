@@ -123,8 +123,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
     # round 16: the searcher with TPE's turns drawn uniformly (Optuna's RandomSampler); the model's turns and every rule kept
     "gp-random": ("tpe", frozenset()),
-    # round 17: the model's proposals not held back by new-cells (TPE's and the walk's still are)
-    "model-any-cell": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -262,25 +260,7 @@ class AdditiveModel(ModelProposer):
         return AdditiveGP(*args)
 
 
-class ModelAnyCell(ModelProposer):
-    """The searcher's proposer with the model's proposals screened by every rule but ``new-cells``: the model may
-    launch a cell a launch holds (at another memory fraction) where it expects more there than in any untried cell."""
-
-    def _model_pick(self, running: Any) -> Any:
-        rules = self.rules
-        self.rules = rules.without("new-cells")
-        try:
-            return super()._model_pick(running)
-        finally:
-            self.rules = rules
-
-
-PROPOSERS: dict[str, Any] = {
-    "gp-tpe-2of3": TwoInThree,
-    "gp-tpe-1of3": OneInThree,
-    "gp-additive": AdditiveModel,
-    "model-any-cell": ModelAnyCell,
-}
+PROPOSERS: dict[str, Any] = {"gp-tpe-2of3": TwoInThree, "gp-tpe-1of3": OneInThree, "gp-additive": AdditiveModel}
 
 
 def _random(seed: int) -> Any:
@@ -377,10 +357,6 @@ def relevant(method: str, land: FamilyLandscape) -> bool:
     own (same sampler and seeds: the same launches) and is copied from it instead of simulated again."""
     from autotune.policy.prescreen import deferred_seeds
 
-    if method == "model-any-cell":  # new-cells is off where no parameter is real-valued (the nccl spaces)
-        return any(
-            p.type == "float" or (p.choices and all(isinstance(c, float) for c in p.choices)) for p in land.spec.params
-        )
     if method not in METHODS or METHODS[method][0] != "tpe" or not METHODS[method][1] or method == "tpe-plain":
         return True
     rule = next(iter(METHODS[method][1]))
