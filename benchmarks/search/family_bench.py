@@ -75,11 +75,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from ray.tune.search import Searcher
 
 from autotune.core.dashboard_attrs import named_constraints
-from autotune.study.model_proposer import MODEL_AFTER, ModelProposer
+from autotune.study.model_proposer import ModelProposer
 from autotune.study.optuna_study import open_study
 from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
@@ -124,10 +123,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-additive": ("tpe", frozenset()),  # an additive part in the model's kernel (benchmarks.search.additive_gp)
     # round 16: the searcher with TPE's turns drawn uniformly (Optuna's RandomSampler); the model's turns and every rule kept
     "gp-random": ("tpe", frozenset()),
-    # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing), or its
-    # launch taken by the model
+    # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
-    "walk-to-model": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -273,27 +270,11 @@ class NoWalk(ModelProposer):
         return None
 
 
-class WalkToModel(ModelProposer):
-    """The searcher's proposer with the walk's launch the model's: after three set-aside proposals the model's pick
-    (where the model is on and can be fitted), else the walk."""
-
-    def _neighbour(self, params: Any, running: Any) -> Any:
-        if self._on and len(self.measured) >= MODEL_AFTER:
-            try:
-                pick = self._model_pick(running)
-            except np.linalg.LinAlgError:
-                pick = None
-            if pick is not None:
-                return pick
-        return super()._neighbour(params, running)
-
-
 PROPOSERS: dict[str, Any] = {
     "gp-tpe-2of3": TwoInThree,
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
-    "walk-to-model": WalkToModel,
 }
 
 
