@@ -16,17 +16,6 @@ from benchmarks.search.families import FamilyLandscape, applies, family_optimum
 from benchmarks.search.family_bench import run_method
 
 NEVER = 80
-labs: list[drivers.Lab] = []
-_record = drivers.Lab.record
-
-
-def record(self: drivers.Lab, *args, **kwargs):  # type: ignore[no-untyped-def]
-    if not labs or labs[-1] is not self:
-        labs.append(self)
-    return _record(self, *args, **kwargs)
-
-
-drivers.Lab.record = record  # type: ignore[method-assign]
 
 
 def first(xs: list[float]) -> int:
@@ -34,8 +23,8 @@ def first(xs: list[float]) -> int:
 
 
 def one_run(land: FamilyLandscape, opt: float, seed: int) -> tuple[int, int, int, bool | None, int | None]:
-    labs.clear()
-    r = run_method(land, opt, "autotune", seed=seed, noise=0.04, launches=40, finalists=(0, 0))
+    labs: list[drivers.Lab] = []
+    r = run_method(land, opt, "autotune", seed=seed, noise=0.04, launches=40, finalists=(0, 0), labs=labs)
     lab = labs[0]
     records = lab.records[: len(r["ratios"])]
     launched, measured_best = [], []
