@@ -131,6 +131,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
+    # round 19: the model's hyperparameters integrated out (benchmarks.search.marginal_gp)
+    "gp-marginal": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -276,11 +278,21 @@ class NoWalk(ModelProposer):
         return None
 
 
+class MarginalModel(ModelProposer):
+    """The searcher's proposer with the model of ``benchmarks.search.marginal_gp`` (hyperparameters integrated out)."""
+
+    def _gp(self, *args: Any) -> Any:
+        from benchmarks.search.marginal_gp import MarginalGP
+
+        return MarginalGP(*args)
+
+
 PROPOSERS: dict[str, Any] = {
     "gp-tpe-2of3": TwoInThree,
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
+    "gp-marginal": MarginalModel,
 }
 
 
