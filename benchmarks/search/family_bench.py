@@ -133,6 +133,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "no-walk": ("tpe", frozenset()),
     # round 19: the model's hyperparameters integrated out (benchmarks.search.marginal_gp)
     "gp-marginal": ("tpe", frozenset()),
+    # round 20: gp-marginal's model with no-walk's proposer
+    "marginal-no-walk": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -287,12 +289,17 @@ class MarginalModel(ModelProposer):
         return MarginalGP(*args)
 
 
+class MarginalNoWalk(MarginalModel, NoWalk):
+    """Round 20: ``gp-marginal``'s model with ``no-walk``'s proposer."""
+
+
 PROPOSERS: dict[str, Any] = {
     "gp-tpe-2of3": TwoInThree,
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
     "gp-marginal": MarginalModel,
+    "marginal-no-walk": MarginalNoWalk,
 }
 
 
