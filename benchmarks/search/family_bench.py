@@ -55,6 +55,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 18: ``no-walk``: the searcher without the neighbour walk after three set-aside proposals. It was no better and
   no worse on landscapes no round had seen, so the walk stays; the method stays as the measurement of the walk (the
   other candidate, the walk's launch given to the model, is at dd21306).
+- round 19: ``gp-marginal``: the searcher with the model's hyperparameters integrated out
+  (``benchmarks.search.marginal_gp``). A launch or so ahead of the searcher on landscapes no round had seen, within
+  noise; not kept, the method stays.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
