@@ -79,7 +79,7 @@ def measured_means(files: list[str], never: float = NEVER) -> dict[tuple[str, st
     return {k: statistics.fmean(v) for k, v in by.items()}
 
 
-def report(spaces: list[str], instances: int, files: list[str], methods: list[str]) -> str:
+def report(spaces: list[str], instances: int, files: list[str], methods: list[str], first: int = 0) -> str:
     from benchmarks.search.__main__ import load_space
 
     means = measured_means(files)
@@ -91,7 +91,7 @@ def report(spaces: list[str], instances: int, files: list[str], methods: list[st
     ]
     sums: dict[str, float] = defaultdict(float)
     for s in spaces:
-        for i in range(instances):
+        for i in range(first, first + instances):
             b = needle_bound(FamilyLandscape(load_space(s), "needle", i))
             got = [means.get((m, s, i)) for m in methods]
             if any(g is None for g in got):
@@ -113,12 +113,13 @@ def report(spaces: list[str], instances: int, files: list[str], methods: list[st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spaces", nargs="+", default=["speculative", "h200-tp1-speculative", "nccl", "h200x2-tp2-nccl"])
+    ap.add_argument("--first-instance", type=int, default=0)
     ap.add_argument("--instances", type=int, default=3)
     ap.add_argument("--methods", nargs="+", default=["autotune", "pipeline-random"], help="the last is the base")
     ap.add_argument("files", nargs="*", help="family_bench results whose needle runs to compare with the bound")
     a = ap.parse_args(argv)
     files = [f for pattern in a.files for f in sorted(glob.glob(pattern))]
-    print(report(a.spaces, a.instances, files, a.methods))
+    print(report(a.spaces, a.instances, files, a.methods, a.first_instance))
     return 0
 
 
