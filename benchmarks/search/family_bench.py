@@ -61,7 +61,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 20: ``marginal-no-walk``: ``gp-marginal``'s model with ``no-walk``'s proposer. Within noise of the searcher on
   landscapes no round had seen; not kept (its code is at 901b8b2).
 - round 22: ``model-fraction``: the searcher with the sampler's proposals launched at the memory fraction the model
-  ranks first in their cell (``benchmarks.search.model_fraction``).
+  ranks first in their cell. No better on landscapes no round had seen, a worse export; not kept (its code is at
+  b3be627).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -98,7 +99,6 @@ from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
 from benchmarks.search import jsonio
 from benchmarks.search.drivers import Lab, run_grid
-from benchmarks.search.model_fraction import ModelFraction
 from benchmarks.search.families import (
     DESIGN_FAMILIES,
     FAMILIES,
@@ -139,8 +139,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
-    # round 22: the sampler's proposals launched at the memory fraction the model ranks first in their cell
-    "model-fraction": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -291,7 +289,6 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
-    "model-fraction": ModelFraction,
 }
 
 
