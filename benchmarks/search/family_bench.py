@@ -63,6 +63,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 22: ``model-fraction``: the searcher with the sampler's proposals launched at the memory fraction the model
   ranks first in their cell. No better on landscapes no round had seen, a worse export; not kept (its code is at
   b3be627).
+- round 23: ``constraint-gp``: the searcher with the chance of a feasible launch from one GP a constraint fitted to
+  the measured margins to its bound (``benchmarks.search.constraint_gp``).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -98,6 +100,7 @@ from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
 from benchmarks.search import jsonio
+from benchmarks.search.constraint_gp import ConstraintModel
 from benchmarks.search.drivers import Lab, run_grid
 from benchmarks.search.families import (
     DESIGN_FAMILIES,
@@ -139,6 +142,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
+    # round 23: the chance of a feasible launch from the constraints' measured margins (benchmarks.search.constraint_gp)
+    "constraint-gp": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -289,6 +294,7 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
+    "constraint-gp": ConstraintModel,
 }
 
 
