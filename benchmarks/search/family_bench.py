@@ -66,8 +66,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 23: ``constraint-gp``: the searcher with the chance of a feasible launch from one GP a constraint fitted to
   the measured margins to its bound. More launches to 98% on landscapes no round had seen; not kept (its code is at
   1d5cd38).
-- round 24: ``broken-margins``: ``constraint-gp`` for the constraints a completed launch broke only, the searcher's
-  own chance while none is broken (``benchmarks.search.constraint_gp``).
+- round 24: ``broken-margins``: ``constraint-gp`` for the constraints a completed launch broke only. More launches
+  to 98% on its design landscapes; not judged, not kept (its code is at 16fa4aa).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -103,7 +103,6 @@ from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
 from benchmarks.search import jsonio
-from benchmarks.search.constraint_gp import ConstraintModel
 from benchmarks.search.drivers import Lab, run_grid
 from benchmarks.search.families import (
     DESIGN_FAMILIES,
@@ -145,8 +144,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
-    # round 24: feasibility from the margins of the constraints a completed launch broke (benchmarks.search.constraint_gp)
-    "broken-margins": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -297,7 +294,6 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
-    "broken-margins": ConstraintModel,
 }
 
 
