@@ -68,6 +68,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   1d5cd38).
 - round 24: ``broken-margins``: ``constraint-gp`` for the constraints a completed launch broke only. More launches
   to 98% on its design landscapes; not judged, not kept (its code is at 16fa4aa).
+- round 25: ``thompson-relaunch``: the searcher with the relaunches after a finite space is exhausted drawn by
+  Thompson sampling over the measured points (``benchmarks.search.thompson_relaunch``).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -114,6 +116,7 @@ from benchmarks.search.families import (
     family_optimum,
 )
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
+from benchmarks.search.thompson_relaunch import ThompsonRelaunch
 
 # method -> (sampler, rules removed)
 METHODS: dict[str, tuple[str, frozenset[str]]] = {
@@ -144,6 +147,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
+    # round 25: relaunches after exhaustion by Thompson sampling (benchmarks.search.thompson_relaunch)
+    "thompson-relaunch": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -294,6 +299,7 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
+    "thompson-relaunch": ThompsonRelaunch,
 }
 
 
