@@ -72,7 +72,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   Thompson sampling over the measured points. No sooner at 4% noise; at 10% sooner on ``needle``, later on
   ``infeasible-large``; not kept (its code is at 2868dc2).
 - round 26: ``ucb-relaunch``: the searcher with each relaunch after a finite space is exhausted at the measured point
-  with the highest upper bound (``benchmarks.search.ucb_relaunch``).
+  with the highest upper bound. Sooner at 10% noise on ``needle``, not clearly sooner over the judge families; not
+  kept (its code is at 121946f).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -119,7 +120,6 @@ from benchmarks.search.families import (
     family_optimum,
 )
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
-from benchmarks.search.ucb_relaunch import UcbRelaunch
 
 # method -> (sampler, rules removed)
 METHODS: dict[str, tuple[str, frozenset[str]]] = {
@@ -150,8 +150,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
-    # round 26: relaunches after exhaustion at the highest upper bound (benchmarks.search.ucb_relaunch)
-    "ucb-relaunch": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -302,7 +300,6 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
-    "ucb-relaunch": UcbRelaunch,
 }
 
 
