@@ -74,6 +74,7 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 26: ``ucb-relaunch``: the searcher with each relaunch after a finite space is exhausted at the measured point
   with the highest upper bound. Sooner at 10% noise on ``needle``, not clearly sooner over the judge families; not
   kept (its code is at 121946f).
+- round 27: ``ucb-relaunch`` judged again, unchanged, on more fresh landscapes (``benchmarks.search.ucb_relaunch``).
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -120,6 +121,7 @@ from benchmarks.search.families import (
     family_optimum,
 )
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
+from benchmarks.search.ucb_relaunch import UcbRelaunch
 
 # method -> (sampler, rules removed)
 METHODS: dict[str, tuple[str, frozenset[str]]] = {
@@ -150,6 +152,8 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
+    # rounds 26-27: relaunches after exhaustion at the highest upper bound (benchmarks.search.ucb_relaunch)
+    "ucb-relaunch": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -300,6 +304,7 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
+    "ucb-relaunch": UcbRelaunch,
 }
 
 
