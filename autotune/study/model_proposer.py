@@ -17,6 +17,13 @@ good point sooner where TPE's densities are slow. Each model proposal:
 
 The model proposes only for TPE studies with one objective and a space small enough to list (``LIST_LIMIT``);
 anything else is the sampler's, as is a turn where the model cannot be fitted to the launches.
+
+Once every point of such a space has been launched (``exhausted``), each launch left in the budget re-measures the
+measured feasible point with the highest upper bound: the mean of its own measurements of the first objective (the
+model's scale) plus one standard error, the measurement noise the model fits to every launch over the point's count
+(``highest_bound``). A point measured once and low keeps a wide bound and is measured again before one measured
+often; TPE's proposals, which the study's own rule relaunches, gather on a few points (issue #29, rounds 26-27 of
+``benchmarks/search/results/families.md``).
 """
 
 from __future__ import annotations
@@ -30,13 +37,13 @@ import numpy as np
 import optuna
 
 from autotune.core.failures import FailureKind
-from autotune.policy.base import Params, Rules
+from autotune.policy.base import Params, Rules, params_key
 from autotune.space import StudySpec
 from autotune.space.enumerate import finite_points
 from autotune.space.types import ParamSpec
 from autotune.space.values import is_number
 from autotune.study.gp import GaussianProcess, Hyper, expected_improvement, normal_cdf
-from autotune.study.proposer import Proposer
+from autotune.study.proposer import Proposer, measured_trials
 
 MODEL_AFTER = 5  # measured launches (failed ones included) before the model proposes
 LIST_LIMIT = 200_000  # a space of more points than this is left to the sampler
@@ -116,6 +123,14 @@ def targets(raw: np.ndarray, spec: StudySpec, failed: int) -> tuple[np.ndarray, 
     log = bool(np.all(raw > 0))
     y = sign * (np.log(raw) if log else raw)
     return np.concatenate([y, np.full(failed, float(np.min(y)))]), log
+
+
+def highest_bound(values: dict[str, list[float]], noise_var: float) -> str:
+    """The key whose mean of ``values`` plus one standard error (``noise_var`` over its count) is highest; the first
+    such where several are."""
+    keys = list(values)
+    bounds = [float(np.mean(values[k])) + math.sqrt(noise_var / len(values[k])) for k in keys]
+    return keys[int(np.argmax(bounds))]
 
 
 class ModelProposer(Proposer):
@@ -199,6 +214,36 @@ class ModelProposer(Proposer):
             if self.rules.set_aside(cand, running) is None:
                 return cand
         return None
+
+    def _measured_like(self, params: Params) -> Params:
+        """The measured point to launch again once the space is exhausted: the feasible one with the highest upper
+        bound (module docstring), or the study's own choice where the model does not propose or cannot be fitted."""
+        pick = None
+        if self._on:
+            try:
+                pick = self._highest_bound()
+            except np.linalg.LinAlgError:
+                pass
+        return pick if pick is not None else super()._measured_like(params)
+
+    def _highest_bound(self) -> Params | None:
+        listed = self._listed()
+        measured: dict[str, list[float]] = {}  # each point's measured first objective, every launch of it
+        for p, t in measured_trials(self.study):
+            if t.failure is None and t.values and math.isfinite(t.values[0]):
+                measured.setdefault(params_key(p), []).append(float(t.values[0]))
+        feasible = [k for k in measured if k in self.measured and self.measured[k].feasible]
+        if listed is None or len(feasible) < 2:
+            return None
+        _, enc, _ = listed
+        every = [(k, v) for k in measured for v in measured[k]]
+        y, _ = targets(np.array([v for _, v in every], dtype=float), self.spec, 0)
+        x = enc.encode([json.loads(k) for k, _ in every])
+        noise = self._gp(x, y, enc.groups, self._np_rng, self._hyper).noise_var
+        scaled: dict[str, list[float]] = {}
+        for (k, _), yi in zip(every, y, strict=True):
+            scaled.setdefault(k, []).append(float(yi))
+        return json.loads(highest_bound({k: scaled[k] for k in feasible}, noise))
 
     def _feasible_chance(self, x: np.ndarray, feasible: np.ndarray, enc: Encoder, grid: np.ndarray) -> np.ndarray:
         """Each listed point's chance of a feasible launch: a GP fitted to the measured points' feasibility (+1 / -1,

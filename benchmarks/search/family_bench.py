@@ -74,7 +74,9 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 26: ``ucb-relaunch``: the searcher with each relaunch after a finite space is exhausted at the measured point
   with the highest upper bound. Sooner at 10% noise on ``needle``, not clearly sooner over the judge families; not
   kept (its code is at 121946f).
-- round 27: ``ucb-relaunch`` judged again, unchanged, on more fresh landscapes (``benchmarks.search.ucb_relaunch``).
+- round 27: ``ucb-relaunch`` judged again, unchanged, on more fresh landscapes: sooner at 10% noise, no worse at 4%;
+  kept. It is the searcher's since (``autotune.study.model_proposer``); runs recorded before then hold the searcher
+  without it.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
 
@@ -121,7 +123,6 @@ from benchmarks.search.families import (
     family_optimum,
 )
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
-from benchmarks.search.ucb_relaunch import UcbRelaunch
 
 # method -> (sampler, rules removed)
 METHODS: dict[str, tuple[str, frozenset[str]]] = {
@@ -152,8 +153,6 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp-random": ("tpe", frozenset()),
     # round 18: the neighbour walk after three set-aside proposals removed (TPE asks on, then the listing)
     "no-walk": ("tpe", frozenset()),
-    # rounds 26-27: relaunches after exhaustion at the highest upper bound (benchmarks.search.ucb_relaunch)
-    "ucb-relaunch": ("tpe", frozenset()),
 }
 STARTUP_TRIALS = {"tpe-startup-10": 10}
 
@@ -304,7 +303,6 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
     "no-walk": NoWalk,
-    "ucb-relaunch": UcbRelaunch,
 }
 
 

@@ -207,3 +207,57 @@ def test_a_model_that_cannot_be_fitted_leaves_the_proposal_to_the_sampler(
     searcher, launched = run(spec, 12)
     assert isinstance(searcher.proposer, ModelProposer) and searcher.proposer.model_proposed == 0
     assert len({params_key(p) for p in launched}) == 12  # the study goes on with the sampler's proposals
+
+
+def test_the_highest_bound_is_the_mean_plus_one_standard_error() -> None:
+    values = {"often": [1.0, 1.0, 1.0, 1.0], "once": [0.96], "low": [0.5]}
+    assert model_proposer.highest_bound(values, 0.01) == "once"  # 0.96 + 0.1 > 1.0 + 0.05
+    assert model_proposer.highest_bound(values, 0.0001) == "often"  # 0.96 + 0.01 < 1.0 + 0.005
+    assert model_proposer.highest_bound({"a": [1.0], "b": [1.0]}, 0.01) == "a"  # the first of equal bounds
+
+
+THREE = """
+study: {name: three, engine: sim, trials: 8, sampler: tpe, seed: 5}
+sim: {profile: h200-llama-1b}
+load_levels: [1]
+params:
+  cpb: {flag: chunked-prefill-size, type: categorical, choices: [1024, 2048, 4096]}
+"""
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+def test_an_exhausted_space_relaunches_the_point_with_the_highest_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sampler: str
+) -> None:
+    """Every point launched once, the rest of the budget re-measures: a TPE study the point whose mean plus one
+    standard error is highest (the fitted noise set to 10% here), so the point measured once just below the best is
+    measured again once the best has been measured twice, and the poor point never; another sampler keeps the study's
+    own rule (the proposal's own point) and fits nothing."""
+    (tmp_path / "three.yaml").write_text(THREE)
+    spec = replace(load_study(tmp_path / "three.yaml"), sampler=sampler)
+    fits = []
+    monkeypatch.setattr(ModelProposer, "_gp", lambda self, *a: fits.append(a) or type("Fit", (), {"noise_var": 0.01})())
+    speeds = {1024: 100.0, 2048: 98.0, 4096: 50.0}
+    searcher = OptunaStudySearcher(
+        spec,
+        open_study(spec, None),
+        budget=7,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
+    )
+    launched = []
+    for i in range(7):
+        cfg = searcher.suggest(f"t{i}")
+        assert isinstance(cfg, dict)
+        launched.append(cfg["params"]["cpb"])
+        ok = record(
+            spec, cfg["number"], {"disable_custom_all_reduce": False, "nccl_proto": "", "nccl_min_nchannels": 0}
+        )
+        rec = replace(ok, params=cfg["params"], objectives={KEY: speeds[cfg["params"]["cpb"]]})
+        searcher.on_trial_complete(f"t{i}", searcher.inbox.report(f"t{i}", rec.to_json()))
+    assert sorted(launched[:3]) == [1024, 2048, 4096] and searcher.proposer.exhausted
+    if sampler == "tpe":
+        # log 100 + 0.1 > log 98 + 0.1; then log 98 + 0.1 > log 100 + 0.071; log 100 + 0.071 > log 98 + 0.071; ...
+        assert launched[3:] == [1024, 2048, 1024, 1024] and len(fits) == 4
+    else:
+        assert not fits and searcher.proposer.relaunched == 4
