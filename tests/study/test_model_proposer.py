@@ -5,6 +5,7 @@ model."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,10 @@ def speed(p: dict[str, Any]) -> float | None:
     return 1000.0 * (1.6 if p["nccl_proto"] == "LL128" else 1.0) * (1.3 if p["nccl_min_nchannels"] == 16 else 1.0)
 
 
-def record(spec: StudySpec, number: int, params: dict[str, Any]) -> TrialRecord:
-    value = speed(params)
+def record(
+    spec: StudySpec, number: int, params: dict[str, Any], landscape: Callable[[dict[str, Any]], float | None] = speed
+) -> TrialRecord:
+    value = landscape(params)
     return TrialRecord(
         study=spec.name,
         trial_id=f"t{number}",
@@ -59,7 +62,10 @@ def record(spec: StudySpec, number: int, params: dict[str, Any]) -> TrialRecord:
 
 
 def run(
-    spec: StudySpec, launches: int, proposer: type[ModelProposer] = ModelProposer
+    spec: StudySpec,
+    launches: int,
+    proposer: type[ModelProposer] = ModelProposer,
+    landscape: Callable[[dict[str, Any]], float | None] = speed,
 ) -> tuple[OptunaStudySearcher, list[dict[str, Any]]]:
     searcher = OptunaStudySearcher(
         spec,
@@ -74,7 +80,7 @@ def run(
         cfg = searcher.suggest(f"t{i}")
         assert isinstance(cfg, dict)
         launched.append(cfg["params"])
-        rec = record(spec, cfg["number"], cfg["params"])
+        rec = record(spec, cfg["number"], cfg["params"], landscape)
         searcher.on_trial_complete(f"t{i}", searcher.inbox.report(f"t{i}", rec.to_json()))
     return searcher, launched
 
@@ -238,23 +244,8 @@ def test_an_exhausted_space_relaunches_the_point_with_the_highest_bound(
     fits = []
     monkeypatch.setattr(ModelProposer, "_gp", lambda self, *a: fits.append(a) or type("Fit", (), {"noise_var": 0.01})())
     speeds = {1024: 100.0, 2048: 98.0, 4096: 50.0}
-    searcher = OptunaStudySearcher(
-        spec,
-        open_study(spec, None),
-        budget=7,
-        on_record=lambda r, log: None,
-        make_missing_record=lambda *a: pytest.fail("no missing record expected"),
-    )
-    launched = []
-    for i in range(7):
-        cfg = searcher.suggest(f"t{i}")
-        assert isinstance(cfg, dict)
-        launched.append(cfg["params"]["cpb"])
-        ok = record(
-            spec, cfg["number"], {"disable_custom_all_reduce": False, "nccl_proto": "", "nccl_min_nchannels": 0}
-        )
-        rec = replace(ok, params=cfg["params"], objectives={KEY: speeds[cfg["params"]["cpb"]]})
-        searcher.on_trial_complete(f"t{i}", searcher.inbox.report(f"t{i}", rec.to_json()))
+    searcher, points = run(spec, 7, landscape=lambda p: speeds[p["cpb"]])
+    launched = [p["cpb"] for p in points]
     assert sorted(launched[:3]) == [1024, 2048, 4096] and searcher.proposer.exhausted
     if sampler == "tpe":
         # log 100 + 0.1 > log 98 + 0.1; then log 98 + 0.1 > log 100 + 0.071; log 100 + 0.071 > log 98 + 0.071; ...
