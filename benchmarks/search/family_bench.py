@@ -77,6 +77,7 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
 - round 27: ``ucb-relaunch`` judged again, unchanged, on more fresh landscapes: sooner at 10% noise, no worse at 4%;
   kept. It is the searcher's since (``autotune.study.model_proposer``); runs recorded before then hold the searcher
   without it.
+- round 29: ``no-walk`` judged again, for ``capacity``, the family table's worst family.
 - round 28: ``ucb2-relaunch``: the searcher with two standard errors in that upper bound, not one.
 
 Methods with a sampler of their own and ``tpe-only`` run with the pipeline's ``Proposer`` alone, as they were judged.
