@@ -125,18 +125,16 @@ def targets(raw: np.ndarray, spec: StudySpec, failed: int) -> tuple[np.ndarray, 
     return np.concatenate([y, np.full(failed, float(np.min(y)))]), log
 
 
-def highest_bound(values: dict[str, list[float]], noise_var: float, errors: float = 1.0) -> str:
-    """The key whose mean of ``values`` plus ``errors`` standard errors (``noise_var`` over its count) is highest; the
-    first such where several are."""
+def highest_bound(values: dict[str, list[float]], noise_var: float) -> str:
+    """The key whose mean of ``values`` plus one standard error (``noise_var`` over its count) is highest; the first
+    such where several are."""
     keys = list(values)
-    bounds = [float(np.mean(values[k])) + errors * math.sqrt(noise_var / len(values[k])) for k in keys]
+    bounds = [float(np.mean(values[k])) + math.sqrt(noise_var / len(values[k])) for k in keys]
     return keys[int(np.argmax(bounds))]
 
 
 class ModelProposer(Proposer):
     """The study's proposer with every second proposal the model's (module docstring)."""
-
-    BOUND_ERRORS = 1.0  # standard errors in a relaunch's upper bound (``highest_bound``)
 
     def __init__(self, spec: StudySpec, study: optuna.Study, rules: Rules) -> None:
         super().__init__(spec, study, rules)
@@ -245,7 +243,7 @@ class ModelProposer(Proposer):
         scaled: dict[str, list[float]] = {}
         for (k, _), yi in zip(every, y, strict=True):
             scaled.setdefault(k, []).append(float(yi))
-        return json.loads(highest_bound({k: scaled[k] for k in feasible}, noise, self.BOUND_ERRORS))
+        return json.loads(highest_bound({k: scaled[k] for k in feasible}, noise))
 
     def _feasible_chance(self, x: np.ndarray, feasible: np.ndarray, enc: Encoder, grid: np.ndarray) -> np.ndarray:
         """Each listed point's chance of a feasible launch: a GP fitted to the measured points' feasibility (+1 / -1,
