@@ -8,12 +8,13 @@ the searcher does not change. Where this one's launches go (``docs/search.md`` h
 - A proposal is repaired first (the first rule that changes it), then set aside when a rule gives a reason (the
   study's own ``points_to_evaluate`` only by the rules that apply to seeds: repeats). Set-aside proposals end as FAIL
   trials with the user attribute ``skipped`` (the reason); samplers ignore them, so nothing is told twice.
-- After a few set-aside proposals an unmeasured neighbour of the proposal is launched instead (one parameter changed);
-  a point set aside is still launched if nothing else can be found.
-- When the proposals and the walk find nothing, a finite space is searched point by point (the unmeasured point
-  nearest the best one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget
-  launches measured points again (the proposal's own when it was measured feasibly, else the best), never a point
-  set aside.
+- When the proposals find nothing, a finite space is searched point by point (the unmeasured point nearest the best
+  one is launched); when no point of it is left to launch (``exhausted``), the rest of the budget launches measured
+  points again (the proposal's own when it was measured feasibly, else the best), never a point set aside.
+- A space too large to list has no point nearest the best to fall back on: there, after a few set-aside proposals an
+  unmeasured neighbour of the last one is launched instead (one parameter changed), and a point set aside is still
+  launched if nothing else can be found. On a space that can be listed the walk costs launches where the optimum is a
+  narrow ridge (issue #29, round 29 of ``benchmarks/search/results/families.md``).
 - Seed points the rules keep for last (``Rule.deferred``) are launched when only as many launches of the budget
   remain, or when the search is finishing (the driver's stopping rule).
 """
@@ -96,7 +97,7 @@ class Proposer:
         if self.deferred and not waiting and (finishing or left <= len(self.deferred)):
             return self._ask_fixed(self.deferred.pop(0))  # the user's own point, launched last (prescreen)
         last: Params = {}
-        walk = not self.exhausted
+        walk = not self.exhausted and self._space_points is None  # the walk only where the space cannot be listed
         # once the listing found nothing left, one proposal (the point to re-measure) and the listing itself suffice
         for attempt in range(1 if self.exhausted else MAX_DUPLICATE_ASKS):
             trial = self.study.ask()

@@ -455,6 +455,27 @@ def test_a_point_the_proposals_miss_is_found_by_listing_the_space(tmp_path: Path
     assert launched[4:] == [(1024, 8)] * 3 and s.proposer.relaunched == 3
 
 
+def test_the_walk_only_where_the_space_cannot_be_listed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Set-aside proposals on a space that can be listed fall back on the listing (the unmeasured point nearest the
+    best); only a space too large to list takes the walk's neighbour (issue #29, round 29)."""
+    import autotune.study.proposer as proposer_mod
+
+    walked: list[dict] = []
+    walk = proposer_mod.Proposer._neighbour
+    monkeypatch.setattr(proposer_mod.Proposer, "_neighbour", lambda s, p, r: walked.append(p) or walk(s, p, r))
+    (tmp_path / "s.yaml").write_text(SCREENED)
+    spec = load_study(tmp_path / "s.yaml")
+    allowed = {(1024, 8), (1024, 9), (2048, 12), (4096, 15), (4096, 14)}
+    for limit, walks in ((proposer_mod.ENUMERATE_LIMIT, False), (3, True)):  # 24 points listed, or not
+        monkeypatch.setattr(proposer_mod, "ENUMERATE_LIMIT", limit)
+        walked.clear()
+        s = _searcher(spec, open_study(spec, None), lambda p: None if (p["cpb"], p["cgbs"]) in allowed else "screened")
+        for i in range(4):
+            cfg = s.suggest(f"t{i}")
+            _complete(s, spec, f"t{i}", cfg, 100.0 + i)
+        assert bool(walked) is walks
+
+
 def test_a_space_too_large_to_list_still_launches_the_last_proposal(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import autotune.study.proposer as proposer_mod
 
