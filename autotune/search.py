@@ -134,12 +134,25 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     from autotune.space import load_study
 
     args = build_parser().parse_args(argv)
+    for flag, value, ok, what in (
+        ("--finalists", args.finalists, lambda v: v >= 0, "0 (no finalist stage) or more"),
+        ("--max-concurrent", args.max_concurrent, lambda v: v >= 1, "1 or more (leave it out for no cap)"),
+        ("--num-gpus", args.num_gpus, lambda v: v >= 0, "0 or more"),
+        ("--stop-after-s", args.stop_after_s, lambda v: v > 0, "a number of seconds above 0"),
+        ("--dashboard-port", args.dashboard_port, _is_port, "a TCP port, 1-65535"),
+        ("--serve-port", args.serve_port, _is_port, "a TCP port, 1-65535"),
+        ("--metrics-port", args.metrics_port, _is_port, "a TCP port, 1-65535"),
+    ):
+        if value is not None and not ok(value):
+            raise SpaceError(f"{flag} must be {what}, got {value:g}")
     spec = load_study(resolve_space(args.space), overrides=_overrides(args))
     if args.finalists is not None:
-        if args.finalists < 0:
-            raise SpaceError(f"--finalists must be 0 (no finalist stage) or more, got {args.finalists}")
         spec = replace(spec, finalists=spec.finalists.model_copy(update={"count": args.finalists}))
     return args, spec
+
+
+def _is_port(value: int) -> bool:
+    return 1 <= value <= 65535
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     except AutotuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.validate_only:
+    if args.validate_only or spec.engine == "sim":  # the simulator's flags and profiles are known here, exactly
         from autotune.sim.flagcheck import check_engine_flags
 
         check = check_engine_flags(spec)
@@ -166,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in check.problems:
                 print(f"  {line}", file=sys.stderr)
             return 2
+    if args.validate_only:
         base = spec.baseline
         print(
             f"{spec.source}: valid study '{spec.name}' ({len(spec.params)} parameters, engine {spec.engine}; "

@@ -37,3 +37,28 @@ def test_busy_dashboard_port_is_a_clear_error(tmp_path: Path, capsys: pytest.Cap
         code = main(["--results-dir", str(tmp_path), "--dashboard-port", str(port)])
     assert code == 2
     assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-concurrent", "0"], "--max-concurrent must be 1 or more (leave it out for no cap), got 0"),
+        (["--num-gpus", "-1"], "--num-gpus must be 0 or more, got -1"),
+        (["--stop-after-s", "-5"], "--stop-after-s must be a number of seconds above 0, got -5"),
+        (["--dashboard-port", "99999"], "--dashboard-port must be a TCP port, 1-65535, got 99999"),
+        (["--serve-port", "0"], "--serve-port must be a TCP port, 1-65535, got 0"),
+        (["--metrics-port", "70000"], "--metrics-port must be a TCP port, 1-65535, got 70000"),
+        (["--finalists", "-1"], "--finalists must be 0 (no finalist stage) or more, got -1"),
+        (["--seed", "-1"], "study.seed (given on the command line): -1 is out of range"),
+        (["--profile", "h200-lama-1b"], "unknown simulator profile 'h200-lama-1b'"),
+    ],
+)
+def test_a_bad_command_line_value_stops_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """A value the study cannot run with is an error naming the flag before Ray starts, not a study that fails,
+    runs nothing or ignores it (a bad simulator profile is checked for a run, not only by --validate-only)."""
+    assert main(["--results-dir", str(tmp_path / "r"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+    assert not (tmp_path / "r").exists(), "nothing may be written for a bad command line"

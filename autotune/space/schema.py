@@ -354,7 +354,7 @@ class StudyModel(_Model):
     engine: Literal["sim", "sglang"] = "sim"
     trials: int = Field(12, gt=0)
     sampler: Literal["tpe", "random", "nsga2"] = "tpe"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # Optuna and NumPy take seeds of 0 to 2**32 - 1
     max_concurrent: int | None = Field(None, gt=0)
     objectives: list[ObjectiveModel] | None = None
     constraints: list[ConstraintModel] | None = None
