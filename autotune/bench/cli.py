@@ -114,6 +114,9 @@ def format_spread(results: list[BenchResult]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.repeats < 1:
+        print(f"--repeats must be 1 or more, got {args.repeats}", file=sys.stderr)
+        return 2
     try:
         concurrencies = tuple(int(c) for c in args.concurrency.split(",") if c.strip())
     except ValueError:
@@ -160,10 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     results: list[BenchResult] = []
     try:
-        for i in range(max(1, args.repeats)):
+        for i in range(args.repeats):
             results.append(run_plan(args.url, plan))
             if not args.json:
-                print(f"== run {i + 1}/{max(1, args.repeats)} ==\n{format_table(results[-1])}", flush=True)
+                print(f"== run {i + 1}/{args.repeats} ==\n{format_table(results[-1])}", flush=True)
     except BenchError as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1

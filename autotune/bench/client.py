@@ -167,6 +167,8 @@ def _check_plan(plan: BenchPlan) -> None:
         raise BenchError("max_in_flight must be >= 1 and rate_window_s > 0")
     if plan.requests_per_level is not None and plan.requests_per_level < 1:
         raise BenchError(f"requests_per_level must be >= 1 (or unset), got {plan.requests_per_level}")
+    if plan.warmup_requests < 0:
+        raise BenchError(f"warmup_requests must be >= 0, got {plan.warmup_requests}")
     if plan.request_timeout_s <= 0 or plan.level_timeout_s <= 0 or plan.min_duration_s < 0:
         raise BenchError("request_timeout_s and level_timeout_s must be > 0 and min_duration_s >= 0")
     if plan.min_windows < 1 or plan.max_windows < plan.min_windows:

@@ -213,7 +213,18 @@ def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
     return {c: max(requests_for_level(plan, c), measured.get(c, 0)) for c in plan.concurrencies}
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Raises VerifyError for a value verify cannot run with, before anything starts."""
+    if not 0 <= args.port <= 65535:
+        raise VerifyError(f"--port must be a TCP port, 1-65535 (or 0: a free one), got {args.port}")
+    if args.ready_timeout is not None and not args.ready_timeout > 0:
+        raise VerifyError(f"--ready-timeout must be a number of seconds above 0, got {args.ready_timeout:g}")
+    if not args.tolerance >= 0:
+        raise VerifyError(f"--tolerance must be a relative tolerance of 0 or more (0.10: 10%), got {args.tolerance:g}")
+
+
 def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]]:
+    check_args(args)
     study_dir: Path = args.study_dir
     if args.reexport:
         reexport(study_dir)
@@ -226,6 +237,7 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     out_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or _free_port(args.host)
     spec = launch_spec(target, args.host, port, args.ready_timeout or study_ready_s)
+    (out_dir / "server.log").unlink(missing_ok=True)  # the log of this run only, as verify.json and verify.md are
     server = ServerProcess(spec, out_dir / "server.log")
     report: dict[str, Any] = {
         "study": doc["study"],

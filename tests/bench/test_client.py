@@ -323,6 +323,8 @@ def test_failing_server_is_not_hammered_for_min_duration() -> None:
 def test_arun_plan_rejects_bad_plans() -> None:
     with pytest.raises(BenchError, match="concurrencies"):
         asyncio.run(arun_plan("http://sim", plan(concurrencies=()), transport=server(good_stream())))
+    with pytest.raises(BenchError, match="warmup_requests must be >= 0, got -1"):
+        asyncio.run(arun_plan("http://sim", plan(warmup_requests=-1), transport=server(good_stream())))
 
 
 def test_cli_prints_a_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -337,3 +339,5 @@ def test_cli_prints_a_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     data = json.loads(capsys.readouterr().out)
     assert data[0]["levels"][0]["concurrency"] == 1
     assert main(["--concurrency", "a,b"]) == 2
+    assert main(["--url", "http://sim", "--repeats", "0"]) == 2  # not quietly run once
+    assert "--repeats must be 1 or more, got 0" in capsys.readouterr().err

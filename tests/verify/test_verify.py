@@ -156,6 +156,40 @@ def test_verify_refuses_what_the_site_forbids(study_dir: Path, tmp_path: Path, s
     assert code == 2 and report == {} and not (tmp_path / "v" / "server.log").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "--port must be a TCP port, 1-65535 (or 0: a free one), got 99999"),
+        (["--ready-timeout", "-1"], "--ready-timeout must be a number of seconds above 0, got -1"),
+        (["--tolerance", "-0.1"], "--tolerance must be a relative tolerance of 0 or more (0.10: 10%), got -0.1"),
+    ],
+)
+def test_a_bad_value_is_an_error_before_the_server_starts(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, report = _run(study_dir, tmp_path / "v", *args)
+    err = capsys.readouterr().err
+    assert code == 2 and report == {} and err.startswith("error: ") and message in err, err
+    assert not (tmp_path / "v").exists(), "nothing may be written for a bad command line"
+
+
+def test_a_failed_start_shows_its_own_log_not_an_earlier_runs(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad"
+    (bad / "best").mkdir(parents=True)
+    (bad / "best" / "best.json").write_bytes((study_dir / "best" / "best.json").read_bytes())
+    (bad / "best" / "rehearse_sim.sh").write_text("#!/bin/sh\necho 'this run: the server failed'\nexit 3\n")
+    (bad / "best" / "rehearse_sim.sh").chmod(0o755)
+    (bad / "study.json").write_text((study_dir / "study.json").read_text())
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "server.log").write_text("an earlier run: OverflowError\n")
+    code, _ = _run(bad, tmp_path / "v")
+    err = capsys.readouterr().err
+    assert code == 2 and "this run: the server failed" in err and "an earlier run" not in err, err
+    assert "an earlier run" not in (tmp_path / "v" / "server.log").read_text()
+
+
 def test_figures_are_judged_against_the_interval_when_recorded() -> None:
     level = {
         "concurrency": 8,
