@@ -291,6 +291,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    known = [case.config for case in SUITES[args.profile].cases]
+    unknown = [name for name in args.only if name not in known]
+    if unknown:  # a check of nothing would PASS
+        print(
+            f"error: --only {' '.join(unknown)}: not a configuration of the {args.profile} table; use any of "
+            f"{', '.join(known)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.seed < 0:
+        print(f"error: --seed must be 0 or more, got {args.seed}", file=sys.stderr)
+        return 2
     report = calibrate(args.profile, seed=args.seed, only=args.only)
     if args.json:
         out = asdict(report)

@@ -44,6 +44,26 @@ def test_json_output_and_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: py
     }
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--only", "sglang-no-spec", "eagle3-typo"],
+            "error: --only eagle3-typo: not a configuration of the kimi-k2.5-int4-8x-rtxpro6000 table; use any of "
+            "sglang-no-spec, eagle3-public-k2-drafter, eagle3-custom-k25-drafter",
+        ),
+        (["--seed", "-1"], "error: --seed must be 0 or more, got -1"),
+    ],
+)
+def test_a_bad_value_is_an_error_not_a_pass(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    monkeypatch.setattr(calibrate, "run_case", lambda *a: pytest.fail("nothing may run"))
+    assert calibrate.main(["--profile", "kimi-k2.5-int4-8x-rtxpro6000", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message), err
+
+
 def test_real_run_on_the_h200_profile() -> None:
     report = calibrate.calibrate("h200-llama-1b")
     assert not report.errors, report.errors
