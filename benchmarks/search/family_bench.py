@@ -13,8 +13,8 @@ Methods (every one the study's own ``OptunaStudySearcher``, driven as Ray Tune d
   ``RandomSampler`` and none of the ordering rules (the seed points kept for last launched with the others);
 - ``grid``: the seed points, then every point of the space (floats at 4 values) in a seeded random order;
 - ablations, each the searcher without one rule: ``no-defer`` (seed points launched last), ``no-repair`` (the repair
-  of cap and memory), ``no-learned`` (the broken-drafter set-aside), ``tpe-plain`` (TPE in the pipeline-random
-  pipeline: the sampler alone);
+  of cap and memory), ``no-learned`` (the broken-drafter set-aside), ``no-new-cells`` (the new-cells rule, round 30),
+  ``tpe-plain`` (TPE in the pipeline-random pipeline: the sampler alone);
 - other samplers in the same pipeline: ``tpe-random-half`` (every second launch a uniform draw), ``gp`` (Optuna's
   ``GPSampler``; needs PyTorch), ``tpe-startup-10``;
 - round 5: ``tpe-stall-5``/``-8`` (uniform draws while the last 5/8 launches have not improved the best feasible
@@ -141,6 +141,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "gp": ("tpe", frozenset()),  # Optuna's GPSampler (needs torch); conditional parameters drawn uniformly
     "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
     "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside learnt from the study's own results
+    "no-new-cells": ("tpe", frozenset({"new-cells"})),  # round 30: settings a launch tried may be proposed again
     # round 5 of issue #29 (designed on the design families, judged on the others)
     "tpe-stall-5": ("tpe", frozenset()),  # uniform draws while 5+ launches have not improved the best
     "tpe-stall-8": ("tpe", frozenset()),  # the same after 8
