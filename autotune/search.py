@@ -145,6 +145,11 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     ):
         if value is not None and not ok(value):
             raise SpaceError(f"{flag} must be {what}, got {value:g}")
+    if args.fresh and args.finalists_only:
+        raise SpaceError(
+            "--fresh and --finalists-only contradict each other: --fresh moves the study aside and starts over, "
+            "--finalists-only relaunches the finalists of the study as it is; pass one of them"
+        )
     spec = load_study(resolve_space(args.space), overrides=_overrides(args))
     if args.finalists is not None:
         spec = replace(spec, finalists=spec.finalists.model_copy(update={"count": args.finalists}))

@@ -51,6 +51,7 @@ def test_busy_dashboard_port_is_a_clear_error(tmp_path: Path, capsys: pytest.Cap
         (["--finalists", "-1"], "--finalists must be 0 (no finalist stage) or more, got -1"),
         (["--seed", "-1"], "study.seed (given on the command line): -1 is out of range"),
         (["--profile", "h200-lama-1b"], "unknown simulator profile 'h200-lama-1b'"),
+        (["--fresh", "--finalists-only"], "--fresh and --finalists-only contradict each other"),
     ],
 )
 def test_a_bad_command_line_value_stops_before_anything_starts(
