@@ -152,7 +152,13 @@ def check_site(doc: dict[str, Any], target: Target) -> None:
 
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+        try:
+            s.bind((host, 0))
+        except OSError as exc:
+            raise VerifyError(
+                f"--host {host}: no port can be opened there ({exc.strerror or exc}); the server starts on this "
+                f"machine, so pass one of its addresses (default 127.0.0.1)"
+            ) from exc
         return int(s.getsockname()[1])
 
 
@@ -234,8 +240,8 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     check_site(doc, target)
     judged = [m.strip() for m in args.metrics.split(",") if m.strip()]
     out_dir: Path = args.out or study_dir / "verify"
-    out_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or _free_port(args.host)
+    out_dir.mkdir(parents=True, exist_ok=True)
     spec = launch_spec(target, args.host, port, args.ready_timeout or study_ready_s)
     (out_dir / "server.log").unlink(missing_ok=True)  # the log of this run only, as verify.json and verify.md are
     server = ServerProcess(spec, out_dir / "server.log")

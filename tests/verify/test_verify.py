@@ -162,6 +162,7 @@ def test_verify_refuses_what_the_site_forbids(study_dir: Path, tmp_path: Path, s
         (["--port", "99999"], "--port must be a TCP port, 1-65535 (or 0: a free one), got 99999"),
         (["--ready-timeout", "-1"], "--ready-timeout must be a number of seconds above 0, got -1"),
         (["--tolerance", "-0.1"], "--tolerance must be a relative tolerance of 0 or more (0.10: 10%), got -0.1"),
+        (["--host", "192.0.2.1"], "--host 192.0.2.1: no port can be opened there"),  # TEST-NET-1: never this machine's
     ],
 )
 def test_a_bad_value_is_an_error_before_the_server_starts(
