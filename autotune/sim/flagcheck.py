@@ -43,6 +43,30 @@ def _unknown(spec: StudySpec, known: frozenset[str], aliases: tuple[tuple[str, s
     return out
 
 
+def _too_few_gpus(spec: StudySpec, profile: str) -> list[str]:
+    """A server wider than the profile's node fails every launch as SGLang would (``invalid device ordinal``)."""
+    from autotune.sim.profile import load_profile
+
+    try:
+        per_node = load_profile(profile).hardware.gpu_count
+    except Exception:  # noqa: BLE001 - a profile file that cannot be read is reported by the server at launch
+        return []
+    nodes = spec.server.nnodes
+    if spec.gpus_per_trial <= per_node * nodes:
+        return []
+    return [
+        f"server.tp_size: each server needs {spec.gpus_per_trial} GPU(s) (tp_size x dp-size) over {nodes} node(s), "
+        f"but simulator profile {profile!r} has {per_node} a node, so every launch would fail; lower server.tp_size, "
+        f"raise server.nnodes or pick a profile with more GPUs ({', '.join(_gpu_counts())})"
+    ]
+
+
+def _gpu_counts() -> list[str]:
+    from autotune.sim.profile import list_profiles, load_profile
+
+    return [f"{name}: {load_profile(name).hardware.gpu_count}" for name in list_profiles()]
+
+
 def check_engine_flags(spec: StudySpec) -> FlagCheck:
     if spec.engine == "sim":
         from autotune.sim.args import build_parser
@@ -56,6 +80,8 @@ def check_engine_flags(spec: StudySpec) -> FlagCheck:
                 f"sim.profile: unknown simulator profile {profile!r}; use one of "
                 f"{', '.join(list_profiles())}" + (f" (did you mean {close[0]!r}?)" if close else "")
             )
+        elif profile is not None:
+            problems += _too_few_gpus(spec, profile)
         known = flags_in_help(build_parser().format_help())
         problems += _unknown(spec, known, (), "the simulated engine")
         return FlagCheck(tuple(problems), "flags checked against the simulator's flag list")
