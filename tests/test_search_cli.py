@@ -6,6 +6,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import yaml
 
 from autotune.search import main
 
@@ -63,3 +64,17 @@ def test_a_bad_command_line_value_stops_before_anything_starts(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err, err
     assert not (tmp_path / "r").exists(), "nothing may be written for a bad command line"
+
+
+def test_a_sim_run_without_a_profile_names_the_flag_that_gives_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
+    doc["study"]["engine"] = "sglang"
+    del doc["sim"]  # a study written for SGLang, run on the simulator
+    study = tmp_path / "real.yaml"
+    study.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert main(["--space", str(study), "--engine", "sim", "--validate-only"]) == 2
+    err = capsys.readouterr().err
+    assert "(or pass --profile)" in err, err
+    assert main(["--space", str(study), "--engine", "sim", "--profile", "h200-llama-1b", "--validate-only"]) == 0

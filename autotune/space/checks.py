@@ -89,7 +89,7 @@ def _study(m: StudyFileModel) -> list[Problem]:
                 Problem(
                     "sim",
                     "engine sim needs a hardware+model profile",
-                    "add `sim: {profile: h200-llama-1b}` (or pass --sim-profile), or set study.engine: sglang",
+                    "add `sim: {profile: h200-llama-1b}` (or pass --profile), or set study.engine: sglang",
                 )
             )
         elif not m.sim.profile.strip():
