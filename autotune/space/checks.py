@@ -175,6 +175,7 @@ def _objectives(m: StudyFileModel) -> list[Problem]:
         if (o.metric, o.level) in seen:
             out.append(Problem(key, f"objective {o.metric} at level {o.level} is listed twice", "list it once"))
         seen.add((o.metric, o.level))
+    limits_ok = True  # every latency limit is one a request can meet (study_slo builds SLOs from them)
     for i, c in enumerate(s.constraints or []):
         key = f"study.constraints[{i}]"
         out += _metric(f"{key}.metric", c.metric)
@@ -183,9 +184,19 @@ def _objectives(m: StudyFileModel) -> list[Problem]:
             out.append(Problem(key, "a constraint needs a bound", "add `max:` and/or `min:`"))
         elif c.max is not None and c.min is not None and c.min > c.max:
             out.append(Problem(f"{key}.min", f"min ({c.min}) is above max ({c.max})", "make min <= max"))
+        latency = c.metric.split(".", 1)[0] in LATENCY_METRICS
+        if c.max is not None and (c.max < 0 or (latency and c.max == 0)):  # what autotune measures is 0 or more
+            floor = "a latency is always above 0" if latency else f"{c.metric} is never below 0"
+            out.append(Problem(f"{key}.max", f"max {c.max} can never be met: {floor}", "raise it"))
+            limits_ok = False
+    for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        limit = getattr(s.slo, name) if s.slo is not None else None
+        if limit is not None and not limit > 0:
+            out.append(Problem(f"study.slo.{name}", f"{limit} ms: no request can meet it", "use a limit above 0 ms"))
+            limits_ok = False
     metrics = [o.metric for o in s.objectives or []] + [c.metric for c in s.constraints or []]
     uses_slo = any(metric in ("goodput", "slo_attainment") for metric in metrics)
-    if uses_slo and study_slo(m) is None:
+    if uses_slo and limits_ok and study_slo(m) is None:
         out.append(
             Problem(
                 "study.slo",

@@ -341,3 +341,5 @@ def test_cli_prints_a_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert main(["--concurrency", "a,b"]) == 2
     assert main(["--url", "http://sim", "--repeats", "0"]) == 2  # not quietly run once
     assert "--repeats must be 1 or more, got 0" in capsys.readouterr().err
+    assert main(["--url", "http://sim", "--slo", "ttft_ms=-1"]) == 2
+    assert "SLO ttft_ms must be above 0 ms" in capsys.readouterr().err

@@ -65,6 +65,28 @@ def test_goodput_without_slos_is_refused(tmp_path: Path) -> None:
     assert "study.slo" in msg
 
 
+@pytest.mark.parametrize(
+    ("sections", "text"),
+    [
+        ({"study_slo": {"ttft_ms": -1}}, "study.slo.ttft_ms: -1 ms: no request can meet it"),
+        ({"study_slo": {"tpot_ms": 0}}, "study.slo.tpot_ms: 0 ms: no request can meet it"),
+        (
+            {"study_constraints": [{"metric": "ttft_ms.p99", "max": 0}]},
+            "study.constraints[0].max: max 0 can never be met: a latency is always above 0",
+        ),
+        (
+            {"study_constraints": [{"metric": "output_tok_per_s", "max": -5}]},
+            "max -5 can never be met: output_tok_per_s is never below 0",
+        ),
+    ],
+)
+def test_a_limit_no_request_can_meet_is_refused(tmp_path: Path, sections: dict, text: str) -> None:
+    """Every launch would be infeasible (or every request not good); with goodput the SLOs are built from these limits,
+    which once stopped the check with a traceback."""
+    assert text in error(tmp_path, study(**sections))
+    assert text in error(tmp_path, study(study_objectives=[{"metric": "goodput"}], **sections))
+
+
 def test_objective_at_an_unknown_rate_level(tmp_path: Path) -> None:
     msg = error(
         tmp_path, study(load_levels=[1, {"rate": 4}], study_objectives=[{"metric": "goodput", "level": "rate5"}])
