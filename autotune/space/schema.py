@@ -414,7 +414,7 @@ class WorkloadModel(_Model):
     range_ratio: float = Field(0.0, ge=0, le=1)
     path: str | None = None
     seed: int = 0
-    vocab_size: int = Field(32000, gt=1)
+    vocab_size: int = Field(32000, gt=10)  # ids are drawn from [10, vocab_size): bench.workloads.random_ids
     ignore_eos: bool = True
     temperature: float = Field(0.0, ge=0)
     context_len: int | None = Field(None, ge=4)  # dataset kinds drop requests longer than this (default: see docs)

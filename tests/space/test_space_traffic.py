@@ -87,6 +87,12 @@ def test_a_limit_no_request_can_meet_is_refused(tmp_path: Path, sections: dict, 
     assert text in error(tmp_path, study(study_objectives=[{"metric": "goodput"}], **sections))
 
 
+def test_a_vocabulary_too_small_to_draw_ids_from_is_refused(tmp_path: Path) -> None:
+    """Ids are drawn from [10, vocab_size): a smaller vocabulary passed the file check and failed every benchmark."""
+    workload = {"kind": "synthetic", "vocab_size": 5}
+    assert "workload.vocab_size: 5 is out of range" in error(tmp_path, study(workload=workload))
+
+
 def test_objective_at_an_unknown_rate_level(tmp_path: Path) -> None:
     msg = error(
         tmp_path, study(load_levels=[1, {"rate": 4}], study_objectives=[{"metric": "goodput", "level": "rate5"}])
