@@ -51,14 +51,13 @@ class SLO:
     e2e_ms: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-            limit = getattr(self, name)
+        for name, limit in asdict(self).items():
             if limit is not None and not limit > 0:
                 raise ValueError(f"SLO {name} must be above 0 ms (no request can meet {limit}), got {limit}")
 
     @property
     def empty(self) -> bool:
-        return all(v is None for v in (self.ttft_ms, self.tpot_ms, self.itl_ms, self.e2e_ms))
+        return all(v is None for v in asdict(self).values())
 
 
 @dataclass(frozen=True)

@@ -45,26 +45,17 @@ def _unknown(spec: StudySpec, known: frozenset[str], aliases: tuple[tuple[str, s
 
 def _too_few_gpus(spec: StudySpec, profile: str) -> list[str]:
     """A server wider than the profile's node fails every launch as SGLang would (``invalid device ordinal``)."""
-    from autotune.sim.profile import load_profile
+    from autotune.sim.profile import list_profiles, profile_gpus
 
-    try:
-        per_node = load_profile(profile).hardware.gpu_count
-    except Exception:  # noqa: BLE001 - a profile file that cannot be read is reported by the server at launch
+    per_node, nodes = profile_gpus(profile), spec.server.nnodes
+    if per_node is None or spec.gpus_per_trial <= per_node * nodes:
         return []
-    nodes = spec.server.nnodes
-    if spec.gpus_per_trial <= per_node * nodes:
-        return []
+    counts = ", ".join(f"{name}: {profile_gpus(name)}" for name in list_profiles())
     return [
         f"server.tp_size: each server needs {spec.gpus_per_trial} GPU(s) (tp_size x dp-size) over {nodes} node(s), "
         f"but simulator profile {profile!r} has {per_node} a node, so every launch would fail; lower server.tp_size, "
-        f"raise server.nnodes or pick a profile with more GPUs ({', '.join(_gpu_counts())})"
+        f"raise server.nnodes or pick a profile with more GPUs ({counts})"
     ]
-
-
-def _gpu_counts() -> list[str]:
-    from autotune.sim.profile import list_profiles, load_profile
-
-    return [f"{name}: {load_profile(name).hardware.gpu_count}" for name in list_profiles()]
 
 
 def check_engine_flags(spec: StudySpec) -> FlagCheck:

@@ -158,6 +158,14 @@ def list_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
+def profile_gpus(name_or_path: str) -> int | None:
+    """The GPUs a profile's node has; None for a profile that cannot be read (the server reports it at launch)."""
+    try:
+        return int(load_profile(name_or_path).hardware.gpu_count)
+    except Exception:  # noqa: BLE001 - a bad profile is reported with the engine's own message at launch
+        return None
+
+
 def load_profile(name_or_path: str) -> Profile:
     """Load a profile by name (``kimi-k2.5-int4-8x-rtxpro6000``) or by path to a YAML file."""
     path = Path(name_or_path)

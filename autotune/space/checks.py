@@ -189,8 +189,7 @@ def _objectives(m: StudyFileModel) -> list[Problem]:
             floor = "a latency is always above 0" if latency else f"{c.metric} is never below 0"
             out.append(Problem(f"{key}.max", f"max {c.max} can never be met: {floor}", "raise it"))
             limits_ok = False
-    for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        limit = getattr(s.slo, name) if s.slo is not None else None
+    for name, limit in (s.slo.model_dump() if s.slo is not None else {}).items():
         if limit is not None and not limit > 0:
             out.append(Problem(f"study.slo.{name}", f"{limit} ms: no request can meet it", "use a limit above 0 ms"))
             limits_ok = False

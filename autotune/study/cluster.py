@@ -59,16 +59,6 @@ def start_serve(port: int, attempts: int = SERVE_START_ATTEMPTS) -> None:
     ) from last
 
 
-def sim_profile_gpus(name: str) -> int | None:
-    """The GPUs a simulator profile declares; None for a profile that cannot be read."""
-    try:
-        from autotune.sim.profile import load_profile
-
-        return int(load_profile(name).hardware.gpu_count)
-    except Exception:  # noqa: BLE001 - the engine reports a bad profile with its own message at launch
-        return None
-
-
 def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) -> tuple[bool, float]:
     """Start or join the study's Ray cluster; returns whether this process started it, and the cluster's GPUs."""
     import ray
@@ -99,7 +89,9 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
         kwargs: dict[str, Any] = {}
         num_gpus = req.num_gpus
         if num_gpus is None and spec.engine == "sim" and gpus.count() == 0:
-            num_gpus = max(sim_profile_gpus(spec.sim.profile) or 0, spec.gpus_per_trial)  # type: ignore[union-attr]  # spec.engine == 'sim' here, and a sim study always has its sim section (space.checks)
+            from autotune.sim.profile import profile_gpus
+
+            num_gpus = max(profile_gpus(spec.sim.profile) or 0, spec.gpus_per_trial)  # type: ignore[union-attr]  # spec.engine == 'sim' here, and a sim study always has its sim section (space.checks)
             say(f"no GPU here: the local Ray node declares {num_gpus} simulated GPU(s) for the simulator")
         if num_gpus is not None:
             kwargs["num_gpus"] = num_gpus

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autotune.sim.args import parse_args
-from autotune.sim.profile import ProfileError, list_profiles, load_profile
+from autotune.sim.profile import ProfileError, list_profiles, load_profile, profile_gpus
 
 
 def test_shipped_profiles_load() -> None:
@@ -43,3 +43,10 @@ def test_flag_aliases_match_sglang() -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(["--model-path", "m", "--tp-siz", "2"])  # no abbreviations
     assert exc.value.code == 2
+
+
+def test_a_sim_profile_declares_its_gpu_count() -> None:
+    # the local node of a simulated study declares the profile's GPUs: 8 for an 8-GPU profile, 2 for a 2-GPU one
+    assert profile_gpus("kimi-k2.5-int4-8x-rtxpro6000") == 8
+    assert profile_gpus("h200x2-llama-8b") == 2
+    assert profile_gpus("no-such-profile") is None

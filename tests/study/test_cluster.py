@@ -66,10 +66,3 @@ def test_the_proxy_gets_time_to_start_unless_the_user_set_it(monkeypatch: pytest
     with pytest.raises(AutotuneError):
         cluster.start_ray(None, cluster.ClusterRequest(None, None, 8265, None, False), lambda s: None)  # type: ignore[arg-type]
     assert os.environ["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"] == "90"
-
-
-def test_a_sim_profile_declares_its_gpu_count() -> None:
-    # the local node of a simulated study declares the profile's GPUs: 8 for an 8-GPU profile, 2 for a 2-GPU one
-    assert cluster.sim_profile_gpus("kimi-k2.5-int4-8x-rtxpro6000") == 8
-    assert cluster.sim_profile_gpus("h200x2-llama-8b") == 2
-    assert cluster.sim_profile_gpus("no-such-profile") is None
