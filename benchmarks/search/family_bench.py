@@ -129,6 +129,7 @@ from benchmarks.search.families import (
     applies,
     family_optimum,
 )
+from benchmarks.search.first_feasible import FirstFeasible
 from benchmarks.search.metrics import POOR, TARGET, launches_to, ratio_at
 
 # method -> (sampler, rules removed)
@@ -144,6 +145,7 @@ METHODS: dict[str, tuple[str, frozenset[str]]] = {
     "no-repair": ("tpe", frozenset({"repair"})),  # proposals launched with the cap and memory TPE gave them
     "no-learned": ("tpe", frozenset({"learned"})),  # no set-aside learnt from the study's own results
     "no-new-cells": ("tpe", frozenset({"new-cells"})),  # round 30: settings a launch tried may be proposed again
+    "first-feasible": ("tpe", frozenset()),  # round 31: the constraints' margins while no launch is feasible
     # round 5 of issue #29 (designed on the design families, judged on the others)
     "tpe-stall-5": ("tpe", frozenset()),  # uniform draws while 5+ launches have not improved the best
     "tpe-stall-8": ("tpe", frozenset()),  # the same after 8
@@ -300,6 +302,7 @@ PROPOSERS: dict[str, Any] = {
     "gp-tpe-2of3": TwoInThree,
     "gp-tpe-1of3": OneInThree,
     "gp-additive": AdditiveModel,
+    "first-feasible": FirstFeasible,
 }
 
 
