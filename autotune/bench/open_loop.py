@@ -18,6 +18,7 @@ ever further behind the offered rate. The window then stops sending, waits for t
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 
 import httpx
@@ -45,6 +46,7 @@ class OpenRun:
     lateness: Lateness
     saturated: str  # why the window stopped sending early; "" when it sent every unit
     offered_rate: float  # units per engine second actually sent (the schedule's rate, less any shift)
+    late_s: tuple[float, ...] = ()  # each send's lateness (engine seconds), for the level's figures over its windows
 
 
 def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> np.ndarray:
@@ -55,6 +57,11 @@ def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> n
     if any(a is None for a in arrivals):
         raise BenchError(f"load level {load.key} replays a trace's timing: it needs workload kind 'trace'")
     return trace_times([float(a) for a in arrivals if a is not None], load)
+
+
+def level_lateness(runs: list[OpenRun]) -> Lateness:
+    """A level's lateness over every send of its windows; the shift is the sum of the windows' shifts."""
+    return _lateness([x for r in runs for x in r.late_s], math.fsum(r.lateness.shift_s for r in runs))
 
 
 def _lateness(values: list[float], shift: float) -> Lateness:
@@ -162,4 +169,5 @@ async def run_open_window(
         _lateness(late, shift),
         saturated,
         offered,
+        tuple(late),
     )

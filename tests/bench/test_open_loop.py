@@ -101,6 +101,17 @@ def test_no_catch_up_after_the_client_fell_behind() -> None:
     assert LATE_S < SHIFT_S < 0.5
 
 
+def test_a_levels_lateness_covers_every_window() -> None:
+    # Window 1's send 11 blocks the client for 0.6 s; window 2 keeps its schedule. The level's lateness is over the
+    # sends of both windows (it was window 2's alone: max ~0 s, late 0, shift 0).
+    arrivals: list[float] = []
+    p = plan(Load.at_rate(40.0), requests_per_level=20, min_windows=2, max_windows=2)
+    result = run_plan("http://fake", p, transport=slow_server(0.01, arrivals, block={11: 0.6}))
+    lv = result.level("rate40")
+    assert len(lv.windows) == 2 and lv.lateness is not None
+    assert lv.lateness.max_s > 0.5 and lv.lateness.late >= 1 and lv.lateness.shift_s >= 0.5
+
+
 def test_an_over_saturated_level_stops_and_says_so() -> None:
     arrivals: list[float] = []
     p = plan(Load.at_rate(200.0), requests_per_level=100, max_in_flight=10)
