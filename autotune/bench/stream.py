@@ -183,7 +183,9 @@ async def _stream_one(
     ):
         if value is not None:
             check_count(name, value)
-    if accept is None and verify:
+    if verify == 0:
+        accept = None  # no verify step (every token came from prefill): no accept length to report
+    elif accept is None and verify:
         accept = last_ct / verify
     return RequestSample(
         ok=True,

@@ -129,6 +129,20 @@ def test_sse_timings_tokens_and_accept_length(scale: float) -> None:
         assert any("time_scale 10" in n for n in result.notes)
 
 
+def test_a_request_without_verify_steps_has_no_accept_length() -> None:
+    # A one-token answer under speculation came from prefill: spec_verify_ct 0 (the simulator then also says
+    # spec_accept_length 1.0). It carries no accept length: the level's is 5 tokens / 2 steps of the other request,
+    # not (1 + 5) / (1 + 2) = 2.0; a level of only such requests has none (it was 1.0, a "broken drafter" value).
+    one = sse({"completion_tokens": 1, "prompt_tokens": 4, "spec_verify_ct": 0, "spec_accept_length": 1.0})
+    five = [sse({"completion_tokens": i, "prompt_tokens": 4}) for i in range(1, 5)]
+    five.append(sse({"completion_tokens": 5, "prompt_tokens": 4, "spec_verify_ct": 2, "spec_accept_length": 2.5}))
+    answers = iter([[one, DONE], [*five, DONE]])
+    lv = run(server(lambda r: streamed(next(answers))(r)), plan(requests_per_level=2)).level(1)
+    assert lv.failed == 0 and lv.accept_length == pytest.approx(2.5)
+    lv = run(server(streamed([one, DONE])), plan()).level(1)
+    assert lv.failed == 0 and lv.accept_length is None
+
+
 def test_request_body_and_distinct_prompts_across_levels() -> None:
     bodies: list[dict[str, Any]] = []
     ok = good_stream()
