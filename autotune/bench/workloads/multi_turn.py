@@ -5,7 +5,8 @@ A conversation's turn ``k`` (``k = 1 .. turns``, at most ``turns``; 0 = all) sen
 reproducible) and asks for ``len(ak)`` tokens (or ``fixed_output_len``). Turn ``k + 1`` is sent ``think_time_s``
 after turn ``k``'s answer ends. So each turn's prompt begins with the previous turn's whole prompt: a prefix cache
 reuses it, as in production. A conversation ends at its first turn that does not fit (``too_short`` /
-``over_context`` as ``sharegpt``; counted once per conversation cut short); one whose first turn does not fit, or with
+``over_context`` as ``sharegpt``, ``too_short`` judged on the user's text of the turn, not on the templated prompt;
+counted once per conversation cut short); one whose first turn does not fit, or with
 fewer than two turns (``empty``), is dropped.
 """
 
@@ -40,7 +41,8 @@ def _pool(spec: WorkloadSpec) -> FilteredPool:
             prompt = f"{history}User: {conv[2 * k]}\nAssistant:"
             n_in = counter.count(prompt)
             n_out = spec.fixed_output_len or counter.count(conv[2 * k + 1])
-            why = fits(spec, n_in, n_out)
+            # the user's own text is the turn's prompt for the too_short rule (the templated prompt always passes)
+            why = "too_short" if counter.count(conv[2 * k]) < 2 else fits(spec, n_in, n_out)
             if why is not None:
                 if not turns:
                     return why

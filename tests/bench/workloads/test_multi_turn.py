@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from autotune.bench.types import WorkloadSpec
 from autotune.bench.workloads import build_requests, build_units, filter_counts
 from autotune.bench.workloads.summary import traffic_stats
+from tests.bench.workloads.conftest import conversation
 
 
 def test_each_turn_extends_the_previous_turns_prompt(multi_turn_file: str) -> None:
@@ -41,3 +45,23 @@ def test_prefix_reuse_is_high_for_multi_turn_and_zero_for_distinct_first_turns(m
     firsts = traffic_stats(build_requests(WorkloadSpec(kind="multi-turn", path=multi_turn_file, turns=1), 12))
     assert turns.prefix_reuse > 0.3
     assert firsts.prefix_reuse == 0.0
+
+
+def test_an_empty_user_turn_is_too_short_as_in_sharegpt(tmp_path: Path) -> None:
+    # ShareGPT has empty user turns (139 first and 230 later ones in the package's copy). The templated prompt
+    # "User: \nAssistant:" is 5 tokens by the rule, so they passed the too_short filter and were sent as turns
+    # with no user text; sharegpt drops them. Now: an empty first turn drops the conversation, a later one ends it.
+    convs = [
+        conversation("", "an answer of a few words", "a question of a few words", "an answer of a few words"),
+        conversation("a question of a few words", "an answer of a few words", "", "an answer of a few words"),
+        conversation("a question of a few words", "an answer of a few words"),
+    ]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(convs), encoding="utf-8")
+    spec = WorkloadSpec(kind="multi-turn", path=str(path))
+    units = build_units(spec, 2)
+    assert sorted(len(u) for u in units) == [1, 1]
+    assert all("User: \n" not in t.text for u in units for t in u if t.text is not None)
+    counts = filter_counts(spec)
+    assert counts is not None and counts.kept == 2
+    assert counts.dropped == {"too_short": 1, "turns_cut_too_short": 1}
