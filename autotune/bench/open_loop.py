@@ -9,10 +9,13 @@ client's own event loop was busy) goes out at once; up to ``SHIFT_S`` of latenes
 (host jitter does not lower the rate), while a longer stall moves the rest of the schedule by that lateness: the missed
 requests are not sent in a burst to catch up (AIPerf's no-catch-up). Each send's lateness is recorded (``Lateness``;
 ``late`` counts sends more than ``LATE_S`` behind). On a simulated server with a virtual clock the sender announces each next arrival
-(``/sim/hold``) and sends every unit with its virtual send time, so lateness is 0 by construction.
+at its virtual send time (``/sim/hold``; the engine runs up to it) and sends every unit with its virtual send time, so
+lateness is 0 by construction.
 
 A level is *over-saturated* when ``plan.max_in_flight`` requests are unanswered at a send time: the server is falling
-ever further behind the offered rate. The window then stops sending, waits for the requests in flight, and says so.
+ever further behind the offered rate. The window then stops sending, waits for the requests in flight, and says so. On
+the virtual clock the count is the server's, at the virtual send time (the sender runs ahead of the engine in wall
+time, so its own count of unanswered requests would say nothing about the server).
 """
 
 from __future__ import annotations
@@ -111,23 +114,30 @@ async def run_open_window(
 
     tasks: list[asyncio.Task[None]] = []
     shift = 0.0  # engine seconds the schedule has moved (no catch-up)
-    held = virtual  # an announced arrival not yet sent
+    held = 1 if virtual else 0  # announced arrivals not yet sent
     for i, unit in enumerate(units):
         if state["gone"]:
             break
-        in_flight = state["sent"] - len(samples)
+        if virtual:
+            # Announce the next arrival at its time (the engine runs up to it, not past it; send times never decrease)
+            # and count the requests in flight at this send time on the virtual clock. The first unit was announced at
+            # t0, which holds the engine there: its count is taken at t0.
+            nxt = t0 + float(times[i + 1]) if i + 1 < len(units) else None
+            in_flight = await sim_clock.hold_at(client, int(nxt is not None), nxt, t0 + float(times[i]) if i else t0)
+            held += int(nxt is not None)
+            where = "in flight at the virtual send time"
+        else:
+            in_flight = state["sent"] - len(samples)
+            where = "unanswered"
         if in_flight >= plan.max_in_flight:
             saturated = (
-                f"{in_flight} requests unanswered (max_in_flight {plan.max_in_flight}) after {i} of {len(units)} "
+                f"{in_flight} requests {where} (max_in_flight {plan.max_in_flight}) after {i} of {len(units)} "
                 f"sends at {load.key}: the server cannot keep up with this load"
             )
             break
         slot = None
         if virtual:
-            if i + 1 < len(units):
-                await sim_clock.hold(client, 1)  # the next arrival: the engine waits for it before moving past it
-            else:
-                held = False
+            held -= 1
             slot = VirtualSlot(t0 + float(times[i]))
         else:
             due = start + (float(times[i]) + shift) / scale
@@ -141,8 +151,8 @@ async def run_open_window(
                 shift += behind
         tasks.append(asyncio.create_task(run_unit(unit, slot)))
         await asyncio.sleep(0)  # let the request start before the next send time is computed
-    if held and (saturated or state["gone"]):
-        await sim_clock.release(client, 1)
+    if held:
+        await sim_clock.release(client, held)
     left = max(0.0, plan.level_timeout_s - (clock() - start))
     timed_out = False
     if tasks:

@@ -52,24 +52,33 @@ class VirtualTiming:
             self.last, self.tokens = t, ct
 
 
-async def _clock_call(client: httpx.AsyncClient, path: str, n: int) -> float:
+async def _clock_call(client: httpx.AsyncClient, path: str, body: dict[str, float], key: str = "now") -> float:
     try:
-        resp = await client.post(path, json={"requests": n})
+        resp = await client.post(path, json=body)
     except httpx.TransportError as exc:
         raise BenchError(f"the simulated server's clock did not answer {path}: {type(exc).__name__}: {exc}") from exc
     if resp.status_code != 200:
         raise BenchError(f"{path} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
-        return float(resp.json()["now"])
+        return float(resp.json()[key])
     except (ValueError, KeyError, TypeError) as exc:
-        raise BenchError(f"{path} answered without a virtual time: {resp.text[:200]}") from exc
+        raise BenchError(f"{path} answered without {key!r}: {resp.text[:200]}") from exc
 
 
 async def hold(client: httpx.AsyncClient, n: int) -> float:
     """Announce ``n`` requests; returns the server's virtual time, the send time of those requests."""
-    return await _clock_call(client, HOLD_PATH, n)
+    return await _clock_call(client, HOLD_PATH, {"requests": n})
+
+
+async def hold_at(client: httpx.AsyncClient, n: int, at: float | None, in_flight_at: float) -> int:
+    """Announce ``n`` requests sent at virtual time ``at`` (the engine may run up to it); returns, once the engine has
+    done everything before ``in_flight_at``, how many requests were in flight at that virtual time."""
+    body = {"requests": n, "in_flight_at": in_flight_at}
+    if at is not None:
+        body["at"] = at
+    return int(await _clock_call(client, HOLD_PATH, body, "in_flight"))
 
 
 async def release(client: httpx.AsyncClient, n: int = 1) -> None:
     """Withdraw ``n`` announced requests (a worker that stops)."""
-    await _clock_call(client, RELEASE_PATH, n)
+    await _clock_call(client, RELEASE_PATH, {"requests": n})

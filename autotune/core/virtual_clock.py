@@ -7,14 +7,18 @@ request is sent, and when it will send no more:
 - ``GET /server_info`` declares ``sim.clock == "virtual"`` (:data:`CLOCK_KIND`) when the server speaks this protocol.
 - ``POST /sim/hold`` with ``{"requests": n}``: "I am about to send ``n`` requests". The engine does not advance its clock
   until they have arrived. Answers ``{"now": t, "expected": k}``: ``t`` is the engine's current virtual time, the send
-  time of those requests.
+  time of those requests. With ``"at": s`` the requests are sent at virtual time ``s``: the clock runs up to ``s``, not
+  past it, until they arrived (a request sent at ``s`` fills that announcement). With ``"in_flight_at": u`` the answer
+  waits until the engine has done everything before ``u`` and adds ``"in_flight"``: the requests that joined by ``u``
+  and had not finished (an open-loop client's count of requests in flight at its send time ``u``).
 - A request with the header ``X-Sim-Send-Time: t`` (virtual seconds) joins the timeline at ``t`` (not before the
   engine's current time) and fills one expected slot. When it finishes, the engine again expects one request at that
   moment: the client's next request (sent with the finish time as its send time) or a release. A request the client
   abandons (a wall-clock timeout) expects nothing: the engine does not stall on a client that has lost track, and
   that worker's next request joins at the engine's current time.
 - A request with the header ``X-Sim-Successor: 0`` expects nothing when it finishes: an open-loop client sends its
-  requests at scheduled times, not when earlier ones end (it announces each next arrival with ``/sim/hold`` instead).
+  requests at scheduled times, not when earlier ones end (it announces each next arrival with ``/sim/hold`` and
+  ``at`` instead).
 - ``POST /sim/release`` with ``{"requests": n}``: "I will send ``n`` fewer requests" (a worker that stops).
 - Each streamed ``/generate`` chunk carries, last in its ``meta_info``, ``sim_arrival`` (the virtual time the request
   joined) and ``sim_times``: ``[[t, completion_tokens], ...]``, one pair per engine iteration that gave the request

@@ -9,17 +9,21 @@ busy host makes the simulation take longer in wall time, never changes what it c
 
 Requests join the timeline by the virtual-clock protocol (``autotune/core/virtual_clock.py``): a request that carries its
 virtual send time joins at that time, and while the client has announced requests that have not arrived yet
-(``expected``), the engine does not move its clock. A closed-loop client that sends its next request at the virtual
-finish time of the previous one therefore gets the same timeline whatever the host load or the time scale. Requests
-without a send time join at the current virtual time interpolated from the wall clock (the clock does not move while
-the engine is idle). Simultaneous arrivals are ordered by their sizes, not by which one reached the socket first.
+(``expected``), the engine does not move its clock past the earliest of their announced send times. A closed-loop
+client that sends its next request at the virtual finish time of the previous one, or an open-loop client that
+announces each next arrival at its scheduled time, therefore gets the same timeline whatever the host load or the time
+scale. Requests without a send time join at the current virtual time interpolated from the wall clock (the clock does
+not move while the engine is idle). Simultaneous arrivals are ordered by their sizes, not by which one reached the
+socket first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +66,10 @@ class EngineLoop:
         self.log = log
         self.hold_timeout_s = hold_timeout_s
         self.now = 0.0  # virtual seconds: the time of the last event processed
-        self.expected = 0  # announced requests (protocol) that have not arrived yet
+        # announced requests (protocol) not arrived yet, sorted: (send time, True) for one announced for that time,
+        # (time, False) for one announced at a window's start or a finish, which comes then or later
+        self._expected: list[tuple[float, bool]] = []
+        self._waiters: list[tuple[float, asyncio.Future[int]]] = []  # in_flight_at calls: (virtual time, answer)
         self.schedulers: list[Scheduler] = [make_scheduler(cfg, seed + 1000 * i) for i in range(cfg.dp)]
         self._noise = [Noise(noise, seed + i) for i in range(cfg.dp)]
         self._inflight: list[_InFlight | None] = [None] * cfg.dp
@@ -94,20 +101,62 @@ class EngineLoop:
             await asyncio.gather(self._task, return_exceptions=True)
 
     # ---- the virtual-clock protocol ----------------------------------------------------------------------------
-    def hold(self, n: int) -> float:
-        """Expect ``n`` more requests before the clock moves; returns the current virtual time (their send time)."""
-        self._set_expected(self.expected + max(0, n))
+    @property
+    def expected(self) -> int:
+        """Announced requests that have not arrived yet."""
+        return len(self._expected)
+
+    def hold(self, n: int, at: float | None = None) -> float:
+        """Expect ``n`` more requests, sent at virtual time ``at`` (now when None): the clock does not move past it until
+        they arrived. Returns the current virtual time (the send time of requests announced without ``at``)."""
+        entry = (self.now, False) if at is None else (max(at, self.now), True)
+        for _ in range(max(0, n)):
+            bisect.insort(self._expected, entry)
+        self._expected_changed()
         return self.now
 
     def release(self, n: int) -> float:
-        """Expect ``n`` fewer requests (a client worker that stops)."""
-        self._set_expected(max(0, self.expected - max(0, n)))
+        """Expect ``n`` fewer requests (a client worker that stops); the latest announced go first, so the clock never
+        moves past a request that may still come."""
+        del self._expected[max(0, len(self._expected) - max(0, n)) :]
+        self._expected_changed()
         return self.now
 
-    def _set_expected(self, n: int) -> None:
-        self.expected = n
+    def _fill(self, send_time: float) -> None:
+        """A protocol request sent at ``send_time`` arrived: it fills the announcement for that very time, else the
+        latest other one at or before it (the earlier ones stay bounds on requests still to come), else the earliest."""
+        exp = self._expected
+        i = bisect.bisect_left(exp, (send_time, True))
+        if i == len(exp) or exp[i] != (send_time, True):
+            below = range(bisect.bisect_right(exp, (send_time, False)) - 1, -1, -1)
+            i = next((j for j in below if not exp[j][1]), 0)
+        del exp[i]
+        self._expected_changed()
+
+    def _expected_changed(self) -> None:
         self._expected_since = time.monotonic()
         self._wake.set()
+
+    async def in_flight_at(self, t: float, timeout: float) -> int | None:
+        """Once the engine has done everything before virtual time ``t`` (no event and no announced request is left
+        before it): the requests that joined by ``t`` and had not finished. None when that took over ``timeout`` wall
+        seconds. An open-loop client asks this at each send time: the requests in flight on the virtual clock."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append((t, fut))
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return None
+        finally:
+            self._waiters = [w for w in self._waiters if w[1] is not fut]
+
+    def _answer_waiters(self, frontier: float) -> None:
+        """Answer the ``in_flight_at`` calls for times up to ``frontier``: every event before it has been processed and
+        no announced request can join before it."""
+        for t, fut in self._waiters:
+            if t <= frontier and not fut.done():
+                fut.set_result(sum(1 for h in self._handles.values() if h.arrival <= t))
 
     # ---- requests ----------------------------------------------------------------------------------------------
     def submit(
@@ -117,8 +166,8 @@ class EngineLoop:
         ``successor``: its end makes the engine expect the client's next request (protocol, closed loop)."""
         if send_time is not None:
             arrival = max(send_time, self.now)
-            if self.expected > 0:
-                self._set_expected(self.expected - 1)
+            if self._expected:
+                self._fill(arrival)
         else:
             arrival = self._interpolated_now()
         rid = next(self._ids)
@@ -131,7 +180,7 @@ class EngineLoop:
 
     def _interpolated_now(self) -> float:
         """Virtual time now for a request without a send time: the paced position between the last and next events."""
-        if self.expected > 0 or not self._events:
+        if self._expected or not self._events:
             return self.now  # waiting for a client, or idle: the clock stands still
         return min(max(self.pacer.virtual_at(time.monotonic()), self.now), self._events[0][0])
 
@@ -191,8 +240,8 @@ class EngineLoop:
     # ---- the event loop ----------------------------------------------------------------------------------------
     async def _run(self) -> None:
         while True:
-            if self.expected > 0:
-                await self._await_expected()
+            if self._expected and self._expected[0][0] <= self.now:
+                await self._await_expected()  # a request may still join now: nothing starts before it did
                 continue
             self._admit_incoming()
             if self._events and self._events[0][0] <= self.now:
@@ -200,11 +249,15 @@ class EngineLoop:
                 await asyncio.sleep(0)  # let the handlers woken by these events run, even when the pace is behind
                 continue
             self._start_idle_replicas()
+            t = self._events[0][0] if self._events else math.inf
+            if self._expected and self._expected[0][0] <= t:
+                await self._await_expected()  # an announced request may join before the next event
+                continue
+            self._answer_waiters(t)
             if not self._events:
                 await self._sleep(None)
                 self.pacer.anchor(self.now)
                 continue
-            t = self._events[0][0]
             delay = self.pacer.wall_at(t) - time.monotonic()
             if delay < -CATCHUP_WALL_S:
                 self.pacer.anchor(t)
@@ -222,24 +275,28 @@ class EngineLoop:
         return True
 
     async def _await_expected(self) -> None:
+        self._answer_waiters(min(self._expected[0][0], self._events[0][0] if self._events else math.inf))
         left = self._expected_since + self.hold_timeout_s - time.monotonic()
         if left <= 0:
             self.log(
                 f"sim clock: {self.expected} announced request(s) did not arrive within {self.hold_timeout_s:g} s "
                 f"(wall); the clock goes on without them at t={self.now:.6f}"
             )
-            self.expected = 0
+            self._expected.clear()
         else:
             await self._sleep(left)
         self.pacer.anchor(self.now)
 
     def _admit_incoming(self) -> None:
-        """Put submitted requests on the timeline, simultaneous ones in an order that does not depend on the host."""
+        """Put submitted requests on the timeline, simultaneous ones in an order that does not depend on the host: those
+        before the earliest announced send time (a request announced for a time joins with the others of that time)."""
         if not self._incoming:
             return
-        for h in sorted(self._incoming, key=lambda h: (h.arrival, h.req.prompt_tokens, h.req.max_new_tokens)):
+        bound = self._expected[0][0] if self._expected else math.inf
+        now = [h for h in self._incoming if h.arrival < bound]
+        for h in sorted(now, key=lambda h: (h.arrival, h.req.prompt_tokens, h.req.max_new_tokens)):
             heapq.heappush(self._events, (h.arrival, _ARRIVAL, next(self._seq), h))
-        self._incoming.clear()
+        self._incoming = [h for h in self._incoming if h.arrival >= bound]
 
     def _process_due(self) -> None:
         while self._events and self._events[0][0] <= self.now:
@@ -303,7 +360,7 @@ class EngineLoop:
             if h is not None:
                 h.finished_at = end
                 if h.tagged:
-                    self.expected += 1  # its client sends the next request now, or releases
+                    bisect.insort(self._expected, (end, False))  # its client sends the next request now, or releases
                     self._expected_since = wall
                 h.event.set()
         if it.retracted:

@@ -197,7 +197,9 @@ async def clock_release(request: web.Request) -> web.Response:
 
 
 async def _clock_call(request: web.Request, *, hold: bool) -> web.Response:
-    """``POST /sim/hold`` / ``/sim/release`` with ``{"requests": n}``: announce (or withdraw) protocol requests."""
+    """``POST /sim/hold`` / ``/sim/release`` with ``{"requests": n}``: announce (or withdraw) protocol requests. A hold
+    may name their virtual send time ``at`` and ask ``in_flight_at``: the answer then waits until the engine has done
+    everything before that time and says how many requests were in flight then."""
     st = _state(request)
     body = await json_body(request, st, _error)
     if isinstance(body, web.Response):
@@ -205,9 +207,24 @@ async def _clock_call(request: web.Request, *, hold: bool) -> web.Response:
     n = body.get("requests")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         return _error(400, f'the body must be {{"requests": n}} with n a non-negative integer, got {body!r}')
-    assert st.engine is not None  # json_body answered 503 otherwise
-    now = st.engine.hold(n) if hold else st.engine.release(n)
-    return web.json_response({"now": now, "expected": st.engine.expected})
+    times: dict[str, float | None] = {}
+    for key in ("at", "in_flight_at") if hold else ():
+        v = body.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf):
+            return _error(400, f"{key} must be a finite number of virtual seconds >= 0, got {v!r}")
+        times[key] = None if v is None else float(v)
+    engine = st.engine
+    assert engine is not None  # json_body answered 503 otherwise
+    now = engine.hold(n, times.get("at")) if hold else engine.release(n)
+    answer: dict[str, float | int] = {"now": now, "expected": engine.expected}
+    t = times.get("in_flight_at")
+    if t is not None:
+        wait = 2 * engine.hold_timeout_s  # past the engine's own wait for announced requests that do not come
+        in_flight = await engine.in_flight_at(t, wait)
+        if in_flight is None:
+            return _error(503, f"the engine did not reach virtual time {t!r} within {wait:g} s (wall)")
+        answer["in_flight"] = in_flight
+    return web.json_response(answer)
 
 
 async def run_request(request: web.Request, st: State, gen: Generation, build: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +99,48 @@ def test_trace_replay_at_its_own_times_on_the_sim(sim_url: str, tmp_path: Path) 
     # 12 rows 0.25 s apart, replayed twice as fast: 11 gaps of 0.125 s (virtual clock: sent exactly then)
     assert lv.offered_rate == pytest.approx(11 / (11 * 0.125))
     assert lv.traffic is not None and lv.traffic.prefix_reuse > 0.1  # hash ids 0-2 repeat their blocks
+
+
+def test_a_rate_the_sim_keeps_up_with_measures_every_window(sim_url: str) -> None:
+    """60 req/s of short requests (about one in flight): 600 sends a window, more than ``max_in_flight`` (512). The
+    sends go out ahead of the engine in wall time; only requests in flight on the virtual clock count."""
+    plan = BenchPlan(
+        workload=WorkloadSpec(kind="random", input_len=64, output_len=8),
+        concurrencies=(1,),
+        loads=(Load.at_rate(60),),
+        warmup_requests=0,
+        min_windows=2,
+        max_windows=2,
+        rate_window_s=10.0,
+    )
+    result = run_plan(sim_url, plan)
+    lv = result.level("rate60")
+    assert lv.stop_reason == "max_windows" and len(lv.windows) == 2
+    assert lv.requests == 2 * 600 and lv.failed == 0
+    assert not any("saturated" in n for n in result.notes)
+
+
+def test_a_rate_far_above_the_sim_stops_as_saturated(sim_url: str) -> None:
+    """20000 req/s of the same requests: the server's queue grows with every send, so the window stops when 32
+    requests are in flight at a virtual send time; the clock then goes on (the next plan is not held up)."""
+    plan = BenchPlan(
+        workload=WorkloadSpec(kind="random", input_len=64, output_len=8),
+        concurrencies=(1,),
+        loads=(Load.at_rate(20000),),
+        warmup_requests=0,
+        max_in_flight=32,
+        rate_window_s=0.1,
+    )
+    result = run_plan(sim_url, plan)
+    lv = result.level("rate20000")
+    assert lv.stop_reason == "saturated" and len(lv.windows) == 1
+    assert lv.requests == 32 and lv.failed == 0  # none finishes within the 32 sends' 1.6 ms
+    assert any(
+        "32 requests in flight at the virtual send time (max_in_flight 32) after 32 of 2000 sends" in n
+        for n in result.notes
+    )
+    started = time.monotonic()
+    after = run_plan(
+        sim_url, BenchPlan(workload=plan.workload, concurrencies=(1,), requests_per_level=4, warmup_requests=0)
+    )
+    assert after.levels[0].failed == 0 and time.monotonic() - started < 10
