@@ -80,14 +80,22 @@ class StagePlan:
 
 
 def baseline_number(records: Sequence[TrialRecord], point: Mapping[str, Any] | None) -> int | None:
-    """The trial that measured the study's baseline (``StudySpec.baseline``): the first with exactly its params."""
+    """The trial that measured the study's baseline (``StudySpec.baseline``): the first whose params hold every value
+    the point names. A point may name a subset of the parameters (the rest is sampled), and a float parameter's value
+    may be written as an integer (``1`` for ``1.0``)."""
     if point is None:
         return None
-    want = json.dumps(dict(point), sort_keys=True, default=str)
     for rec in sorted(records, key=lambda r: r.number):
-        if json.dumps(rec.params, sort_keys=True, default=str) == want:
+        if all(k in rec.params and _same_value(rec.params[k], v) for k, v in point.items()):
             return rec.number
     return None
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    if numbers:
+        return bool(float(a) == float(b))
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

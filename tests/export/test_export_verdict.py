@@ -172,3 +172,17 @@ def test_a_simulated_launch_script_names_the_model_its_profile_stands_for() -> N
         engine=replace(rec.engine, profile="h200-llama-1b"),
     )
     assert _simulated_model(llama) == ["# Simulated model: meta-llama/Llama-3.2-1B (profile h200-llama-1b)."]
+
+
+def test_a_baseline_naming_some_parameters_is_found_among_the_trials() -> None:
+    """A seed point may name a subset of the parameters (the rest is sampled) and an integer for a float: the trial
+    that measured it is still the baseline, relaunched in the finalist stage and judged against (it used to be
+    matched on all its params exactly, so such a study was told it "names no baseline")."""
+    point = {"mem_fraction_static": 1, "max_running_requests": 32}  # nccl_algo is sampled; 1 stands for 1.0
+    records = [
+        make_record(0, tputs={1: 50, 8: 800}, params={**point, "mem_fraction_static": 1.0, "nccl_algo": "Ring"}),
+        make_record(1, tputs={1: 60, 8: 1000}, params={"mem_fraction_static": 0.8, "max_running_requests": 64}),
+    ]
+    assert stage_finalists(records, KEY, "maximize", 1, point) == (1, 0)
+    a = analyze(study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS, baseline=point)
+    assert a.verdict is not None and a.verdict.kind != "no_baseline" and a.verdict.baseline == 0
