@@ -118,10 +118,11 @@ class OptunaStudySearcher(Searcher):
     def __getstate__(self) -> dict[str, Any]:
         """What Tune pickles into its folder (tuner.pkl): the spec with its secret values redacted, and without the
         driver's callbacks (any callable: a bound method carries its owner, and the owner the spec), the rules and the
-        proposer (they would carry the spec along) and the record inbox (an actor handle). autotune never restores it from there."""
+        proposer (they would carry the spec along), the record inbox (an actor handle) and the Optuna study (it lives in
+        its storage; NSGA-II's sampler holds a thread lock, which does not pickle). autotune never restores it from there."""
         state = self.__dict__.copy()
         state["spec"] = self.spec.redacted()
-        state["rules"] = state["proposer"] = state["inbox"] = None
+        state["rules"] = state["proposer"] = state["inbox"] = state["study"] = None
         for name, value in state.items():
             if callable(value) and not isinstance(value, type):
                 state[name] = None

@@ -540,3 +540,27 @@ def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Pat
     other_tree = {**poor, "speculative_num_draft_tokens": 4, "speculative_ngram_max_bfs_breadth": 1}
     assert "accepted no draft token" in (learned.reason(other_tree) or "")  # the same store, another tree
     assert learned.reason({"speculative_algorithm": None}) is None
+
+
+def test_a_multi_objective_nsga2_searcher_pickles_for_tune(tmp_path: Path) -> None:
+    """Tune pickles the searcher into tuner.pkl when the study starts; NSGA-II's sampler holds a thread lock, so a
+    study with ``sampler: nsga2`` used to stop there with ``cannot pickle '_thread.lock' object``."""
+    import yaml
+    from ray import cloudpickle
+
+    doc = yaml.safe_load((ROOT / "search_spaces" / "smoke.yaml").read_text())
+    doc["study"]["sampler"] = "nsga2"
+    doc["study"]["objectives"].append({"metric": "tpot_ms.median", "level": 1, "direction": "minimize"})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = load_study(path)
+    s = OptunaStudySearcher(
+        spec,
+        open_study(spec, f"sqlite:///{tmp_path / 'study.db'}"),
+        budget=2,
+        on_record=lambda r, log: None,
+        make_missing_record=lambda *a: pytest.fail("unexpected"),
+    )
+    assert isinstance(s.study.sampler, optuna.samplers.NSGAIISampler)
+    cloudpickle.dumps(s)
+    assert s.study is not None  # the live searcher keeps its study
