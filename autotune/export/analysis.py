@@ -75,7 +75,11 @@ def analyze(
     failed_gate = {r.number for r in recs if output_gate(r, recs).blocks}
     base = baseline_number(recs, baseline) if baseline is not None else (finalists.baseline if finalists else None)
     at = level_of(objs[0], levels)
-    winner = (best.record.number, at) if best.record is not None and objs[0].metric == "output_tok_per_s" else None
+    winner = (
+        (best.record.number, at)
+        if best.record is not None and at is not None and objs[0].metric == "output_tok_per_s"
+        else None
+    )
     return StudyAnalysis(
         study_name=study_name,
         objectives=objs,

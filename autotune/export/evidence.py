@@ -203,13 +203,15 @@ def tie_text(lead: int, tied: Sequence[int]) -> str:
     return f"#{lead}" + (f" (tie with {', '.join(f'#{n}' for n in tied)}: within the noise)" if tied else "")
 
 
-def level_of(objective: Objective, load_levels: Sequence[int]) -> int:
-    """The concurrency an objective's level names (``max`` / ``min``: the highest / lowest of ``load_levels``)."""
+def level_of(objective: Objective, load_levels: Sequence[int]) -> int | None:
+    """The concurrency an objective's level names (``max`` / ``min``: the highest / lowest of ``load_levels``), or None
+    for an open-loop level (``rate8``, ``trace1``), which names no concurrency."""
     if objective.level == "max":
         return max(load_levels)
     if objective.level == "min":
         return min(load_levels)
-    return int(objective.level)
+    level = str(objective.level)
+    return int(level) if level.isdigit() else None
 
 
 def records_by_number(records: Sequence[TrialRecord]) -> Mapping[int, TrialRecord]:

@@ -116,9 +116,7 @@ def baseline_verdict(
             baseline_feasible=base.feasible,
         )
     gains = tuple(_gain(evidence, rec.number, baseline, c, objective) for c in sorted(load_levels))
-    at = level_of(objective, load_levels)
-    head = next((g for g in gains if g.concurrency == at), None)
-    where = f"`{objective.key}` (concurrency {at})"
+    where, d = _headline(evidence, rec.number, baseline, objective, load_levels)
     if base.outcome is not TrialOutcome.COMPLETE:
         why = base.failure.value if base.failure is not None else base.outcome.value
         return BaselineVerdict(
@@ -142,7 +140,7 @@ def baseline_verdict(
         )
     if not base.feasible:
         missed = ", ".join(k for k, v in base.constraints.items() if not (isinstance(v, (int, float)) and v <= 0))
-        gain = f" Gain on {where}: {fmt_gain(head.difference)}." if head is not None else ""
+        gain = f" Gain on {where}: {fmt_gain(d)}." if d is not None else ""
         return BaselineVerdict(
             "beats",
             baseline,
@@ -152,7 +150,6 @@ def baseline_verdict(
             gains,
             False,
         )
-    d = head.difference if head is not None else None
     if d is None:
         return BaselineVerdict(
             "no_better",
@@ -182,6 +179,30 @@ def baseline_verdict(
         gains,
         True,
     )
+
+
+def judged_level(objective: Objective, load_levels: Sequence[int]) -> int:
+    """The concurrency the verdict is decided at: the objective's, or the highest for an objective at an open-loop level
+    (``goodput@rate8``: a rate names no concurrency, and the evidence is kept per concurrency)."""
+    at = level_of(objective, load_levels)
+    return at if at is not None else max(load_levels)
+
+
+def _headline(
+    ev: Evidence, rec: int, base: int, objective: Objective, load_levels: Sequence[int]
+) -> tuple[str, Difference | None]:
+    """Where the verdict is decided, as its headline names it, and the gain there: the objective itself at its own
+    level (a concurrency, or an open-loop level such as ``rate8``) where both configs have figures of it, else output
+    tok/s at that level, named as such."""
+    at = level_of(objective, load_levels)
+    level: int | str = at if at is not None else str(objective.level)
+    named = f"`{objective.key}`" + (f" (concurrency {at})" if at is not None else "")
+    for metric, direction in ((objective.metric, objective.direction), (GAIN_METRIC, "maximize")):
+        a, b = ev.samples(rec, level, metric), ev.samples(base, level, metric)
+        if a is not None and b is not None:
+            where = named if metric == objective.metric else f"`{metric}@{level}` (`{objective.key}` has no figures)"
+            return where, ev.compare(a, b, direction, level, metric)
+    return named, None
 
 
 def _gain(ev: Evidence, rec: int, base: int, c: int, objective: Objective) -> LevelGain:
@@ -236,7 +257,7 @@ def spread(
     """The best against the worst complete trial measured at the objective's level (None: fewer than two)."""
     if best.record is None:
         return None
-    at = level_of(objective, load_levels)
+    at = judged_level(objective, load_levels)
     metric = (
         objective.metric
         if objective.metric in ("output_tok_per_s", "ttft_ms.p99", "tpot_ms.median", "itl_ms.median")

@@ -62,3 +62,45 @@ def test_traffic_section_for_dataset_workloads_only() -> None:
         in text
     )
     assert "| rate8 | 100 | 250 / 120 / 900 | 200 / 140 / 800 | 25.0% | 7.90 | 4.0 |" in text
+
+
+def test_a_primary_objective_at_a_rate_level_is_judged_there_on_its_own_metric() -> None:
+    """``goodput@rate8`` as the primary objective: the export used to stop with ``ValueError: invalid literal for
+    int() ... 'rate8'``; the verdict is decided on goodput at the rate level, not on another metric elsewhere."""
+    from autotune.export.analysis import analyze
+    from autotune.space import Objective
+
+    base = with_rate(make_record(0, tputs={1: 100.0, 8: 400.0}, params={"x": 0}), tput=1500.0, goodput=7.0)
+    best = with_rate(make_record(1, tputs={1: 100.0, 8: 800.0}, params={"x": 1}), tput=1500.0, goodput=7.7)
+    base = dataclasses.replace(base, objectives={"goodput@rate8": 7.0})
+    best = dataclasses.replace(best, objectives={"goodput@rate8": 7.7})
+    objectives = [Objective("goodput", "rate8", "maximize")]
+    a = analyze(study_name="demo", objectives=objectives, records=[base, best], load_levels=(1, 8), baseline={"x": 0})
+    v = a.verdict
+    assert v is not None and v.baseline == 0 and v.recommended == 1
+    assert "`goodput@rate8`" in v.headline and "+10.0%" in v.headline  # goodput's gain at 8 req/s
+    assert "+100" not in v.headline  # not output tok/s' gain at concurrency 8
+
+
+def test_a_goodput_objective_at_a_concurrency_is_judged_on_goodput() -> None:
+    """``goodput@max``: the headline named the objective but stated output tok/s' gain at that level."""
+    from autotune.export.analysis import analyze
+    from autotune.space import Objective
+
+    base = make_record(0, tputs={1: 100.0, 8: 400.0}, params={"x": 0})
+    best = make_record(1, tputs={1: 100.0, 8: 800.0}, params={"x": 1})
+    base = dataclasses.replace(base, bench=_with_goodput(base, 8, 7.0), objectives={"goodput@max": 7.0})
+    best = dataclasses.replace(best, bench=_with_goodput(best, 8, 7.7), objectives={"goodput@max": 7.7})
+    objectives = [Objective("goodput", "max", "maximize")]
+    a = analyze(study_name="demo", objectives=objectives, records=[base, best], load_levels=(1, 8), baseline={"x": 0})
+    v = a.verdict
+    assert v is not None and v.recommended == 1 and "`goodput@max` (concurrency 8)" in v.headline
+    assert "+10.0%" in v.headline and "+100" not in v.headline  # goodput's gain, not output tok/s'
+
+
+def _with_goodput(rec: TrialRecord, concurrency: int, goodput: float) -> BenchResult:
+    assert rec.bench is not None
+    levels = tuple(
+        dataclasses.replace(lv, goodput=goodput) if lv.concurrency == concurrency else lv for lv in rec.bench.levels
+    )
+    return dataclasses.replace(rec.bench, levels=levels)
