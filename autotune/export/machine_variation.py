@@ -22,7 +22,7 @@ class MachineVariation:
     source: str  # the verify report it came from
     engine: str  # the verify run's engine banner (its node)
     trial: int | None  # the trial verify measured
-    rows: tuple[tuple[int, str, float, str], ...]  # (concurrency, metric, relative difference, verdict)
+    rows: tuple[tuple[int | str, str, float, str], ...]  # (level, metric, relative difference, verdict)
 
 
 def read_variation(study_dir: Path) -> MachineVariation | None:
@@ -35,13 +35,19 @@ def read_variation(study_dir: Path) -> MachineVariation | None:
     if not data.get("complete"):
         return None
     rows = tuple(
-        (int(f["concurrency"]), str(f["metric"]), float(f["rel_diff"]), str(f["verdict"]))
+        (_level(f["concurrency"]), str(f["metric"]), float(f["rel_diff"]), str(f["verdict"]))
         for f in data.get("figures") or []
         if f.get("rel_diff") is not None and f.get("judged")
     )
     if not rows:
         return None
     return MachineVariation(str(path), str(data.get("engine_banner") or ""), data.get("trial"), rows)
+
+
+def _level(value: object) -> int | str:
+    """A figure's level: a concurrency, or an open-loop level's key (``rate8``)."""
+    text = str(value)
+    return int(text) if text.isdigit() else text
 
 
 def coverage_lines(variation: MachineVariation | None) -> list[str]:
@@ -68,7 +74,7 @@ def coverage_lines(variation: MachineVariation | None) -> list[str]:
         f"Between-machine variation measured by a verify run (`{variation.source}`, trial {variation.trial}; "
         f"{variation.engine}): the export measured again against this study's figures.",
         "",
-        "| concurrency | metric | verify vs study | verdict |",
+        "| load level | metric | verify vs study | verdict |",
         "| --- | --- | --- | --- |",
     ]
     out += [f"| {c} | {m} | {d:+.1%} | {v} |" for c, m, d, v in variation.rows]

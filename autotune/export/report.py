@@ -30,7 +30,7 @@ from autotune.export.traffic import traffic_section
 from autotune.export.verdict import fmt_gain
 from autotune.finalists.outcome import FinalistOutcome
 from autotune.trial.records import TrialOutcome, TrialRecord
-from autotune.verify.compare import level_value
+from autotune.verify.compare import level_key, level_value
 
 INTERVALS_COVER_TEXT = (
     "Every interval in this report is for relaunches on the measured machine (launches of one study, on one machine, "
@@ -224,7 +224,7 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
         ivs = lv.get("intervals") or {}
         rows.append(
             [
-                lv["concurrency"],
+                _level_label(level_key(lv)),
                 *(
                     _across(lv, ivs, m, d)
                     for m, d in (
@@ -236,7 +236,7 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
                 ),
             ]
         )
-    header = ["concurrency", "output tok/s", "TTFT p99 (ms)", "TPOT median (ms)", "ITL median (ms)"]
+    header = ["load level", "output tok/s", "TTFT p99 (ms)", "TPOT median (ms)", "ITL median (ms)"]
     return [
         f"### The winner at every load level, across its {n} clean relaunch{'es' if n != 1 else ''}",
         "",

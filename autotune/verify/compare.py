@@ -13,7 +13,7 @@ interval as reported, never a widened one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,7 +49,7 @@ AGREES: tuple[Verdict, ...] = ("within interval", "within tolerance")
 class Figure:
     """One metric at one load level: the study's value (and interval), the value measured again, the verdict."""
 
-    concurrency: int
+    concurrency: int | str  # an open-loop level by its load (``rate8``)
     metric: str
     study: float | None
     low: float | None  # the study's 95% interval, when the record has one
@@ -96,25 +96,38 @@ def level_interval(
     return float(iv["low"]), float(iv["high"]), n
 
 
-Spread = Mapping[tuple[int, str], tuple[float, int]]  # (concurrency, metric) -> (relative sd, degrees of freedom)
+Spread = Mapping[tuple[int | str, str], tuple[float, int]]  # (level, metric) -> (relative sd, degrees of freedom)
 
 
-def _per_level(launches: Sequence[Sequence[Mapping[str, Any]]]) -> dict[int, dict[str, list[float]]]:
-    """Per concurrency and metric, the figures of the launches that measured it (one per launch)."""
-    out: dict[int, dict[str, list[float]]] = {}
+def level_key(level: Mapping[str, Any]) -> int | str:
+    """A level summary's key: its concurrency, or an open-loop level's load (``rate8``; its concurrency field is 0)."""
+    load = level.get("load")
+    return str(load) if load else int(level["concurrency"])
+
+
+def _in_plan_order(keys: Iterable[int | str]) -> list[int | str]:
+    """Concurrencies ascending, then open-loop levels in the order they came."""
+    return sorted(keys, key=lambda k: (isinstance(k, str), k if isinstance(k, int) else 0))
+
+
+def _per_level(launches: Sequence[Sequence[Mapping[str, Any]]]) -> dict[int | str, dict[str, list[float]]]:
+    """Per level (``level_key``) and metric, the figures of the launches that measured it (one per launch)."""
+    out: dict[int | str, dict[str, list[float]]] = {}
     for levels in launches:
         for lv in levels:
-            per = out.setdefault(int(lv["concurrency"]), {})
+            per = out.setdefault(level_key(lv), {})
             for metric in METRICS:
                 if (v := level_value(lv, metric)) is not None:
                     per.setdefault(metric, []).append(v)
     return out
 
 
-def launch_spread(configs: Sequence[Sequence[Sequence[Mapping[str, Any]]]]) -> dict[tuple[int, str], tuple[float, int]]:
+def launch_spread(
+    configs: Sequence[Sequence[Sequence[Mapping[str, Any]]]],
+) -> dict[tuple[int | str, str], tuple[float, int]]:
     """Launch-to-launch spread per level and metric, pooled over several configs (``pooled_relative_sd``): for each
     config its launches' level summaries (``configs[i][j]`` = launch j of config i, as in ``bench.levels``)."""
-    groups: dict[tuple[int, str], list[list[float]]] = {}
+    groups: dict[tuple[int | str, str], list[list[float]]] = {}
     for launches in configs:
         for c, per in _per_level(launches).items():
             for metric, values in per.items():
@@ -135,8 +148,10 @@ def across_launches(
     measured is pooled over those."""
     by_level = _per_level(launches)
     out: list[dict[str, Any]] = []
-    for c in sorted(by_level):
+    for c in _in_plan_order(by_level):
         pooled: dict[str, Any] = {"concurrency": c, "intervals": {}}
+        if isinstance(c, str):  # an open-loop level, keyed by its load as a level summary is
+            pooled.update(concurrency=0, load=c)
         for metric, (key, sub) in METRICS.items():
             values = by_level[c].get(metric)
             if not values:
@@ -187,10 +202,11 @@ def compare(
     unknown = [m for m in judged if m not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}: use {', '.join(METRICS)}")
-    measured = {int(lv["concurrency"]): lv for lv in measured_levels}
+    measured = {level_key(lv): lv for lv in measured_levels}
     out: list[Figure] = []
-    for lv in sorted(study_levels, key=lambda x: int(x["concurrency"])):
-        c = int(lv["concurrency"])
+    study_by_key = {level_key(lv): lv for lv in study_levels}
+    for c in _in_plan_order(study_by_key):
+        lv = study_by_key[c]
         for metric in METRICS:
             study = level_value(lv, metric)
             low, high, n = level_interval(lv, metric, new_launch)

@@ -447,3 +447,40 @@ def test_an_interrupted_verify_keeps_what_it_measured(
     assert [lv["concurrency"] for lv in report["autotune"]["levels"]] == [1, 4]
     assert report["bench_serving"]["levels"][0]["concurrency"] == 1 and "teardown_s" not in report
     assert not (tmp_path / "v" / "verify.md").exists()
+
+
+def test_open_loop_levels_are_pooled_and_compared_by_their_load_not_by_concurrency_0() -> None:
+    """Two rate levels (concurrency 0 both, ``load`` rate8 / rate32): the finalist pooling used to merge them into
+    one "concurrency 0" level (a mean of both rates), and verify compared both study levels with the last one."""
+    from autotune.verify.compare import across_launches, compare
+
+    def lv(c: int, load: str, tput: float) -> dict:
+        return {"concurrency": c, "load": load, "output_tok_per_s": tput, "tpot_ms": {"median": 10.0}}
+
+    launches = [[lv(8, "", 900.0), lv(0, "rate8", 100.0), lv(0, "rate32", 400.0)] for _ in range(3)]
+    pooled = across_launches(launches)
+    assert [(p["concurrency"], p.get("load", "")) for p in pooled] == [(8, ""), (0, "rate8"), (0, "rate32")]
+    assert [p["output_tok_per_s"] for p in pooled] == [900.0, 100.0, 400.0]
+    again = [lv(8, "", 900.0), lv(0, "rate8", 100.0), lv(0, "rate32", 400.0)]
+    figures = [f for f in compare(pooled, again, tolerance=0.01) if f.metric == "output_tok_per_s"]
+    assert [(f.concurrency, f.study, f.measured) for f in figures] == [
+        (8, 900.0, 900.0),
+        ("rate8", 100.0, 100.0),
+        ("rate32", 400.0, 400.0),
+    ]
+    assert all(f.ok for f in figures)
+
+
+def test_a_verify_run_with_an_open_loop_level_is_read_back_by_the_export(tmp_path: Path) -> None:
+    """verify.json names an open-loop level by its load; the export reads it back for its between-machine section."""
+    from autotune.export.machine_variation import coverage_lines, read_variation
+
+    figures = [
+        {"concurrency": c, "metric": "output_tok_per_s", "rel_diff": 0.05, "verdict": "within interval", "judged": True}
+        for c in (8, "rate8")
+    ]
+    (tmp_path / "verify").mkdir()
+    (tmp_path / "verify" / "verify.json").write_text(json.dumps({"complete": True, "trial": 1, "figures": figures}))
+    variation = read_variation(tmp_path)
+    assert variation is not None and [r[0] for r in variation.rows] == [8, "rate8"]
+    assert "| rate8 | output_tok_per_s | +5.0% | within interval |" in coverage_lines(variation)
