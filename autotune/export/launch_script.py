@@ -96,11 +96,14 @@ def _removed_lines(removed: Sequence[StudyOnly]) -> list[str]:
     if not removed:
         return []
     out = ["#", "# Measured with these benchmark-only settings, left out here (remove or re-measure on real weights):"]
-    out += [f"#   {s.text}: {_one_line(s.reason)}" for s in removed]
+    out += [f"#   {_one_line(s.text)}: {_one_line(s.reason)}" for s in removed]
     flags = [s for s in removed if s.kind == "flag"]
     env = [s for s in removed if s.kind == "env"]
-    how = " ".join(shlex.quote(s.text) for s in env)
-    args = " ".join(shlex.quote(t) for s in flags for t in s.text.split(" ", 1))
+    # NAME=value with only the value quoted (a quoted 'NAME=value' is a command name to bash, not an assignment)
+    how = " ".join(f"{s.name}={_comment_word(s.value or '')}" for s in env)
+    args = " ".join(
+        _comment_word(t) for s in flags for t in (f"--{s.name}", *([s.value] if s.value is not None else []))
+    )
     out.append(f"# To run exactly as measured: {how + ' ' if how else ''}bash launch.sh{' -- ' + args if args else ''}")
     return out
 
@@ -197,6 +200,18 @@ def _export_line(name: str, value: str) -> str:
     if value == REDACTED or is_secret(name, value=value):
         return f'export {name}="${{{name}:?set {name} in your environment: autotune does not store secret values}}"'
     return f"export {name}={shlex.quote(value)}"
+
+
+def _comment_word(value: str) -> str:
+    """``value`` as one shell word that fits on a comment line: shell-quoted, or ``$'...'`` where it holds a newline or
+    another control character (a newline would end the comment and run the rest as a command)."""
+    if value.isprintable():
+        return shlex.quote(value)
+    escaped = "".join(
+        "\\" + c if c in "\\'" else c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\U{ord(c):08x}"
+        for c in value
+    )
+    return f"$'{escaped}'"
 
 
 def _one_line(text: str) -> str:

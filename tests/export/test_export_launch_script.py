@@ -213,3 +213,25 @@ def test_bad_records_raise(record_factory, levels, env, argv, match):
     rec = replace(with_argv(rec, argv if argv is not None else rec.argv), env=env)
     with pytest.raises(ExportError, match=match):
         render_launch_script(rec, study_name="demo", load_levels=levels)
+
+
+def test_the_as_measured_command_in_the_header_runs_with_odd_values(record_factory, tmp_path, levels, stub_sglang):
+    """The header's 'To run exactly as measured' command quoted a whole ``'NAME=value'`` (bash then runs a command of
+    that name) and put a value's newline on a line of its own, outside the comment."""
+    marker = tmp_path / "ran.json"
+    rec = _sim_record(record_factory)
+    server = exported_server(rec, {"ODD": "", "mem-fraction-static": "site-specific"})
+    text = render_launch_script(rec, study_name="demo", load_levels=levels, server=server)
+    how = next(ln for ln in text.splitlines() if ln.startswith("# To run exactly as measured: "))
+    command = how.split(": ", 1)[1].replace("bash launch.sh", f"bash {_write(tmp_path, text)}")
+    env = _clean_env(PYTHON=sys.executable, PYTHONPATH=str(stub_sglang), MARKER=str(marker))
+    subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, env=env, check=True)
+    seen = json.loads(marker.read_text())
+    assert seen["odd"] == ODD_VALUE and seen["acc"] == "3.0"  # the benchmark-only variables, as measured
+    assert seen["argv"][-2:] == ["--mem-fraction-static", "0.83"]
+
+    two_lines = replace(rec, env={**rec.env, "ODD": "first\nsecond"})
+    server = exported_server(two_lines, {"ODD": ""})
+    text = render_launch_script(two_lines, study_name="demo", load_levels=levels, server=server)
+    header = text.split("\nset -euo pipefail", 1)[0].splitlines()
+    assert all(ln.startswith("#") for ln in header)
