@@ -110,8 +110,14 @@ class Proposer:
                 reason = self.rules.set_aside(params, running)
                 if reason is None:
                     self._skip(trial, key, fixed.reason)
-                    self.repaired += 1
-                    return self._ask_fixed(params)
+                    trial, params = self._ask_fixed(params)
+                    # a lifted cap may open a conditional parameter, which the sampler fills in: the whole point may
+                    # then be one already measured (a resumed study's seeded sampler proposes its first points again)
+                    key = params_key(params)
+                    reason = self.rules.set_aside(params, running, seeded=True)
+                    if reason is None:
+                        self.repaired += 1
+                        return trial, params
                 self._skip(trial, key, f"{reason} ({fixed.reason})")
             else:
                 reason = self.rules.set_aside(params, running, seeded=seeded)

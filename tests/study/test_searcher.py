@@ -11,7 +11,7 @@ import optuna
 import pytest
 from ray.tune.search import Searcher
 
-from autotune.policy.base import Rule, Rules
+from autotune.policy.base import Rule, Rules, Told
 from autotune.policy.defaults import default_rules
 from autotune.policy.rejected_flags import always_passed_flags
 from autotune.space import load_study
@@ -564,3 +564,39 @@ def test_a_multi_objective_nsga2_searcher_pickles_for_tune(tmp_path: Path) -> No
     assert isinstance(s.study.sampler, optuna.samplers.NSGAIISampler)
     cloudpickle.dumps(s)
     assert s.study is not None  # the live searcher keeps its study
+
+
+class _Fixed(optuna.samplers.BaseSampler):
+    """Proposes the same values every time: a resumed study's seeded sampler replaying its first proposals."""
+
+    def __init__(self, values: dict) -> None:
+        self.values = values
+
+    def infer_relative_search_space(self, study, trial):  # type: ignore[no-untyped-def]
+        return {}
+
+    def sample_relative(self, study, trial, search_space):  # type: ignore[no-untyped-def]
+        return {}
+
+    def sample_independent(self, study, trial, name, distribution):  # type: ignore[no-untyped-def]
+        return self.values[name]
+
+
+def test_a_repaired_proposal_that_opens_a_conditional_parameter_is_not_a_repeat(spec) -> None:  # type: ignore[no-untyped-def]
+    """smoke: a proposal capped at 10 is repaired to 64 > 16, which opens cuda_graph_max_bs_decode; the sampler fills
+    it in after the repeat check, so the point launched could be one measured already (seen on a resumed study:
+    trial 9 repeated trial 5 exactly)."""
+    sampler = _Fixed({"mem_fraction_static": 0.53, "max_running_requests": 10, "cuda_graph_max_bs_decode": 256})
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    rules = default_rules(spec, sizes=None)
+    proposer = Proposer(spec, study, rules)
+    trial, first = proposer.propose(set(), left=5, finishing=False)
+    assert first == {"mem_fraction_static": 0.53, "max_running_requests": 64, "cuda_graph_max_bs_decode": 256}
+    told = Told(trial.number, [1000.0], {"ttft_ms.p99@max": -1.0, "itl_ms.p99@max": -1.0})
+    study.tell(trial, [1000.0])
+    rules.restore(first, told)
+    proposer.told(first, told)
+    _, second = proposer.propose(set(), left=4, finishing=False)
+    assert second != first
+    skipped = [t.user_attrs.get("skipped", "") for t in study.trials if t.state is optuna.trial.TrialState.FAIL]
+    assert any(s.startswith("repeats trial 1") for s in skipped), skipped
