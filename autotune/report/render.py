@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from autotune.core.errors import AutotuneError
 from autotune.export import ExportResult, export_study
 from autotune.export.estimates import read_estimates
+from autotune.export.writer import BEST_DIR, BEST_JSON
 from autotune.finalists.outcome import FinalistOutcome
 from autotune.finalists.store import outcome_from_study
 from autotune.report.html import render_html
@@ -63,6 +65,16 @@ def write_html(export: ExportResult, *, title: str) -> Path:
     return path
 
 
+def _previous_note(root: Path) -> str:
+    """The banner of the export in ``root/best/`` (an interrupt, the time box, infrastructure events: what the run that
+    exported said about itself, which the records alone do not tell), or ``""``."""
+    try:
+        note = json.loads((root / BEST_DIR / BEST_JSON).read_text()).get("note")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return note if isinstance(note, str) else ""
+
+
 def rerender(root: Path) -> Rendered:
     """Export ``root/best/`` again from ``root/trials.jsonl`` and ``root/study.json``; raises AutotuneError when the
     directory is not a study or holds no record."""
@@ -84,6 +96,7 @@ def rerender(root: Path) -> Rendered:
     study_only = (study.get("server") or {}).get("study_only") or None
     finalists = outcome_from_study(root, study, records)
     estimates = read_estimates(root, records)
+    note = _previous_note(root)
     export = export_study(
         root,
         study_name=str(study.get("name", root.name)),
@@ -92,6 +105,7 @@ def rerender(root: Path) -> Rendered:
         load_levels=levels,
         study_only=study_only,
         finalists=finalists,
+        note=note,
         stopped_early=str(study.get("stopped_early") or ""),
         http=_export_http(study),
         estimates=estimates,

@@ -57,6 +57,19 @@ def test_report_exports_what_the_study_ranked_by_the_model(tmp_path, records, ob
     assert "* best: trial 0 (" in capsys.readouterr().out
 
 
+def test_report_keeps_the_banner_of_the_export_it_renders_again(tmp_path, records, objectives, levels) -> None:  # type: ignore[no-untyped-def]
+    """An interrupted study's export says so (INTERRUPTED: partial results); re-rendering it used to drop the banner,
+    so the same partial results read as a finished study's."""
+    from autotune.export import export_study
+
+    root = _study_dir(tmp_path, records, objectives, levels)
+    banner = "INTERRUPTED by Ctrl-C: 3 of 12 trials done; these results are partial. Rerun to resume."
+    export_study(root, study_name="demo", objectives=objectives, records=records, load_levels=levels, note=banner)
+    assert main([str(root), "--quiet"]) == 0
+    assert json.loads((root / "best" / "best.json").read_text())["note"] == banner
+    assert (root / "best" / "report.md").read_text().startswith(f"> **{banner}**")
+
+
 class _Balance(HTMLParser):
     VOID = {"meta", "img", "br", "hr", "input", "link"}
 
