@@ -114,8 +114,21 @@ class StudyDriver:
             return
         old = json.loads(path.read_text())
         new = _spec_json(self.spec)
-        keys = ("engine", "params", "objectives", "constraints", "server", "sim", "workload", "plan")
-        changed = [k for k in keys if json.dumps(old.get(k), sort_keys=True) != json.dumps(new.get(k), sort_keys=True)]
+        keys = (
+            "engine",
+            "params",
+            "objectives",
+            "constraints",
+            "server",
+            "sim",
+            "workload",
+            "plan",
+            "workload_properties",  # every trial's environment
+            "speculative_caps",  # a speculative point's launched flags
+        )
+        changed = [  # a key an older study.json lacks was not recorded then: not a change
+            k for k in keys if k in old and json.dumps(old[k], sort_keys=True) != json.dumps(new.get(k), sort_keys=True)
+        ]
         if changed:
             raise AutotuneError(
                 f"{self.store.root} holds a study with a different {', '.join(changed)}; resuming would mix results. "
