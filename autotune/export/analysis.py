@@ -94,7 +94,7 @@ def analyze(
         cap_notes=cap_notes(recs, levels),
         finalists=finalists,
         stopped_early=stopped_early,
-        verdict=baseline_verdict(recs, best, base, ev, objs[0], levels),
+        verdict=baseline_verdict(recs, best, base, ev, objs[0], levels, named=baseline is not None),
         evidence=ev,
         spread=spread(recs, best, ev, objs[0], levels),
         gate=gate,

@@ -92,14 +92,20 @@ def baseline_verdict(
     evidence: Evidence,
     objective: Objective,
     load_levels: Sequence[int],
+    *,
+    named: bool = False,
 ) -> BaselineVerdict:
-    """Judge the export's best against the baseline trial (see module doc)."""
+    """Judge the export's best against the baseline trial (see module doc). ``named``: the study names a baseline
+    point, whether or not a trial measured it."""
     if baseline is None:
         return BaselineVerdict(
             "no_baseline",
             None,
             best.record.number if best.record else None,
-            "This study names no baseline (no study.baseline, no points_to_evaluate): there is no "
+            "Your current configuration (the study's baseline point) has no finished trial yet: there is nothing "
+            "to judge the recommendation against."
+            if named
+            else "This study names no baseline (no study.baseline, no points_to_evaluate): there is no "
             "current configuration to judge the recommendation against.",
         )
     base = next((r for r in records if r.number == baseline), None)

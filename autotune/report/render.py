@@ -14,7 +14,7 @@ from autotune.export import ExportResult, export_study
 from autotune.export.estimates import read_estimates
 from autotune.export.writer import BEST_DIR, BEST_JSON
 from autotune.finalists.outcome import FinalistOutcome
-from autotune.finalists.store import outcome_from_study
+from autotune.finalists.store import outcome_from_study, study_baseline
 from autotune.report.html import render_html
 from autotune.report.study_summary import read_study_json
 from autotune.space import Objective
@@ -107,6 +107,7 @@ def rerender(root: Path) -> Rendered:
         finalists=finalists,
         note=note,
         stopped_early=str(study.get("stopped_early") or ""),
+        baseline=study_baseline(study),
         http=_export_http(study),
         estimates=estimates,
     )

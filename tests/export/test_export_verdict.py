@@ -186,3 +186,20 @@ def test_a_baseline_naming_some_parameters_is_found_among_the_trials() -> None:
     assert stage_finalists(records, KEY, "maximize", 1, point) == (1, 0)
     a = analyze(study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS, baseline=point)
     assert a.verdict is not None and a.verdict.kind != "no_baseline" and a.verdict.baseline == 0
+
+
+def test_a_named_baseline_without_a_finished_trial_is_not_called_missing_from_the_study() -> None:
+    """A study interrupted before its baseline trial finished (other trials running beside it did): the verdict said
+    the study "names no baseline (no study.baseline, no points_to_evaluate)", which it does."""
+    records = [make_record(1, tputs={1: 60, 8: 1000}, params={"mem_fraction_static": 0.8})]
+    a = analyze(
+        study_name="demo",
+        objectives=OBJECTIVES,
+        records=records,
+        load_levels=LEVELS,
+        baseline={"mem_fraction_static": 0.9},
+    )
+    assert a.verdict is not None and a.verdict.kind == "no_baseline"
+    assert "names no baseline" not in a.verdict.headline and "no finished trial" in a.verdict.headline
+    plain = analyze(study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS)
+    assert plain.verdict is not None and "names no baseline" in plain.verdict.headline
