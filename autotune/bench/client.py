@@ -35,7 +35,7 @@ from autotune.bench import sim_clock
 from autotune.bench.greedy import greedy_sample
 from autotune.bench.load import Load
 from autotune.bench.metrics import aggregate_windows, check_metric_name, summarize_level, window_stop_reason
-from autotune.bench.open_loop import OpenRun, level_lateness, run_open_window
+from autotune.bench.open_loop import OpenRun, level_lateness, level_offered_rate, run_open_window
 from autotune.bench.server_api import (
     FLUSH_RETRY_S,
     ServerInfo,
@@ -240,7 +240,7 @@ async def _measure_level(
             extra: dict[str, object] = {"traffic": traffic_stats(source.sent)}
             if runs:
                 extra["lateness"] = level_lateness(runs)
-                extra["offered_rate"] = math.fsum(r.offered_rate for r in runs) / len(runs)
+                extra["offered_rate"] = level_offered_rate(runs)
             return aggregate_windows(c, windows, reason, **extra)
 
 

@@ -50,6 +50,8 @@ class OpenRun:
     saturated: str  # why the window stopped sending early; "" when it sent every unit
     offered_rate: float  # units per engine second actually sent (the schedule's rate, less any shift)
     late_s: tuple[float, ...] = ()  # each send's lateness (engine seconds), for the level's figures over its windows
+    gaps: int = 0  # the gaps between sends (sends - 1) and their engine seconds: the level pools them over its windows
+    span_s: float = 0.0
 
 
 def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> np.ndarray:
@@ -60,6 +62,14 @@ def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> n
     if any(a is None for a in arrivals):
         raise BenchError(f"load level {load.key} replays a trace's timing: it needs workload kind 'trace'")
     return trace_times([float(a) for a in arrivals if a is not None], load)
+
+
+def level_offered_rate(runs: list[OpenRun]) -> float | None:
+    """A level's offered rate: every window's gaps between sends over their engine seconds, pooled (a mean of the
+    windows' own rates is dominated by a window of two sends close together); None where no window sent two units
+    apart in time."""
+    span = math.fsum(r.span_s for r in runs)
+    return sum(r.gaps for r in runs) / span if span > 0 else None
 
 
 def level_lateness(runs: list[OpenRun]) -> Lateness:
@@ -180,4 +190,6 @@ async def run_open_window(
         saturated,
         offered,
         tuple(late),
+        max(0, len(tasks) - 1),
+        span,
     )

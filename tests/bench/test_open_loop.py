@@ -15,8 +15,8 @@ import pytest
 
 from autotune.bench.client import run_plan
 from autotune.bench.load import Load, arrival_times
-from autotune.bench.open_loop import LATE_S, SHIFT_S
-from autotune.bench.types import SLO, BenchPlan, WorkloadSpec
+from autotune.bench.open_loop import LATE_S, SHIFT_S, OpenRun, level_offered_rate
+from autotune.bench.types import SLO, BenchPlan, Lateness, WorkloadSpec
 from autotune.core.errors import BenchError
 
 SPEC = WorkloadSpec(input_len=4, output_len=3, vocab_size=100, seed=3)
@@ -144,3 +144,16 @@ def test_a_trace_level_needs_the_trace_workload() -> None:
 def test_rate_zero_is_refused() -> None:
     with pytest.raises(BenchError, match="rate must be a finite number > 0"):
         run_plan("http://fake", plan(Load.at_rate(0.0)), transport=slow_server(0.0, []))
+
+
+def _window(gaps: int, span_s: float) -> OpenRun:
+    return OpenRun((), 1.0, False, False, 1.0, Lateness(0.0, 0.0, 0.0, 0, 0.0), "", 0.0, (), gaps, span_s)
+
+
+def test_a_levels_offered_rate_pools_its_windows() -> None:
+    # A bursty rate of 0.2/s with two sends a window: one window's sends 1 ns apart, the other's 10 s apart. A mean of
+    # the windows' own rates read 5e8 req/s; the level sent 2 units after its first ones over 10 s.
+    assert level_offered_rate([_window(1, 1e-9), _window(1, 10.0)]) == pytest.approx(2 / 10.0)
+    # a window of one send has no gap: it adds nothing, and a level of such windows has no offered rate
+    assert level_offered_rate([_window(0, 0.0), _window(3, 1.5)]) == pytest.approx(2.0)
+    assert level_offered_rate([_window(0, 0.0)]) is None
