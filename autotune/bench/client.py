@@ -220,6 +220,7 @@ async def _measure_level(
         if load.open_loop:
             units = source.take(units_for_open_level(plan, load))
             orun = await run_open_window(client, units, plan, load, len(windows), scale, clock, virtual)
+            source.unsent(units[orun.sends :])
             runs.append(orun)
             run = _LevelRun(orun.samples, orun.wall_s, orun.server_gone, orun.timed_out, orun.engine_s)
         else:

@@ -50,8 +50,8 @@ class OpenRun:
     saturated: str  # why the window stopped sending early; "" when it sent every unit
     offered_rate: float  # units per engine second actually sent (the schedule's rate, less any shift)
     late_s: tuple[float, ...] = ()  # each send's lateness (engine seconds), for the level's figures over its windows
-    gaps: int = 0  # the gaps between sends (sends - 1) and their engine seconds: the level pools them over its windows
-    span_s: float = 0.0
+    sends: int = 0  # units sent (the window's first ``sends`` units), and the engine seconds from the first send to the
+    span_s: float = 0.0  # last: the level pools the gaps between sends over its windows
 
 
 def schedule(units: list[PreparedUnit], load: Load, seed: int, window: int) -> np.ndarray:
@@ -69,7 +69,7 @@ def level_offered_rate(runs: list[OpenRun]) -> float | None:
     windows' own rates is dominated by a window of two sends close together); None where no window sent two units
     apart in time."""
     span = math.fsum(r.span_s for r in runs)
-    return sum(r.gaps for r in runs) / span if span > 0 else None
+    return sum(max(0, r.sends - 1) for r in runs) / span if span > 0 else None
 
 
 def level_lateness(runs: list[OpenRun]) -> Lateness:
@@ -190,6 +190,6 @@ async def run_open_window(
         saturated,
         offered,
         tuple(late),
-        max(0, len(tasks) - 1),
+        len(tasks),
         span,
     )

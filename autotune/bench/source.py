@@ -48,6 +48,13 @@ class RequestSource:
         self.prefetch(n)
         return [self.next() for _ in range(n)]
 
+    def unsent(self, units: list[PreparedUnit]) -> None:
+        """``units``, the last handed out, were not sent after all (a window that stopped early): the level's requests
+        leave them out."""
+        n = sum(len(u) for u in units)
+        if n:
+            del self.sent[-n:]
+
     def mark(self) -> None:
         """Start remembering a new level's requests."""
         self.sent = []

@@ -119,6 +119,7 @@ def test_an_over_saturated_level_stops_and_says_so() -> None:
     lv = result.level("rate200")
     assert lv.stop_reason == "saturated" and lv.requests == 10
     assert any("over-saturated" in n and "max_in_flight 10" in n for n in result.notes)
+    assert lv.traffic is not None and lv.traffic.requests == 10  # the requests sent, not the 100 the window took
 
 
 def test_mixed_levels_run_in_order_with_goodput() -> None:
@@ -146,14 +147,14 @@ def test_rate_zero_is_refused() -> None:
         run_plan("http://fake", plan(Load.at_rate(0.0)), transport=slow_server(0.0, []))
 
 
-def _window(gaps: int, span_s: float) -> OpenRun:
-    return OpenRun((), 1.0, False, False, 1.0, Lateness(0.0, 0.0, 0.0, 0, 0.0), "", 0.0, (), gaps, span_s)
+def _window(sends: int, span_s: float) -> OpenRun:
+    return OpenRun((), 1.0, False, False, 1.0, Lateness(0.0, 0.0, 0.0, 0, 0.0), "", 0.0, (), sends, span_s)
 
 
 def test_a_levels_offered_rate_pools_its_windows() -> None:
     # A bursty rate of 0.2/s with two sends a window: one window's sends 1 ns apart, the other's 10 s apart. A mean of
     # the windows' own rates read 5e8 req/s; the level sent 2 units after its first ones over 10 s.
-    assert level_offered_rate([_window(1, 1e-9), _window(1, 10.0)]) == pytest.approx(2 / 10.0)
+    assert level_offered_rate([_window(2, 1e-9), _window(2, 10.0)]) == pytest.approx(2 / 10.0)
     # a window of one send has no gap: it adds nothing, and a level of such windows has no offered rate
-    assert level_offered_rate([_window(0, 0.0), _window(3, 1.5)]) == pytest.approx(2.0)
-    assert level_offered_rate([_window(0, 0.0)]) is None
+    assert level_offered_rate([_window(1, 0.0), _window(4, 1.5)]) == pytest.approx(2.0)
+    assert level_offered_rate([_window(1, 0.0)]) is None
