@@ -40,8 +40,8 @@ class LoadReport:
     def problems(self) -> list[str]:
         out = [f"unreadable record, skipped: {u}" for u in self.unreadable]
         out += [
-            f"restored from {r}: its record is missing from trials.jsonl (an unreadable line); it is appended "
-            f"again and not rerun"
+            f"restored from {r}: its record is missing from trials.jsonl (an unreadable line); it is read from that "
+            f"copy, and the study's next run writes it back to trials.jsonl (it is not rerun)"
             for r in self.restored
         ]
         out += [

@@ -200,3 +200,18 @@ def test_report_html_opens_in_a_headless_browser(tmp_path, records, objectives, 
         timeout=120,
     )
     assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]
+
+
+def test_report_of_a_torn_record_says_who_writes_it_back(tmp_path, records, objectives, levels, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A record whose line in trials.jsonl is torn is read from its copy under trials/; the report appends nothing
+    (the study's next run does), and its warning used to say the record "is appended again"."""
+    root = _study_dir(tmp_path, records, objectives, levels)
+    lines = (root / "trials.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:25]
+    (root / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    before = (root / "trials.jsonl").read_bytes()
+    assert main([str(root)]) == 0
+    err = capsys.readouterr().err
+    assert "restored from" in err and "appended again" not in err
+    assert "the study's next run writes it back to trials.jsonl" in err
+    assert (root / "trials.jsonl").read_bytes() == before
