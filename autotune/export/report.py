@@ -25,6 +25,7 @@ from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
 from autotune.export.evidence import describe, tie_text
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
+from autotune.export.regimes import open_level_keys
 from autotune.export.schedule import schedule_table
 from autotune.export.traffic import traffic_section
 from autotune.export.verdict import fmt_gain
@@ -69,13 +70,15 @@ def _header(a: StudyAnalysis) -> list[str]:
     invalid = sum(1 for r in recs if r.outcome is TrialOutcome.INVALID)
     feasible = sum(1 for r in recs if r.feasible)
     objs = ", ".join(f"`{o.key}` ({o.direction}{', primary' if i == 0 else ''})" for i, o in enumerate(a.objectives))
+    opened = open_level_keys(recs)  # rate and trace levels: measured too, and named by their key
     return [
         f"# Study `{a.study_name}`: results",
         "",
         f"> **{a.banner}**",
         "",
         f"Trials: {len(recs)} ({complete} complete, {feasible} feasible; {failed} failed; {invalid} invalid). "
-        f"Objectives: {objs}. Load levels (concurrency): {', '.join(map(str, a.load_levels))}.",
+        f"Objectives: {objs}. Load levels (concurrency): {', '.join(map(str, a.load_levels))}"
+        + (f"; open loop: {', '.join(opened)}." if opened else "."),
         "",
         *([f"**Stopped early.** {a.stopped_early}.", ""] if a.stopped_early else []),
     ]

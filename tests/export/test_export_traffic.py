@@ -104,3 +104,19 @@ def _with_goodput(rec: TrialRecord, concurrency: int, goodput: float) -> BenchRe
         dataclasses.replace(lv, goodput=goodput) if lv.concurrency == concurrency else lv for lv in rec.bench.levels
     )
     return dataclasses.replace(rec.bench, levels=levels)
+
+
+def test_the_report_header_names_the_open_loop_levels_too() -> None:
+    """``report.md``'s header listed only the concurrencies ("Load levels (concurrency): 1, 8") of a study that also
+    measured a rate level."""
+    from autotune.export.analysis import analyze
+    from autotune.export.report import render_report
+    from autotune.space import Objective
+
+    recs = [with_rate(make_record(n, tputs={1: 100.0, 8: 400.0 + n}, params={"x": n}), 1500.0, 7.0) for n in (0, 1)]
+    objectives = [Objective("output_tok_per_s", "max", "maximize")]
+    header = render_report(analyze(study_name="demo", objectives=objectives, records=recs, load_levels=(1, 8)))
+    assert "Load levels (concurrency): 1, 8; open loop: rate8." in header
+    plain = [make_record(n, tputs={1: 100.0, 8: 400.0 + n}, params={"x": n}) for n in (0, 1)]
+    header = render_report(analyze(study_name="demo", objectives=objectives, records=plain, load_levels=(1, 8)))
+    assert "Load levels (concurrency): 1, 8." in header
