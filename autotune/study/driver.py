@@ -125,6 +125,10 @@ class StudyDriver:
             "plan",
             "workload_properties",  # every trial's environment
             "speculative_caps",  # a speculative point's launched flags
+            # the seed points are enqueued only when a study opens empty, so an edited list or baseline would never
+            # be launched, and the verdict would judge against a different (or unmeasured) current configuration
+            "points_to_evaluate",
+            "baseline_point",
         )
         changed = [  # a key an older study.json lacks was not recorded then: not a change
             k for k in keys if k in old and json.dumps(old[k], sort_keys=True) != json.dumps(new.get(k), sort_keys=True)
