@@ -60,8 +60,11 @@ def ray_llm_config(cmd: ServerCommand, *, study_name: str) -> dict[str, Any]:
     if not isinstance(model, str):
         raise ExportError("the exported command has no --model-path: Ray Serve LLM needs the model's source")
     name = app_name(study_name) + "-llm"
+    # the name clients send as "model": Ray Serve LLM's OpenAI routes accept only model_id, and the measured server
+    # answers to its --served-model-name (SGLang's default: the model path), so a client works against either export
+    served = kwargs.get("served_model_name")
     llm: dict[str, Any] = {
-        "model_loading_config": {"model_id": app_name(study_name), "model_source": model},
+        "model_loading_config": {"model_id": served if isinstance(served, str) else model, "model_source": model},
         "server_cls": SERVER_CLS,
         "engine_kwargs": kwargs,
         "deployment_config": {"num_replicas": 1},

@@ -163,3 +163,19 @@ def test_ray_serve_llm_config_carries_the_sglang_server_args(record_factory):
     assert app["import_path"] == "ray.serve.llm:build_openai_app" and llm["server_cls"] == SERVER_CLS
     assert llm["model_loading_config"]["model_source"] == "/models/kimi-k2.5"
     assert llm["runtime_env"] == {"env_vars": {"NCCL_ALGO": "Ring"}}
+
+
+def test_ray_serve_llm_model_id_is_the_name_the_measured_server_answers_to(record_factory):
+    """Ray Serve LLM's OpenAI routes accept only ``model_id`` as a request's ``model``; it used to be
+    ``<study>-best``, so a client of the measured server (``--served-model-name``, else SGLang's default, the model
+    path) got "Could not find base model" from the Ray Serve LLM export."""
+    from autotune.export.ray_llm import ray_llm_config
+
+    named = record_factory(0, tputs={1: 60}, flags={"served-model-name": "kimi"})
+    doc = ray_llm_config(exported_server(named).production, study_name="demo")
+    (llm,) = doc["applications"][0]["args"]["llm_configs"]
+    assert llm["model_loading_config"] == {"model_id": "kimi", "model_source": "/models/kimi-k2.5"}
+    plain = record_factory(0, tputs={1: 60})
+    doc = ray_llm_config(exported_server(plain).production, study_name="demo")
+    (llm,) = doc["applications"][0]["args"]["llm_configs"]
+    assert llm["model_loading_config"]["model_id"] == "/models/kimi-k2.5"
