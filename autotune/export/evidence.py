@@ -4,12 +4,14 @@ A config's figure at a load level is the mean over its launches: its clean final
 the finalist stage's decision counts them: complete and feasible; a config with only unclean relaunches, such as an
 infeasible baseline, counts its complete ones), else its own single launch. Two configs compare by one rule:
 
-- both with at least 2 launches: Welch's t test, separable when p < alpha (the finalist stage's own test, so a pair the
-  stage calls a tie is a tie here too);
-- otherwise, where the study has relaunches: a t test with the launch-to-launch spread pooled over every relaunched
+- both with at least 2 launches that vary: Welch's t test, separable when p < alpha (the finalist stage's own test, so
+  a pair the stage calls a tie is a tie here too);
+- otherwise, where the study's relaunches vary: a t test with the launch-to-launch spread pooled over every relaunched
   config (relative to each config's mean, ``pooled_relative_sd``) standing in for the missing spread;
-- otherwise (no relaunch at all): the two launches' measurement-window intervals; separable when the difference is
-  larger than their combined half-widths. This says nothing about launch-to-launch variation, and says so.
+- otherwise (no relaunch at all, or relaunches that repeat one figure, as a deterministic simulator's do): the
+  launches' measurement-window intervals; separable when the difference is larger than their combined half-widths.
+  This says nothing about launch-to-launch variation, and says so. A spread of zero is never taken for a measurement
+  without noise: it would make any difference, +0.001% included, "separable".
 
 A difference the rule cannot separate is a *tie*, wherever it is stated.
 """
@@ -38,7 +40,7 @@ class Samples:
     number: int
     values: tuple[float, ...]
     relaunched: bool
-    window_half: float | None = None  # the single launch's 95% half-width over its windows (None: one window)
+    window_half: float | None = None  # the launches' 95% half-width over their windows (mean; None: one window)
 
     @property
     def mean(self) -> float:
@@ -78,6 +80,12 @@ def _value(lv: Mapping[str, Any], metric: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _window_half(lv: Mapping[str, Any], metric: str) -> float | None:
+    """A level's 95% half-width of ``metric`` over its measurement windows (None: one window, or not kept)."""
+    iv = (lv.get("intervals") or {}).get(metric)
+    return (iv["high"] - iv["low"]) / 2 if iv and iv.get("low") is not None and iv.get("high") is not None else None
+
+
 class Evidence:
     """Per config and level, the launches an export's statements rest on (see the module doc)."""
 
@@ -101,21 +109,18 @@ class Evidence:
         """The config's values of ``metric`` at ``concurrency`` (None: not measured there)."""
         relaunches = self._relaunches(number)
         if relaunches:
-            values = [
-                v
-                for r in relaunches
-                if (lv := _level(r, concurrency)) is not None and (v := _value(lv, metric)) is not None
-            ]
+            levels = [lv for r in relaunches if (lv := _level(r, concurrency)) is not None]
+            values = [v for lv in levels if (v := _value(lv, metric)) is not None]
             if values:
-                return Samples(number, tuple(values), relaunched=True)
+                halves = [_window_half(lv, metric) for lv in levels if _value(lv, metric) is not None]
+                half = math.fsum(h for h in halves if h is not None) / len(halves) if None not in halves else None
+                return Samples(number, tuple(values), relaunched=True, window_half=half)
         rec = self.records.get(number)
         lv = _level(rec, concurrency) if rec is not None else None
         value = _value(lv, metric) if lv is not None else None
         if value is None or not math.isfinite(value):
             return None
-        iv = (lv.get("intervals") or {}).get(metric) if lv is not None else None
-        half = (iv["high"] - iv["low"]) / 2 if iv and iv.get("low") is not None and iv.get("high") is not None else None
-        return Samples(number, (value,), relaunched=False, window_half=half)
+        return Samples(number, (value,), relaunched=False, window_half=_window_half(lv, metric) if lv else None)
 
     def _spread(self, concurrency: int | str, metric: str) -> tuple[float, int] | None:
         groups = [
@@ -136,31 +141,31 @@ class Evidence:
             _, sa = mean_sd(a.values)
             _, sb = mean_sd(b.values)
             se = math.sqrt((sa or 0.0) ** 2 / len(a.values) + (sb or 0.0) ** 2 / len(b.values))
-            half = t_quantile(0.975, w.df) * se if se > 0 else 0.0
-            return Difference(
-                gain,
-                gain - 100 * half / scale,
-                gain + 100 * half / scale,
-                w.p_value < self.alpha,
-                w.p_value,
-                "relaunches",
-            )
+            if se > 0:  # else each side repeats one figure: no launch-to-launch spread to judge by (below)
+                half = t_quantile(0.975, w.df) * se
+                return Difference(
+                    gain,
+                    gain - 100 * half / scale,
+                    gain + 100 * half / scale,
+                    w.p_value < self.alpha,
+                    w.p_value,
+                    "relaunches",
+                )
         spread = self._spread(concurrency, metric)
-        if spread is not None:
-            rel, df = spread
-            se = rel * math.sqrt(ma * ma / len(a.values) + mb * mb / len(b.values))
-            if se <= 0:
-                separable = ma != mb
-                return Difference(gain, gain, gain, separable, 0.0 if separable else 1.0, "pooled launch spread")
+        se = spread[0] * math.sqrt(ma * ma / len(a.values) + mb * mb / len(b.values)) if spread is not None else 0.0
+        if spread is not None and se > 0:
+            df = spread[1]
             t = abs(ma - mb) / se
             p = min(1.0, max(0.0, 2.0 * (1.0 - t_cdf(t, df))))
             half = t_quantile(0.975, df) * se
             return Difference(
                 gain, gain - 100 * half / scale, gain + 100 * half / scale, p < self.alpha, p, "pooled launch spread"
             )
-        if a.window_half is None or b.window_half is None:
+        half = (
+            math.hypot(a.window_half, b.window_half) if a.window_half is not None and b.window_half is not None else 0
+        )
+        if half <= 0:  # one window, or windows that repeat one figure (a simulator without noise): no interval
             return Difference(gain, None, None, False, None, "none")
-        half = math.hypot(a.window_half, b.window_half)
         return Difference(
             gain, gain - 100 * half / scale, gain + 100 * half / scale, abs(ma - mb) > half, None, "measurement windows"
         )
@@ -194,8 +199,9 @@ def describe(basis: Basis) -> str:
     return {
         "relaunches": "Welch's t over relaunches",
         "pooled launch spread": "t test with the study's launch-to-launch spread (a single launch on a side)",
-        "measurement windows": "measurement-window intervals of single launches (launch-to-launch variation not known)",
-        "none": "no interval: one window per launch",
+        "measurement windows": "measurement-window intervals of single launches or of relaunches that repeat one "
+        "figure (launch-to-launch variation not known)",
+        "none": "no interval: one window per launch, or no spread at all",
     }[basis]
 
 

@@ -10,7 +10,10 @@ repeats. Runs are stored apart from the trials (``finalists.jsonl``) and never t
 The decision uses the primary objective of each clean relaunch (complete and feasible) as one observation per launch,
 so launch-to-launch variation counts; the original trial's own measurement is left out (it was chosen for being high,
 so it is biased upwards). The leader is the finalist with the best mean. A runner-up is *separable* from the leader when
-Welch's t test on the two sets of launches gives p < ``alpha``. If every other finalist is separable, the leader wins
+Welch's t test on the two sets of launches gives p < ``alpha``; where both sets repeat one figure (a deterministic
+simulator relaunches bit for bit), there is no launch-to-launch spread to test with, and the runner-up is separable only
+where the difference is larger than the relaunches' measurement-window intervals (never with none: a spread of zero
+would make +0.001% separable). If every other finalist is separable, the leader wins
 (``method="separable"``). Otherwise the leader and the finalists not separable from it *tie*; among them the winner is
 the one with the lowest mean TTFT p99 at the objective's level where that difference is itself separable, else the
 leader (its relaunch mean is still the best estimate; the tie is stated); the lowest ``--mem-fraction-static`` and then
@@ -172,11 +175,38 @@ def finalist_stats(
     return out
 
 
-def _separable(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[bool, float | None]:
+def _separable(
+    a: Sequence[float], b: Sequence[float], alpha: float, halves: tuple[float | None, float | None] = (None, None)
+) -> tuple[bool, float | None]:
+    """Welch's t test; where neither side varies, the means against the measurement windows' combined 95% half-width
+    ``halves`` (p None), and not separable without them."""
     if len(a) < 2 or len(b) < 2:
         return False, None
+    if min(a) == max(a) and min(b) == max(b):
+        ha, hb = halves
+        half = math.hypot(ha, hb) if ha is not None and hb is not None else 0.0
+        return half > 0 and abs(a[0] - b[0]) > half, None
     p = welch(a, b).p_value
     return p < alpha, p
+
+
+def _window_half(runs: Sequence[FinalistRun], number: int, objective: Objective) -> float | None:
+    """The mean 95% half-width of the objective over the measurement windows of a finalist's clean relaunches (None
+    where one has no interval)."""
+    from autotune.bench.metrics import metric_interval
+
+    halves = []
+    for run in runs:
+        if run.repeats != number or not _clean(run.record, objective.key) or run.record.bench is None:
+            continue
+        try:
+            iv = metric_interval(run.record.bench, objective.metric, objective.level)
+        except ValueError:
+            iv = None
+        if iv is None or iv.low is None or iv.high is None:
+            return None
+        halves.append((iv.high - iv.low) / 2)
+    return math.fsum(halves) / len(halves) if halves else None
 
 
 def _pct(leader: float, other: float, direction: Direction) -> float:
@@ -222,8 +252,9 @@ def decide(
             summary=f"trial {leader.number} is the only finalist that relaunched cleanly{why}",
         )
     comparisons = []
+    lead_half = _window_half(runs, leader.number, objective)
     for s in clean[1:]:
-        sep, p = _separable(leader.values, s.values, alpha)
+        sep, p = _separable(leader.values, s.values, alpha, (lead_half, _window_half(runs, s.number, objective)))
         comparisons.append(
             Comparison(
                 number=s.number, diff_pct=_pct(leader.mean or 0.0, s.mean or 0.0, direction), p_value=p, separable=sep
@@ -231,7 +262,13 @@ def decide(
         )
     tied = [leader] + [s for s, c in zip(clean[1:], comparisons, strict=True) if not c.separable]
     runner = comparisons[0]
-    p_text = f"p={runner.p_value:.3g}" if runner.p_value is not None else "fewer than 2 clean launches"
+    p_text = (
+        f"p={runner.p_value:.3g}"
+        if runner.p_value is not None
+        else "within their measurement windows (relaunches that repeat one figure)"
+        if len(leader.values) >= 2 and len(clean[1].values) >= 2
+        else "fewer than 2 clean launches"
+    )
     if len(tied) == 1:
         return Decision(
             method="separable",
@@ -244,7 +281,11 @@ def decide(
             summary=(
                 f"trial {leader.number} wins: its {key} is {runner.diff_pct:.1f}% better than the runner-up "
                 f"(trial {runner.number}) over {len(leader.values)} vs {len(clean[1].values)} relaunches, "
-                f"Welch t {p_text} < {alpha:g}"
+                + (
+                    f"Welch t {p_text} < {alpha:g}"
+                    if runner.p_value is not None
+                    else "relaunches that repeat one figure, apart by more than their measurement windows' 95% intervals"
+                )
             ),
         )
     means = [s.mean or 0.0 for s in tied]

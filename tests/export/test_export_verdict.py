@@ -20,8 +20,9 @@ SPEC = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/mod
 BASE = {"mem-fraction-static": 0.85}
 
 
-def _study(spec_at_8: list[float], plain_at_8: list[float], base_at_8: list[float]):  # type: ignore[no-untyped-def]
-    """0: the baseline (plain). 1: speculative. 2: plain. Each relaunched len(values) times."""
+def _study(spec_at_8: list[float], plain_at_8: list[float], base_at_8: list[float], relaunch_window_pct=None):  # type: ignore[no-untyped-def]
+    """0: the baseline (plain). 1: speculative. 2: plain. Each relaunched len(values) times (``relaunch_window_pct``:
+    each relaunch's measurement-window interval, +-%)."""
     records = [
         make_record(0, tputs={1: 50, 8: base_at_8[0]}, flags=BASE, window_pct=2.0),
         make_record(1, tputs={1: 90, 8: spec_at_8[0]}, flags=SPEC, window_pct=2.0),
@@ -34,7 +35,9 @@ def _study(spec_at_8: list[float], plain_at_8: list[float], base_at_8: list[floa
     for n, (low, values) in per_trial.items():
         for r, v in enumerate(values, start=1):
             rec = replace(
-                make_record(n, tputs={1: low * (1 + r / 100), 8: v}, flags=records[n].flags),
+                make_record(
+                    n, tputs={1: low * (1 + r / 100), 8: v}, flags=records[n].flags, window_pct=relaunch_window_pct
+                ),
                 trial_id=f"t{n:04d}-f1r{r}",
             )
             runs.append(FinalistRun(stage=1, round=r, repeats=n, repeats_trial_id=f"t{n:04d}", record=rec))
@@ -203,3 +206,32 @@ def test_a_named_baseline_without_a_finished_trial_is_not_called_missing_from_th
     assert "names no baseline" not in a.verdict.headline and "no finished trial" in a.verdict.headline
     plain = analyze(study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS)
     assert plain.verdict is not None and "names no baseline" in plain.verdict.headline
+
+
+def test_relaunches_that_repeat_one_figure_separate_only_beyond_their_measurement_windows() -> None:
+    """A deterministic simulator relaunches bit for bit: zero spread on both sides used to make any difference
+    separable (Welch's p = 0), and a small study's headline read "beats your current configuration ... by +0.0%
+    [+0.0% .. +0.0%]". A spread of zero is not a measurement without noise: such relaunches are judged by their
+    measurement windows, and without windows they separate nothing."""
+    a = _study(spec_at_8=[1000.1] * 2, plain_at_8=[1000.05] * 2, base_at_8=[1000.0] * 2, relaunch_window_pct=2.0)
+    d = a.finalists.decision
+    assert d is not None and d.method == "tie" and set(d.tied) == {0, 1, 2}  # 0.01% apart, within +-2% windows
+    assert "repeat one figure" in d.summary and all(c.p_value is None for c in d.comparisons)
+    v = a.verdict
+    assert v is not None and v.kind == "no_better" and "beats your current configuration" not in v.headline
+    assert "a tie" in v.headline and "measurement-window intervals" in v.headline
+    gain8 = next(g for g in v.gains if g.concurrency == 8)
+    assert gain8.difference is not None and not gain8.difference.separable
+    assert gain8.difference.basis == "measurement windows" and gain8.difference.low_pct < 0 < gain8.difference.high_pct
+
+    far = _study(spec_at_8=[1400.0] * 2, plain_at_8=[1000.0] * 2, base_at_8=[1000.0] * 2, relaunch_window_pct=2.0)
+    d = far.finalists.decision
+    assert d is not None and d.method == "separable" and d.winner == 1 and "measurement windows" in d.summary
+    v = far.verdict
+    assert v is not None and v.kind == "beats" and "+40.0%" in v.headline
+
+    bare = _study(spec_at_8=[1400.0] * 2, plain_at_8=[1000.0] * 2, base_at_8=[1000.0] * 2)  # no windows either
+    d = bare.finalists.decision
+    assert d is not None and d.method == "tie"
+    v = bare.verdict
+    assert v is not None and v.kind == "no_better" and "(no interval)" in v.headline
