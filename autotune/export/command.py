@@ -22,8 +22,9 @@ SGLANG_MODULE = "sglang.launch_server"
 SIM_MODULE = "autotune.sim.server"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 30000
-# Options the export writes itself (host, port) or leaves to the server (the NCCL port it picks when unset).
-MANAGED_OPTIONS = frozenset({"host", "port", "nccl-port"})
+# Options the export writes itself (host, port; a multi-node server's node rank and rank 0's address, which differ per
+# node and per deployment) or leaves to the server (the NCCL port it picks when unset).
+MANAGED_OPTIONS = frozenset({"host", "port", "nccl-port", "node-rank", "dist-init-addr"})
 SIM_OPTION_PREFIX = "sim-"
 
 
@@ -37,6 +38,7 @@ class ServerCommand:
     site_env: tuple[tuple[str, str], ...]  # the site's multicast variables the trial ran with (autotune.core.site)
     unset_env: tuple[str, ...]
     host: str
+    nnodes: int = 1  # nodes the server spans (``--nnodes``): every node runs the command with its own node rank
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = 
     gone_flags = {s.name for s in removed if s.kind == "flag"}
     gone_env = {s.name for s in removed if s.kind == "env"}
     unset = measured_unset_env(record)
+    nnodes = int(launch.option("nnodes") or 1)
     production = ServerCommand(
         module=SGLANG_MODULE,
         options=tuple((k, v) for k, v in engine_opts if k not in gone_flags),
@@ -85,6 +88,7 @@ def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = 
         site_env=site_env,
         unset_env=unset,
         host=host,
+        nnodes=nnodes,
     )
     rehearsal = None
     if module == SIM_MODULE:
@@ -95,6 +99,7 @@ def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = 
             site_env=site_env,
             unset_env=unset,
             host=host,
+            nnodes=nnodes,
         )
     return ExportedServer(production=production, rehearsal=rehearsal, removed=removed)
 

@@ -126,6 +126,7 @@ def _script(record: TrialRecord, header: list[str], cmd: ServerCommand, *, what:
         f"# Usage: ./{'launch.sh' if cmd.module == SGLANG_MODULE else 'rehearse_sim.sh'} [--dry-run] [-- EXTRA ARGS]",
         f"#   runs the {what} with ${{PYTHON:-python3}} (exec: signals reach it directly); --dry-run (or DRY_RUN=1)",
         "#   prints the environment and the command without running anything; EXTRA ARGS are appended to the command.",
+        *_multinode_lines(cmd.nnodes),
     ]
     body = [
         "set -euo pipefail",
@@ -161,6 +162,7 @@ def _script(record: TrialRecord, header: list[str], cmd: ServerCommand, *, what:
         *(f"  {line}" for line in _option_lines(cmd.options)),
         f'  --host "${{HOST:-{cmd.host}}}"',
         f'  --port "${{PORT:-{DEFAULT_PORT}}}"',
+        *(_RANK_OPTIONS if cmd.nnodes > 1 else []),
         ")",
         'CMD+=(${EXTRA[@]+"${EXTRA[@]}"})',
         "RUN=(env)",
@@ -177,6 +179,27 @@ def _script(record: TrialRecord, header: list[str], cmd: ServerCommand, *, what:
         'exec "${RUN[@]}" "${CMD[@]}"',
     ]
     return "\n".join(top + [""] + body) + "\n"
+
+
+_RANK_OPTIONS = [
+    '  --node-rank "${NODE_RANK:?set NODE_RANK to the rank of this node: 0 on the node that serves HTTP, 1.. on the others}"',
+    '  --dist-init-addr "${DIST_INIT_ADDR:?set DIST_INIT_ADDR to the address of node rank 0 and a free port, e.g. 10.0.0.1:50000}"',
+]
+
+
+def _multinode_lines(nnodes: int) -> list[str]:
+    """How to start a server that spans ``nnodes`` nodes: the same script on each, with its own node rank."""
+    if nnodes <= 1:
+        return []
+    return [
+        "#",
+        f"# MULTI-NODE: this server spans {nnodes} nodes (--nnodes {nnodes}). Run this script on each of them with the",
+        "# same DIST_INIT_ADDR (node rank 0's address and a free port, reachable from the others) and that node's",
+        f"# NODE_RANK: 0 on the node that serves HTTP, {'1' if nnodes == 2 else f'1 to {nnodes - 1}'} on the "
+        f"other{'s' if nnodes > 2 else ''}, e.g.",
+        "#   NODE_RANK=0 DIST_INIT_ADDR=10.0.0.1:50000 ./launch.sh     # on 10.0.0.1",
+        "#   NODE_RANK=1 DIST_INIT_ADDR=10.0.0.1:50000 ./launch.sh     # on the next node",
+    ]
 
 
 def _metric_lines(record: TrialRecord, load_levels: Sequence[int]) -> list[str]:

@@ -79,7 +79,7 @@ def _write(tmp_path: Path, text: str, name: str = "launch.sh") -> Path:
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "HOST", "PORT", "DRY_RUN")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "HOST", "PORT", "DRY_RUN", "NODE_RANK", "DIST_INIT_ADDR")}
     env.update(extra)
     return env
 
@@ -235,3 +235,34 @@ def test_the_as_measured_command_in_the_header_runs_with_odd_values(record_facto
     text = render_launch_script(two_lines, study_name="demo", load_levels=levels, server=server)
     header = text.split("\nset -euo pipefail", 1)[0].splitlines()
     assert all(ln.startswith("#") for ln in header)
+
+
+def _multinode_record(record_factory, real_engine):
+    """A TP-16 trial over 2 nodes as the runner records it: rank 0's argv with its own node rank and address."""
+    rec = replace(record_factory(4, tputs={1: 60, 8: 400}), engine=real_engine)
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/k2", "--tp-size", "16", "--nnodes", "2"]
+    argv += ["--host", "127.0.0.1", "--port", TRIAL_PORT, "--nccl-port", TRIAL_NCCL_PORT]
+    argv += ["--node-rank", "0", "--dist-init-addr", "10.9.8.7:45678"]
+    return with_argv(rec, argv)
+
+
+def test_multinode_script_takes_each_node_rank_and_rank_0_address(record_factory, real_engine, tmp_path, levels):
+    rec = _multinode_record(record_factory, real_engine)
+    text = render_launch_script(rec, study_name="mn", load_levels=levels)
+    assert "10.9.8.7" not in text and "45678" not in text  # the trial's rank 0 address is not the user's
+    assert "MULTI-NODE" in text and "NODE_RANK=1 DIST_INIT_ADDR=" in text
+    script = _write(tmp_path, text)
+    for rank in ("0", "1"):
+        argv = shlex.split(_dry_run(script, NODE_RANK=rank, DIST_INIT_ADDR="10.0.0.1:50000")[-1])
+        assert argv[argv.index("--nnodes") + 1] == "2" and argv.count("--node-rank") == 1
+        assert argv[argv.index("--node-rank") + 1] == rank
+        assert argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:50000"
+    missing = subprocess.run(
+        ["bash", str(script), "--dry-run"], capture_output=True, text=True, timeout=30, env=_clean_env()
+    )
+    assert missing.returncode != 0 and "NODE_RANK" in missing.stderr
+
+
+def test_single_node_script_has_no_node_rank(record_factory, tmp_path, levels):
+    text = render_launch_script(_sim_record(record_factory), study_name="d", load_levels=levels)
+    assert "NODE_RANK" not in text and "--nnodes" not in text
