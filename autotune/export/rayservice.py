@@ -2,7 +2,8 @@
 
 Its ``serveConfigV2`` holds the same Serve application as ``serve_config.yaml`` (``autotune.export.serve_config``: the
 ``EngineServer`` deployment running the production SGLang command); its ``rayClusterConfig`` is a CPU-only head and
-one GPU worker group whose pods have the GPUs one replica reserves (tensor parallel x data parallel), with Ray's token
+one GPU worker group whose pods have the GPUs one replica reserves (tensor parallel x data parallel), one pod per node
+of a multi-node server (``--nnodes``: that many pods, each with its node's share of the GPUs), with Ray's token
 authentication on (KubeRay's ``authOptions``, Ray 2.52+). Serve's HTTP proxy is left at KubeRay's default (every
 interface of the pod, behind the RayService's Kubernetes Service); the engine itself listens on the pod's loopback.
 
@@ -19,7 +20,7 @@ from typing import Any
 import yaml
 
 from autotune.export.command import ServerCommand
-from autotune.export.serve_config import serve_app_args, serve_config, validate_serve_config
+from autotune.export.serve_config import per_node_gpus, serve_app_args, serve_config, validate_serve_config
 from autotune.trial.records import TrialRecord
 
 API_VERSION = "ray.io/v1"
@@ -64,7 +65,8 @@ def rayservice_manifest(
     validate_serve_config(serve_doc)
     serve_v2 = {"applications": serve_doc["applications"]}  # KubeRay sets the HTTP proxy's host and port
     name = k8s_name(study_name)
-    gpus = max(1, args.gpus)
+    gpus = max(1, per_node_gpus(args))  # a pod per node of the server: a multi-node server gets nnodes workers
+    nodes = max(1, args.nnodes)
     secret = f"{name}-env"
     env = [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}} for k in secret_env]
     head = _container("ray-head", image, {"cpu": "4", "memory": "16Gi"}, [])
@@ -97,9 +99,9 @@ def rayservice_manifest(
                 "workerGroupSpecs": [
                     {
                         "groupName": "gpu",
-                        "replicas": 1,
-                        "minReplicas": 1,
-                        "maxReplicas": 1,
+                        "replicas": nodes,
+                        "minReplicas": nodes,
+                        "maxReplicas": nodes,
                         "rayStartParams": {},  # KubeRay reads the GPUs from the container's nvidia.com/gpu limit
                         "template": {"spec": {"containers": [worker], "volumes": [shm]}},
                     }

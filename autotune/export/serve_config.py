@@ -35,8 +35,9 @@ class ServeAppArgs:
     unset_env: list[str]
     host: str
     port: int
-    gpus: int
+    gpus: int  # all the server's GPUs, over its nodes
     ready_timeout_s: float
+    nnodes: int = 1  # nodes the server spans: the replica runs node rank 0 and starts a rank on each other bundle
     wait_ready_in_constructor: bool = True  # the replica is placed only once its engine answers /health
     health_follows_engine: bool = True  # an engine that is gone or failed makes the replica unhealthy (replaced)
 
@@ -71,6 +72,7 @@ def serve_app_args(
         port=0,
         gpus=0 if rehearsal else server_gpus(record),
         ready_timeout_s=max(DEFAULT_READY_TIMEOUT_S, 3.0 * ready) if ready else DEFAULT_READY_TIMEOUT_S,
+        nnodes=cmd.nnodes,
     )
 
 
@@ -81,7 +83,20 @@ DEFAULT_HTTP_PORT = 8000
 def serve_config(
     args: ServeAppArgs, *, http_port: int = DEFAULT_HTTP_PORT, http_host: str = DEFAULT_HTTP_HOST
 ) -> dict[str, Any]:
-    """The Serve deploy document (plain data, as YAML will hold it)."""
+    """The Serve deploy document (plain data, as YAML will hold it). A multi-node server's replica reserves its own
+    node's share of the GPUs, in a placement group of one bundle per node (as a study's slot,
+    ``autotune.serve.app.slot_placement``); the other node ranks run on the other bundles."""
+    deployment: dict[str, Any] = {
+        "name": DEPLOYMENT_NAME,
+        "num_replicas": 1,
+        "ray_actor_options": {"num_gpus": per_node_gpus(args), "num_cpus": 1},
+        # a dead engine is noticed after 3 failed checks (Serve's threshold): about 15 s
+        "health_check_period_s": HEALTH_CHECK_PERIOD_S,
+        "health_check_timeout_s": 30,
+    }
+    if args.nnodes > 1:
+        deployment["placement_group_bundles"] = [{"CPU": 1, "GPU": per_node_gpus(args)} for _ in range(args.nnodes)]
+        deployment["placement_group_strategy"] = "STRICT_SPREAD"
     return {
         "http_options": {"host": http_host, "port": http_port},
         "applications": [
@@ -90,19 +105,15 @@ def serve_config(
                 "route_prefix": f"/{args.name}",
                 "import_path": IMPORT_PATH,
                 "args": asdict(args),
-                "deployments": [
-                    {
-                        "name": DEPLOYMENT_NAME,
-                        "num_replicas": 1,
-                        "ray_actor_options": {"num_gpus": args.gpus, "num_cpus": 1},
-                        # a dead engine is noticed after 3 failed checks (Serve's threshold): about 15 s
-                        "health_check_period_s": HEALTH_CHECK_PERIOD_S,
-                        "health_check_timeout_s": 30,
-                    }
-                ],
+                "deployments": [deployment],
             }
         ],
     }
+
+
+def per_node_gpus(args: ServeAppArgs) -> int:
+    """GPUs on each node of the server (all of them on a single-node server)."""
+    return args.gpus // max(1, args.nnodes)
 
 
 def validate_serve_config(doc: dict[str, Any]) -> None:

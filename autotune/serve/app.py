@@ -365,7 +365,14 @@ class EngineServer:
 def build_app(args: dict[str, Any]) -> serve.Application:
     """Application builder for ``serve deploy`` / ``serve run autotune.serve.app:build_app``; ``serve_app.app:build_app`` is the same."""
     parsed = EngineArgs.model_validate(args)
-    return EngineServer.options(ray_actor_options={"num_gpus": parsed.gpus, "num_cpus": 1}).bind(parsed.model_dump())  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
+    per_node = parsed.gpus // max(1, parsed.nnodes)
+    placement: dict[str, Any] = {}
+    if parsed.nnodes > 1:  # node rank 0 here, the other ranks on the other bundles (autotune.serve.ranks)
+        placement = {
+            "placement_group_bundles": [{"CPU": 1, "GPU": per_node} for _ in range(parsed.nnodes)],
+            "placement_group_strategy": "STRICT_SPREAD",
+        }
+    return EngineServer.options(ray_actor_options={"num_gpus": per_node, "num_cpus": 1}, **placement).bind(parsed.model_dump())  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
 
 
 SLOT_VERSION = "autotune-gpu-slot"

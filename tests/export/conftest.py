@@ -246,3 +246,28 @@ def real_engine() -> EngineInfo:
 @pytest.fixture
 def drafters() -> dict[str, str]:
     return {"public": PUBLIC_DRAFTER, "custom": CUSTOM_DRAFTER}
+
+
+# A TP-16 trial over 2 nodes of 8 GPUs as the runner records it: rank 0's argv, with the node rank and rank 0's
+# address (a port picked for that trial) that the replica set (autotune.serve.app).
+MULTINODE_ARGV = [
+    "python3",
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    "/models/k2",
+    "--tp-size",
+    "16",
+    "--nnodes",
+    "2",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "31000",
+    "--nccl-port",
+    "31001",
+    "--node-rank",
+    "0",
+    "--dist-init-addr",
+    "10.9.8.7:45678",
+]

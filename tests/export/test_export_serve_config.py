@@ -17,7 +17,7 @@ from autotune.export.serve_config import (
     serve_config,
     validate_serve_config,
 )
-from tests.export.conftest import with_argv
+from tests.export.conftest import MULTINODE_ARGV, with_argv
 
 
 def _app(text: str) -> dict:
@@ -78,6 +78,7 @@ def test_validates_against_serve_schema_and_keeps_contract(record_factory, real_
         "host",
         "port",
         "gpus",
+        "nnodes",
         "ready_timeout_s",
         "wait_ready_in_constructor",
         "health_follows_engine",
@@ -179,3 +180,30 @@ def test_ray_serve_llm_model_id_is_the_name_the_measured_server_answers_to(recor
     doc = ray_llm_config(exported_server(plain).production, study_name="demo")
     (llm,) = doc["applications"][0]["args"]["llm_configs"]
     assert llm["model_loading_config"]["model_id"] == "/models/kimi-k2.5"
+
+
+def test_multinode_server_reserves_a_node_share_per_bundle(record_factory, real_engine):
+    """A TP-16 server over 2 nodes: the replica (node rank 0) takes 8 GPUs in a placement group of one 8-GPU bundle per
+    node, and knows it spans 2 nodes, so it starts rank 1 on the other bundle; no node of 8 GPUs could hold 16."""
+    from autotune.serve.app import EngineArgs, build_app
+
+    rec = with_argv(replace(record_factory(0, tputs={1: 60}), engine=real_engine), MULTINODE_ARGV)
+    app = _app(render_serve_config(rec, study_name="s"))
+    args = app["args"]
+    assert args["nnodes"] == 2 and args["gpus"] == 16
+    assert "--node-rank" not in args["argv"] and "--dist-init-addr" not in args["argv"]  # the replica sets them
+    assert args["argv"][args["argv"].index("--nnodes") + 1] == "2"
+    (dep,) = app["deployments"]
+    assert dep["ray_actor_options"]["num_gpus"] == 8
+    assert dep["placement_group_bundles"] == [{"CPU": 1, "GPU": 8}, {"CPU": 1, "GPU": 8}]
+    assert dep["placement_group_strategy"] == "STRICT_SPREAD"
+    assert EngineArgs.model_validate(args).nnodes == 2
+    built = build_app(args)._bound_deployment  # `serve run serve_app.app:build_app` places it the same way
+    assert built.ray_actor_options["num_gpus"] == 8
+    assert built._replica_config.placement_group_bundles == dep["placement_group_bundles"]
+
+
+def test_single_node_server_has_no_placement_group(record_factory, real_engine):
+    app = _app(render_serve_config(replace(record_factory(0, tputs={1: 60}), engine=real_engine), study_name="s"))
+    (dep,) = app["deployments"]
+    assert "placement_group_bundles" not in dep and dep["ray_actor_options"]["num_gpus"] == 8

@@ -11,6 +11,7 @@ from autotune.export import export_study
 from autotune.export.command import exported_server
 from autotune.export.rayservice import k8s_name, rayservice_manifest
 from tests.deploy.kuberay_schema import errors
+from tests.export.conftest import MULTINODE_ARGV, with_argv
 
 
 def _doc(text: str) -> dict:
@@ -57,3 +58,18 @@ def test_schema_check_catches_a_wrong_type(record_factory, real_engine):
     doc = rayservice_manifest(rec, exported_server(rec).production, study_name="s")
     doc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] = "one"
     assert any("replicas" in e for e in errors(doc))
+
+
+def test_multinode_server_gets_a_worker_pod_per_node(record_factory, real_engine):
+    """A TP-16 server over 2 nodes: two worker pods of 8 GPUs (one per node rank), not one pod of 16 GPUs."""
+    rec = with_argv(replace(record_factory(0, tputs={1: 60}), engine=real_engine), MULTINODE_ARGV)
+    doc = rayservice_manifest(rec, exported_server(rec).production, study_name="s")
+    assert errors(doc) == []
+    (group,) = doc["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+    (worker,) = group["template"]["spec"]["containers"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    (app,) = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"]
+    (dep,) = app["deployments"]
+    assert dep["placement_group_bundles"] == [{"CPU": 1, "GPU": 8}] * 2 and app["args"]["nnodes"] == 2
+    assert "10.9.8.7:45678" not in doc["spec"]["serveConfigV2"]
