@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from autotune.engines.sglang_rules import dp_attention
 from autotune.export.command import ServerCommand
 from autotune.export.errors import ExportError
 from autotune.export.serve_config import app_name
@@ -53,6 +54,24 @@ def _typed(value: str) -> Any:
     return value
 
 
+def placement_group_config(cmd: ServerCommand) -> dict[str, Any] | None:
+    """The placement group the server needs where Ray Serve LLM's default is wrong, else None (the default).
+
+    Ray's ``SGLangServer.get_deployment_options`` reserves one ``STRICT_PACK`` bundle of ``tp_size x pp_size`` GPUs
+    unless told otherwise; SGLang's ``RayEngine`` starts a scheduler per GPU of ``dp x tp x pp`` (``tp x pp`` with DP
+    attention) and one bundle per node of a multi-node server (``sglang/srt/ray/engine.py``)."""
+    flags = {name: True if value is None else value for name, value in cmd.options}
+    tp, pp, dp = (int(flags.get(f"{k}-size") or 1) for k in ("tp", "pp", "dp"))
+    gpus = tp * pp * (1 if dp_attention(flags) else dp)
+    nodes = max(1, cmd.nnodes)
+    if nodes == 1 and gpus == tp * pp:
+        return None
+    return {
+        "placement_group_bundles": [{"CPU": 1, "GPU": gpus // nodes} for _ in range(nodes)],
+        "placement_group_strategy": "STRICT_PACK" if nodes == 1 else "STRICT_SPREAD",
+    }
+
+
 def ray_llm_config(cmd: ServerCommand, *, study_name: str) -> dict[str, Any]:
     """The Serve deploy document for ``ray.serve.llm:build_openai_app`` with one SGLang ``LLMConfig``."""
     kwargs = engine_kwargs(cmd)
@@ -69,6 +88,9 @@ def ray_llm_config(cmd: ServerCommand, *, study_name: str) -> dict[str, Any]:
         "engine_kwargs": kwargs,
         "deployment_config": {"num_replicas": 1},
     }
+    placement = placement_group_config(cmd)
+    if placement is not None:
+        llm["placement_group_config"] = placement
     env = {**dict(cmd.env), **dict(cmd.site_env)}
     if env:
         llm["runtime_env"] = {"env_vars": env}

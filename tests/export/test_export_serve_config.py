@@ -207,3 +207,35 @@ def test_single_node_server_has_no_placement_group(record_factory, real_engine):
     app = _app(render_serve_config(replace(record_factory(0, tputs={1: 60}), engine=real_engine), study_name="s"))
     (dep,) = app["deployments"]
     assert "placement_group_bundles" not in dep and dep["ray_actor_options"]["num_gpus"] == 8
+
+
+def test_ray_serve_llm_config_of_a_multinode_server(record_factory, real_engine):
+    """Ray Serve LLM's SGLangServer reserves one STRICT_PACK bundle of tp x pp GPUs unless placement_group_config says
+    otherwise (ray 2.60, llm/_internal/serve/engines/sglang/sglang_engine.py), and SGLang's RayEngine picks rank 0's
+    address itself: a TP-16 server over 2 nodes needs one 8-GPU bundle per node and no trial node rank or address."""
+    from autotune.export.ray_llm import ray_llm_config
+
+    rec = with_argv(replace(record_factory(0, tputs={1: 60}), engine=real_engine), MULTINODE_ARGV)
+    (llm,) = ray_llm_config(exported_server(rec).production, study_name="s")["applications"][0]["args"]["llm_configs"]
+    assert llm["engine_kwargs"] == {"model_path": "/models/k2", "tp_size": 16, "nnodes": 2}
+    assert llm["placement_group_config"] == {
+        "placement_group_bundles": [{"CPU": 1, "GPU": 8}, {"CPU": 1, "GPU": 8}],
+        "placement_group_strategy": "STRICT_SPREAD",
+    }
+
+
+@pytest.mark.parametrize(
+    "flags, bundles",
+    [
+        ({}, None),  # Ray's default bundle (tp x pp GPUs) is right
+        ({"dp-size": 2}, [{"CPU": 1, "GPU": 16}]),  # data parallel: dp x tp GPUs, more than Ray's default
+        ({"dp-size": 2, "enable-dp-attention": True}, None),  # DP attention runs inside the tp GPUs
+    ],
+)
+def test_ray_serve_llm_placement_follows_the_server_gpus(record_factory, flags, bundles):
+    from autotune.export.ray_llm import ray_llm_config
+
+    rec = record_factory(0, tputs={1: 60}, flags=flags)
+    (llm,) = ray_llm_config(exported_server(rec).production, study_name="s")["applications"][0]["args"]["llm_configs"]
+    got = llm.get("placement_group_config")
+    assert (got["placement_group_bundles"] if got else None) == bundles
