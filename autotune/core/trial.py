@@ -9,6 +9,27 @@ from typing import Any
 FlagValue = str | int | float | bool
 
 
+def _whole(value: Any) -> int:
+    """A parallel size from a flag value (int or numeric string); 1 where absent, a switch or not a positive integer."""
+    if isinstance(value, bool) or value is None:
+        return 1
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        return 1
+    return size if size > 0 else 1
+
+
+def server_gpus(tp_size: int, flags: Mapping[str, Any]) -> int:
+    """GPUs one SGLang server uses with ``flags`` (keyed without dashes; a bare switch is ``True``): tensor x pipeline
+    parallel, times data parallel unless DP attention is on (``--enable-dp-attention`` or ``--attn-dp-size`` > 1),
+    whose data-parallel ranks share the tensor-parallel GPUs (SGLang's ``srt/layers/dp_attention.py``: attention TP
+    size = tp / dp); ``srt/ray/engine.py`` reserves ``tp x pp`` GPUs with DP attention, else ``dp x tp x pp``."""
+    attn_dp = flags.get("enable-dp-attention") not in (None, False) or _whole(flags.get("attn-dp-size")) > 1
+    dp = 1 if attn_dp else _whole(flags.get("dp-size"))
+    return int(tp_size) * _whole(flags.get("pp-size")) * dp
+
+
 @dataclass(frozen=True)
 class TrialConfig:
     """One point of the search, resolved: server flags and environment, fixed and sampled merged.
@@ -29,9 +50,8 @@ class TrialConfig:
 
     @property
     def gpus(self) -> int:
-        """GPUs one server needs (tensor parallel x data parallel)."""
-        dp = self.flags.get("dp-size") or 1
-        return int(self.tp_size) * int(dp)
+        """GPUs one server needs (tensor x pipeline x data parallel: ``server_gpus``)."""
+        return server_gpus(self.tp_size, self.flags)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune.core.trial import server_gpus
 from autotune.space.names import STUDY_NAME_RE, env_problems, flag_problems
 from autotune.space.schema import Problem, StudyFileModel, did_you_mean
 from autotune.space.types import LATENCY_METRICS, METRIC_NAMES
@@ -239,8 +240,7 @@ def _server(m: StudyFileModel) -> list[Problem]:
             out.append(Problem("server.flags.dp-size", f"expected a positive integer, got {value!r}", "write e.g. 2"))
     for name, value in srv.env.items():
         out += env_problems(f"server.env.{name}", name, [value])
-    dp = srv.flags.get("dp-size", 1)
-    gpus = srv.tp_size * (dp if isinstance(dp, int) and not isinstance(dp, bool) and dp > 0 else 1)
+    gpus = server_gpus(srv.tp_size, srv.flags)
     if srv.nnodes > 1 and gpus % srv.nnodes:
         out.append(
             Problem(

@@ -251,11 +251,11 @@ def build_params(
                 problems.append(
                     Problem(f"{key}.flag", f"`{m.flag}` is also fixed in server.flags", "remove it from one of the two")
                 )
-            if m.flag == "dp-size":
+            if m.flag in ("dp-size", "pp-size"):
                 problems.append(
                     Problem(
                         f"{key}.flag",
-                        "dp-size cannot be searched: GPUs per trial must be fixed for the whole study",
+                        f"{m.flag} cannot be searched: GPUs per trial must be fixed for the whole study",
                         "set it under server.flags",
                     )
                 )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autotune.bench.types import BenchPlan, WorkloadSpec
+from autotune.core.trial import server_gpus
 from autotune.space.schema import FinalistsSpec, ServerSpec, SimSpec, StopRule
 
 Scalar = str | int | float | bool | None
@@ -158,9 +159,9 @@ class StudySpec:
 
     @property
     def gpus_per_trial(self) -> int:
-        """GPUs one server needs: tensor parallel x the fixed ``dp-size`` flag (a searched dp-size is refused)."""
-        dp = self.server.flags.get("dp-size") or 1
-        return int(self.server.tp_size) * int(dp)
+        """GPUs one server needs: tensor parallel x the fixed ``pp-size`` and ``dp-size`` flags, dp only without DP
+        attention (``autotune.core.trial.server_gpus``; a searched dp-size is refused)."""
+        return server_gpus(self.server.tp_size, self.server.flags)
 
     @property
     def load_levels(self) -> tuple[int, ...]:

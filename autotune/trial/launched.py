@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autotune.core.secrets import REDACTED, is_secret
+from autotune.core.trial import server_gpus
 
 Option = tuple[str, str | None]  # (flag without dashes, its value; None for a bare switch)
 
@@ -30,8 +31,10 @@ class Launched:
 
     @property
     def gpus(self) -> int:
-        """GPUs the server used: tensor parallel x data parallel."""
-        return self.tp_size * self.dp_size
+        """GPUs the server used: tensor x pipeline x data parallel, data parallel only without DP attention
+        (``autotune.core.trial.server_gpus``)."""
+        flags = {k: True if v is None else v for k, v in reversed(self.options)}  # the first value given wins
+        return server_gpus(self.tp_size, {**flags, "dp-size": self.dp_size})
 
     def option(self, name: str) -> str | None:
         """The value of ``--name`` (the first one given), else None (also for a bare switch)."""

@@ -154,6 +154,32 @@ def test_fixed_dp_size_counts_gpus(tmp_path: Path) -> None:
     assert spec.gpus_per_trial == 4
 
 
+@pytest.mark.parametrize(
+    "flags, gpus",
+    [
+        ({"pp-size": 2}, 4),  # pipeline stages each hold their own tp GPUs
+        ({"dp-size": 2, "enable-dp-attention": True}, 2),  # DP attention splits the tp GPUs: no more of them
+        ({"dp-size": 2, "enable-dp-attention": False}, 4),
+        ({"dp-size": 2, "pp-size": 2}, 8),
+    ],
+)
+def test_pipeline_parallel_and_dp_attention_count_gpus(tmp_path: Path, flags: dict[str, Any], gpus: int) -> None:
+    """SGLang's GPUs: tp x pp x dp, dp only without DP attention (sglang srt/ray/engine.py, srt/layers/dp_attention.py);
+    the trial's launch, its slot and the exported replica all reserve that many."""
+    from autotune.trial.launched import Launched
+
+    spec = load(tmp_path, study(server={"model_path": "m", "tp_size": 2, "flags": flags}))
+    assert spec.gpus_per_trial == gpus
+    launch = get_engine("sglang", python="py").launch_spec(to_trial_config(spec, {"mrr": 8}), port=1)
+    assert launch.gpus == gpus and Launched.from_argv("sglang", launch.argv).gpus == gpus
+
+
+def test_nnodes_shares_the_pipeline_stages_gpus(tmp_path: Path) -> None:
+    """TP 8 x PP 2 over 2 nodes: 16 GPUs, 8 on each node (not 8 over both)."""
+    spec = load(tmp_path, study(server={"model_path": "m", "tp_size": 8, "nnodes": 2, "flags": {"pp-size": 2}}))
+    assert spec.gpus_per_trial == 16
+
+
 def test_overrides_replace_file_values(tmp_path: Path) -> None:
     spec = load(tmp_path, study(), name="other", trials=5, seed=7, sim_profile="p2", time_scale=3.0, tp_size=2)
     assert (spec.name, spec.trials, spec.seed, spec.server.tp_size) == ("other", 5, 7, 2)
@@ -473,6 +499,7 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "one of the two",
     ),
     ("searched dp-size", _p(flag="dp-size", **INT), "params.mrr.flag", "server.flags"),
+    ("searched pp-size", _p(flag="pp-size", **INT), "params.mrr.flag", "server.flags"),
     ("unknown engine", _set("study.engine", "vllm"), "study.engine", "'sim' or 'sglang'"),
     ("sim without profile", _drop("sim"), "sim", "profile"),
     ("sim empty profile", _set("sim.profile", " "), "sim.profile", "name a profile"),
