@@ -372,7 +372,10 @@ def build_app(args: dict[str, Any]) -> serve.Application:
             "placement_group_bundles": [{"CPU": 1, "GPU": per_node} for _ in range(parsed.nnodes)],
             "placement_group_strategy": "STRICT_SPREAD",
         }
-    return EngineServer.options(ray_actor_options={"num_gpus": per_node, "num_cpus": 1}, **placement).bind(parsed.model_dump())  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
+    dep = EngineServer.options(  # type: ignore[attr-defined]  # @serve.deployment makes the class a Deployment; Ray's decorator is not typed as such
+        ray_actor_options={"num_gpus": per_node, "num_cpus": 1}, **placement
+    )
+    return dep.bind(parsed.model_dump())
 
 
 SLOT_VERSION = "autotune-gpu-slot"

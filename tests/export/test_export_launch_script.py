@@ -79,7 +79,11 @@ def _write(tmp_path: Path, text: str, name: str = "launch.sh") -> Path:
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "HOST", "PORT", "DRY_RUN", "NODE_RANK", "DIST_INIT_ADDR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHON", "HOST", "PORT", "DRY_RUN", "NODE_RANK", "DIST_INIT_ADDR")
+    }
     env.update(extra)
     return env
 
