@@ -74,8 +74,11 @@ def exported_server(record: TrialRecord, study_only: Mapping[str, str] | None = 
     host = next((v for k, v in options if k == "host" and v), DEFAULT_HOST)
     server_opts = tuple((k, v) for k, v in options if k not in MANAGED_OPTIONS)
     engine_opts = tuple((k, v) for k, v in server_opts if not k.startswith(SIM_OPTION_PREFIX))
-    site_env = tuple((k, v) for k, v in record.env.items() if k in MULTICAST_VARS)
-    study_env = {k: v for k, v in record.env.items() if k not in MULTICAST_VARS}
+    # the multicast variables at their "off" values (the site's policy, or a study that searched NCCL_NVLS_ENABLE and
+    # kept 0); a searched NCCL_NVLS_ENABLE=1 is an ordinary tuned variable
+    off = {k for k, v in record.env.items() if MULTICAST_VARS.get(k) == v}
+    site_env = tuple((k, v) for k, v in record.env.items() if k in off)
+    study_env = {k: v for k, v in record.env.items() if k not in off}
     removed = study_only_settings(dict(engine_opts), study_env, study_only or {})
     gone_flags = {s.name for s in removed if s.kind == "flag"}
     gone_env = {s.name for s in removed if s.kind == "env"}

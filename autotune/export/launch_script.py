@@ -148,8 +148,8 @@ def _script(record: TrialRecord, header: list[str], cmd: ServerCommand, *, what:
     ]
     if site_lines:
         body += [
-            "# The site's variables where it was measured (autotune.core.site: NVLink multicast switched off for every",
-            "# process). Keep them where your site needs multicast off.",
+            "# NVLink multicast was switched off where it was measured (the site's policy, autotune.core.site, or the",
+            "# study's own setting). Keep these where your site needs multicast off.",
             *site_lines,
         ]
     body += [

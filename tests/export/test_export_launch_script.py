@@ -177,6 +177,12 @@ def test_site_variables_are_exported_only_when_the_trial_had_them(record_factory
     assert "export NCCL_NVLS_ENABLE=0\n" in text and "export NVSHMEM_DISABLE_NVLS=1\n" in text
     without = render_launch_script(_sim_record(record_factory), study_name="d", load_levels=levels)
     assert "NVLS" not in without and "MULTICAST" not in without
+    # a study that searched NCCL_NVLS_ENABLE and kept 1 (a site without a multicast policy): a tuned variable, not
+    # listed under multicast switched off
+    tuned = render_launch_script(
+        _sim_record(record_factory, env={"NCCL_NVLS_ENABLE": "1"}), study_name="d", load_levels=levels
+    )
+    assert "export NCCL_NVLS_ENABLE=1\n" in tuned and "switched off" not in tuned
 
 
 def test_study_marked_settings_are_left_out_with_the_reason(record_factory, levels):
