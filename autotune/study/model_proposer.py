@@ -21,8 +21,8 @@ anything else is the sampler's, as is a turn where the model cannot be fitted to
 Once every point of such a space has been launched (``exhausted``), each launch left in the budget re-measures the
 measured feasible point with the highest upper bound: the mean of its own measurements of the first objective (the
 model's scale) plus one standard error, the measurement noise the model fits to every launch over the point's count
-(``highest_bound``). A point measured once and low keeps a wide bound and is measured again before one measured
-often; TPE's proposals, which the study's own rule relaunches, gather on a few points (issue #29, rounds 26-27 of
+(``highest_bound``), among those not running now while any is free. A point measured once and low keeps a wide bound
+and is measured again before one measured often; TPE's proposals, which the study's own rule relaunches, gather on a few points (issue #29, rounds 26-27 of
 ``benchmarks/search/results/families.md``).
 """
 
@@ -215,18 +215,18 @@ class ModelProposer(Proposer):
                 return cand
         return None
 
-    def _measured_like(self, params: Params) -> Params:
+    def _measured_like(self, params: Params, running: Collection[str]) -> Params:
         """The measured point to launch again once the space is exhausted: the feasible one with the highest upper
         bound (module docstring), or the study's own choice where the model does not propose or cannot be fitted."""
         pick = None
         if self._on:
             try:
-                pick = self._highest_bound()
+                pick = self._highest_bound(running)
             except np.linalg.LinAlgError:
                 pass
-        return pick if pick is not None else super()._measured_like(params)
+        return pick if pick is not None else super()._measured_like(params, running)
 
-    def _highest_bound(self) -> Params | None:
+    def _highest_bound(self, running: Collection[str]) -> Params | None:
         listed = self._listed()
         measured: dict[str, list[float]] = {}  # each point's measured first objective, every launch of it
         for p, t in measured_trials(self.study):
@@ -243,7 +243,8 @@ class ModelProposer(Proposer):
         scaled: dict[str, list[float]] = {}
         for (k, _), yi in zip(every, y, strict=True):
             scaled.setdefault(k, []).append(float(yi))
-        return json.loads(highest_bound({k: scaled[k] for k in feasible}, noise))
+        free = [k for k in feasible if k not in running] or feasible  # a running point is not launched beside itself
+        return json.loads(highest_bound({k: scaled[k] for k in free}, noise))
 
     def _feasible_chance(self, x: np.ndarray, feasible: np.ndarray, enc: Encoder, grid: np.ndarray) -> np.ndarray:
         """Each listed point's chance of a feasible launch: a GP fitted to the measured points' feasibility (+1 / -1,

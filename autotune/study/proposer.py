@@ -137,23 +137,28 @@ class Proposer:
             return self._ask_fixed(found)
         if self.exhausted:  # every point measured or set aside: the budget left re-measures measured points
             self.relaunched += 1
-            return self._ask_fixed(self._measured_like(last))
+            return self._ask_fixed(self._measured_like(last, running))
         return self._ask_fixed(last)  # a space too large to list: launch the last proposal, set aside or not
 
-    def _best_params(self) -> Params | None:
-        """The measured point the export would pick now (feasible, best first objective), or None."""
+    def _best_params(self, running: Collection[str] = ()) -> Params | None:
+        """The measured point the export would pick now (feasible, best first objective), or None; one running now
+        (``running``) is left out."""
         sign = 1.0 if self.spec.objectives[0].direction == "maximize" else -1.0
         best: tuple[float, str] | None = None
         for key, r in self.measured.items():
-            if r.feasible and (best is None or sign * r.values[0] > best[0]):
+            if r.feasible and key not in running and (best is None or sign * r.values[0] > best[0]):
                 best = (sign * r.values[0], key)
         return json.loads(best[1]) if best else None
 
-    def _measured_like(self, params: Params) -> Params:
+    def _measured_like(self, params: Params, running: Collection[str]) -> Params:
         """A feasible measured point to launch again for ``params``: itself when it was measured feasibly, else the best
-        point so far; a point set aside before launch or one that failed or broke a constraint is not launched again."""
-        done = self.measured.get(params_key(params))
-        return params if done is not None and done.feasible else (self._best_params() or params)
+        point so far; a point set aside before launch or one that failed or broke a constraint is not launched again,
+        and one running now (``running``) not beside itself while another feasible point is free."""
+        key = params_key(params)
+        done = self.measured.get(key)
+        if done is not None and done.feasible and key not in running:
+            return params
+        return self._best_params(running) or self._best_params() or params
 
     @functools.cached_property
     def _space_points(self) -> list[Params] | None:

@@ -252,3 +252,24 @@ def test_an_exhausted_space_relaunches_the_point_with_the_highest_bound(
         assert launched[3:] == [1024, 2048, 1024, 1024] and len(fits) == 4
     else:
         assert not fits and searcher.proposer.relaunched == 4
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+def test_an_exhausted_space_does_not_relaunch_a_point_beside_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sampler: str
+) -> None:
+    """Three slots asked at once after every point was launched: each relaunches another feasible point, not one a
+    slot runs (a study with ``--max-concurrent 2`` on a 4-point space relaunched one point twice at once while the
+    others stayed measured once); with every feasible point running, one of them is launched again."""
+    (tmp_path / "three.yaml").write_text(THREE)
+    spec = replace(load_study(tmp_path / "three.yaml"), sampler=sampler)
+    monkeypatch.setattr(ModelProposer, "_gp", lambda self, *a: type("Fit", (), {"noise_var": 0.01})())
+    speeds = {1024: 100.0, 2048: 98.0, 4096: 50.0}
+    searcher, _ = run(spec, 3, landscape=lambda p: speeds[p["cpb"]])
+    searcher.budget = 7
+    asked = [searcher.suggest(t) for t in ("a", "b", "c", "d")]
+    assert all(isinstance(cfg, dict) for cfg in asked) and searcher.proposer.exhausted
+    cpbs = [cfg["params"]["cpb"] for cfg in asked if isinstance(cfg, dict)]
+    assert sorted(cpbs[:3]) == [1024, 2048, 4096] and cpbs[3] in speeds
+    # the rule itself, apart from which point the sampler's proposal names: a running point gives way to a free one
+    assert searcher.proposer._measured_like({"cpb": 1024}, {params_key({"cpb": 1024})}) != {"cpb": 1024}
