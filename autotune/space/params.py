@@ -338,4 +338,27 @@ def check_points(
                             f"remove `{p.name}` from this point, or change `{c.param}`",
                         )
                     )
+                elif c.param not in point and not _always_holds(c, by_name.get(c.param)):
+                    # the sampler draws `c.param`; where its draw fails the condition, the value given here is dropped
+                    out.append(
+                        Problem(
+                            f"{pkey}.{p.name}",
+                            f"`{p.name}` is sampled only where its condition on `{c.param}` holds, and this point "
+                            f"leaves `{c.param}` to the sampler: a draw that fails it launches the point without "
+                            f"`{p.name}`",
+                            f"give `{c.param}` a value for which the condition holds, or remove `{p.name}` from this point",
+                        )
+                    )
     return out
+
+
+def _always_holds(cond: Condition, param: ParamSpec | None) -> bool:
+    """Whether ``cond`` holds for every value ``param`` can take (an unconditional parameter, its choices or, for order
+    operators, both ends of its range)."""
+    if param is None or param.when:
+        return False
+    if param.type in ("categorical", "bool"):
+        return all(condition_holds(cond, {param.name: v}) for v in param.choices)
+    if cond.values is not None or any(op not in ("gt", "ge", "lt", "le") for op, _ in cond.ops):
+        return False
+    return all(condition_holds(cond, {param.name: v}) for v in (param.low, param.high))

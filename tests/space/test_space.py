@@ -597,6 +597,24 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "remove `b`",
     ),
     (
+        "point leaves its condition to the sampler",
+        lambda d: (
+            _params(a={"flag": "a", **CAT}, b={"flag": "b", **INT, "when": {"a": ["EAGLE3"]}})(d),
+            _set("study.points_to_evaluate", [{"b": 2}])(d),
+        ),
+        "study.points_to_evaluate[0].b",
+        "give `a` a value for which the condition holds",
+    ),
+    (
+        "baseline leaves its condition to the sampler",
+        lambda d: (
+            _params(a={"flag": "a", **INT}, b={"flag": "b", **INT, "when": {"a": {"gt": 2}}})(d),
+            _set("study.baseline", {"b": 2})(d),
+        ),
+        "study.baseline.b",
+        "or remove `b` from this point",
+    ),
+    (
         "points twice",
         lambda d: (_set("study.points_to_evaluate", [{"mrr": 8}])(d), _set("points_to_evaluate", [{"mrr": 8}])(d)),
         "points_to_evaluate",
@@ -615,6 +633,23 @@ def test_invalid_file(
     msg = error(tmp_path, data)
     assert f"{key}:" in msg or f"{key} " in msg, msg
     assert fix in msg, msg
+
+
+def test_a_point_may_leave_to_the_sampler_a_parameter_whose_every_value_passes_the_condition(tmp_path: Path) -> None:
+    """A seed that names a conditional parameter and not the one its condition reads is refused (the sampler's draw
+    may fail the condition and drop the seed's value: smoke's seed {cuda_graph_max_bs_decode: 64} at study seed 2 ran
+    with max_running_requests 8 and no cuda-graph flag, and the verdict's baseline was another trial); where every
+    value of that parameter passes, the seed is accepted and launched with its value."""
+    data = study(
+        params={
+            "a": {"flag": "a", "type": "int", "low": 2, "high": 8},
+            "c": {"flag": "c", "type": "categorical", "choices": ["x", "y"]},
+            "b": {"flag": "b", "type": "int", "low": 1, "high": 4, "when": {"a": {"ge": 2}, "c": ["x", "y"]}},
+        },
+        study_points_to_evaluate=[{"b": 3}],
+    )
+    spec = load(tmp_path, data)
+    assert spec.points_to_evaluate == ({"b": 3},)
 
 
 def test_several_problems_are_reported_at_once(tmp_path: Path) -> None:
