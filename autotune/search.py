@@ -238,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from autotune.report.study_summary import print_summary
 
-        print_summary(driver.store.root, exit_code=code, stop_reason=driver.stop_reason)
+        # why the run ended before its budget: an engine's rejected flag, else the time box (the stopping rule's
+        # reason is the summary's own `stopped_early`, kept in study.json)
+        print_summary(driver.store.root, exit_code=code, stop_reason=driver.stop_reason or driver.time_box_note)
     return code
 
 

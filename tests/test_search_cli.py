@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -78,3 +79,25 @@ def test_a_sim_run_without_a_profile_names_the_flag_that_gives_one(
     err = capsys.readouterr().err
     assert "(or pass --profile)" in err, err
     assert main(["--space", str(study), "--engine", "sim", "--profile", "h200-llama-1b", "--validate-only"]) == 0
+
+
+def test_json_says_the_time_box_ended_the_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--json` names why a time-boxed run stopped before its budget, as the console does (a smoke study with
+    --stop-after-s 45 ran 1 of 12 trials and its summary said exit 0, stop_reason "" and stopped_early "")."""
+    from autotune.study import driver as driver_module
+
+    class TimeBoxed(driver_module.StudyDriver):
+        def run(self) -> int:
+            self.store.ensure()
+            self.store.write_json("study.json", {"name": self.spec.name, "trials": self.spec.trials})
+            self.time_box_note = self.timebox.stopped_note(1, self.spec.trials)
+            return 0
+
+    monkeypatch.setattr(driver_module, "StudyDriver", TimeBoxed)
+    args = ["--space", "smoke", "--results-dir", str(tmp_path), "--stop-after-s", "45", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stop_reason"].startswith("STOPPED by --stop-after-s 45")
+    assert "1 of 12 trial(s) done" in doc["stop_reason"]
