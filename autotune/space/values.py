@@ -77,13 +77,18 @@ DEFAULT_SIGNIFICANT_DIGITS = 4
 
 
 def decimals(param: ParamSpec) -> int | None:
-    """Decimal places a float parameter's values keep: ``round``, else the step's; None: 4 significant digits."""
+    """Decimal places a float parameter's values keep: ``round``, else those of its grid ``low + k * step`` (the
+    step's, or ``low``'s where it has more: low 0.05, step 0.1 keeps 0.15); None: 4 significant digits."""
     if param.round is not None:
         return param.round
     if param.step is not None:
-        text = f"{param.step:.12f}".rstrip("0")
-        return len(text.split(".")[1]) if "." in text else 0
+        return max(_places(param.step), _places(param.low or 0))
     return None
+
+
+def _places(x: float) -> int:
+    text = f"{x:.12f}".rstrip("0")
+    return len(text.split(".")[1]) if "." in text else 0
 
 
 def rounded(param: ParamSpec, value: float) -> float:

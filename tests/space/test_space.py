@@ -15,6 +15,7 @@ import yaml
 from autotune.core.errors import SpaceError
 from autotune.engines import get_engine, sglang_rules
 from autotune.space import StudyOverrides, StudySpec, load_study, suggest, to_trial_config
+from autotune.space.enumerate import finite_points
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
@@ -291,6 +292,23 @@ def test_floats_are_launched_at_the_precision_searched(tmp_path: Path) -> None:
     assert "round" in error(
         tmp_path, study(params={"i": {"flag": "a", "type": "int", "low": 1, "high": 4, "round": 1}})
     )
+
+
+def test_a_step_grid_off_the_steps_decimals_keeps_its_points(tmp_path: Path) -> None:
+    """low 0.05, step 0.1: the grid is 0.05, 0.15, ..., 0.95. Rounded to the step's one decimal, 0.15 ran as 0.2 (off
+    the grid, refused by to_trial_config) and 0.25 as 0.2 too; every draw is now a grid point, launched as drawn, and
+    the listing has all ten."""
+    params = {"s": {"flag": "schedule-conservativeness", "type": "float", "low": 0.05, "high": 0.95, "step": 0.1}}
+    spec = load(tmp_path, study(params=params))
+    opt = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(20):
+        trial = opt.ask()
+        v = suggest(spec, trial)
+        assert v["s"] == pytest.approx(trial.params["s"]) and v["s"] == round(v["s"], 2)
+        assert to_trial_config(spec, v).flags["schedule-conservativeness"] == v["s"]
+        opt.tell(trial, 0.0)
+    listed = finite_points(spec, 100)
+    assert listed is not None and [p["s"] for p in listed] == [round(0.05 + 0.1 * k, 2) for k in range(10)]
 
 
 def test_study_only_settings_must_name_what_the_study_sets(tmp_path: Path) -> None:
