@@ -94,7 +94,10 @@ class Proposer:
         now; ``left``: launches left in the budget, this one included; ``finishing``: no further search trial is
         wanted, only the deferred seed points."""
         waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-        if self.deferred and not waiting and (finishing or left <= len(self.deferred)):
+        if self.deferred and (finishing or (not waiting and left <= len(self.deferred))):
+            for _ in waiting:  # finishing: the seed points still queued are not launched, only those kept for last
+                trial = self.study.ask()
+                self._skip(trial, params_key(suggest(self.spec, trial)), "the search stopped before its launch")
             return self._ask_fixed(self.deferred.pop(0))  # the user's own point, launched last (prescreen)
         last: Params = {}
         walk = not self.exhausted and self._space_points is None  # the walk only where the space cannot be listed

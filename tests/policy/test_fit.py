@@ -84,10 +84,10 @@ def test_the_baseline_is_measured_first_even_capped_and_other_capped_seeds_last(
     assert capped_seeds(load_study(ROOT / "search_spaces" / "nccl.yaml")) == []
 
     # with another baseline, the capped seed is launched when one launch of the budget remains, or when the stopping
-    # rule ends the search
+    # rule ends the search; a stop before the queued seeds ran launches none of them (only the one kept for last)
     other = replace(spec, baseline_point=plain)
     assert deferred_seeds(other, None) == [user]
-    for budget, stop_after in ((4, None), (40, 3)):
+    for budget, stop_after in ((4, None), (40, 3), (40, 1)):
         study = open_study(other, None)
         s = OptunaStudySearcher(
             other,
