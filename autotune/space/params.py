@@ -8,7 +8,16 @@ from typing import Any
 from autotune.space.names import PARAM_NAME_RE, env_problems, flag_problems
 from autotune.space.schema import ParamModel, Problem, did_you_mean
 from autotune.space.types import CONDITION_OPS, Condition, ParamSpec
-from autotune.space.values import accepts, condition_holds, describe, env_str, is_number, numeric_param, same_value
+from autotune.space.values import (
+    accepts,
+    condition_holds,
+    describe,
+    env_str,
+    grid_decimals,
+    is_number,
+    numeric_param,
+    same_value,
+)
 
 _ORDER_OPS = ("gt", "ge", "lt", "le")
 _OP_ALIASES = {
@@ -86,6 +95,16 @@ def _range(key: str, m: ParamModel, *, integer: bool) -> tuple[dict[str, Any], l
                     f"set high to {top} or {top + step}",
                 )
             )
+    if not out and step is not None and m.round is not None and m.round < grid_decimals(low, step):
+        places = grid_decimals(low, step)
+        out.append(
+            Problem(
+                f"{key}.round",
+                f"round: {m.round} is coarser than the step grid ({low} + k x {step} needs {places} decimal places): "
+                "its draws would be rounded off the grid",
+                f"set round to {places} or more, or remove it (the grid's own decimals are kept)",
+            )
+        )
     fields: dict[str, Any] = {"low": low, "high": high, "step": step, "log": m.log}
     if not integer:
         fields["round"] = m.round

@@ -82,8 +82,13 @@ def decimals(param: ParamSpec) -> int | None:
     if param.round is not None:
         return param.round
     if param.step is not None:
-        return max(_places(param.step), _places(param.low or 0))
+        return grid_decimals(param.low or 0, param.step)
     return None
+
+
+def grid_decimals(low: float, step: float) -> int:
+    """Decimal places the points ``low + k * step`` need: the step's, or ``low``'s where it has more."""
+    return max(_places(step), _places(low))
 
 
 def _places(x: float) -> int:

@@ -454,6 +454,12 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("empty range", _p(flag="x", type="int", low=5, high=3), "params.mrr.low", "low < high"),
     ("equal range", _p(flag="x", type="float", low=0.5, high=0.5), "params.mrr.low", "low < high"),
     ("bad log range", _p(flag="x", type="float", low=0.0, high=1.0, log=True), "params.mrr.low", "above 0"),
+    (
+        "round coarser than the step grid",
+        _p(flag="x", type="float", low=0.05, high=0.95, step=0.1, round=1),
+        "params.mrr.round",
+        "set round to 2 or more",
+    ),
     ("log with step", _p(flag="x", type="float", low=0.1, high=1.0, log=True, step=0.1), "params.mrr.step", "remove"),
     ("off-grid high", _p(flag="x", type="int", low=1, high=10, step=4), "params.mrr.high", "set high to 9 or 13"),
     ("float bound for int", _p(flag="x", type="int", low=1.5, high=4), "params.mrr.low", "whole number"),
