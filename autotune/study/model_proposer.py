@@ -22,8 +22,8 @@ Once every point of such a space has been launched (``exhausted``), each launch 
 measured feasible point with the highest upper bound: the mean of its own measurements of the first objective (the
 model's scale) plus one standard error, the measurement noise the model fits to every launch over the point's count
 (``highest_bound``), among those not running now while any is free. A point measured once and low keeps a wide bound
-and is measured again before one measured often; TPE's proposals, which the study's own rule relaunches, gather on a few points (issue #29, rounds 26-27 of
-``benchmarks/search/results/families.md``).
+and is measured again before one measured often; TPE's proposals, which the study's own rule relaunches, gather on a
+few points (issue #29, rounds 26-27 of ``benchmarks/search/results/families.md``).
 """
 
 from __future__ import annotations
