@@ -542,6 +542,56 @@ def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Pat
     assert learned.reason({"speculative_algorithm": None}) is None
 
 
+def test_learned_keys_a_drafter_by_its_algorithm_and_never_sets_aside_speculation_off(tmp_path: Path) -> None:
+    """A drafter that accepted nothing under the wrong algorithm (EAGLE with an EAGLE-3 drafter) sets aside that
+    pairing, not the drafter under EAGLE3; and a point with speculation off never pays for a drafter, even where the
+    drafter parameter has no ``when`` and the point names one. Both were set aside by the drafter's path alone."""
+    import yaml
+
+    from autotune.bench.types import BenchResult, LevelSummary
+    from autotune.policy.learned import Learned
+
+    doc = yaml.safe_load((ROOT / "search_spaces" / "speculative.yaml").read_text())
+    doc["params"]["speculative_algorithm"]["choices"] = [None, "EAGLE", "EAGLE3"]
+    for name in ("speculative_num_steps", "speculative_eagle_topk"):
+        doc["params"][name]["when"] = {"speculative_algorithm": ["EAGLE", "EAGLE3"]}
+    del doc["params"]["speculative_draft_model_path"]["when"]  # valid: SGLang ignores it with speculation off
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = load_study(path)
+    learned = Learned(spec)
+    wrong = {
+        "speculative_algorithm": "EAGLE",
+        "speculative_draft_model_path": "/models/public-k2-eagle3",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "max_running_requests": None,
+        "mem_fraction_static": 0.85,
+    }
+    levels = tuple(
+        LevelSummary(
+            concurrency=c,
+            requests=8,
+            failed=0,
+            duration_s=1.0,
+            output_tok_per_s=40.0,
+            request_per_s=1.0,
+            input_tok_per_s=1.0,
+            ttft_ms=None,
+            itl_ms=None,
+            tpot_ms=None,
+            e2e_ms=None,
+            accept_length=1.0,
+        )
+        for c in (1, 8, 32, 128)
+    )
+    rec = replace(record_for(spec, 0, "a", wrong, True), bench=BenchResult(levels=levels))
+    assert learned.observe(wrong, rec) == 1.0
+    assert "accepted no draft token" in (learned.reason({**wrong, "speculative_num_steps": 5}) or "")
+    assert learned.reason({**wrong, "speculative_algorithm": "EAGLE3"}) is None
+    assert learned.reason({**wrong, "speculative_algorithm": None}) is None
+
+
 def test_a_multi_objective_nsga2_searcher_pickles_for_tune(tmp_path: Path) -> None:
     """Tune pickles the searcher into tuner.pkl when the study starts; NSGA-II's sampler holds a thread lock, so a
     study with ``sampler: nsga2`` used to stop there with ``cannot pickle '_thread.lock' object``."""
