@@ -99,7 +99,7 @@ def analyze(
         spread=spread(recs, best, ev, objs[0], levels),
         gate=gate,
         gated_out=gated_out,
-        schedule=speculation_schedule(recs, levels, blocked=failed_gate),
+        schedule=speculation_schedule(recs, levels, blocked=failed_gate, evidence=ev),
     )
 
 

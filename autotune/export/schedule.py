@@ -2,8 +2,9 @@
 none) to run at each measured load level, merged into running-batch ranges. Pure.
 
 At each load level (the benchmark's concurrency, which bounds the running batch) the best eligible speculative trial is
-compared with the best eligible non-speculative one (``regimes.eligible_at``); speculation is chosen only where it is
-faster, and a trial the output-equality gate failed (``blocked``) is never chosen. Adjacent levels with the same
+compared with the best eligible non-speculative one (``regimes.eligible_at``), each by its mean over its launches and
+compared by the export's one rule (``autotune.export.evidence``), as the regimes and speculation on vs off are: a
+difference the noise cannot separate is stated as a tie. Speculation is chosen only where it is faster, and a trial the output-equality gate failed (``blocked``) is never chosen. Adjacent levels with the same
 choice form one range; a range's bounds are measured levels, and where between two levels the choice flips was not
 measured. Trials with ``--speculative-adaptive`` (SGLang adjusts the steps at run time) are candidates like any other,
 and each level also compares the best adaptive trial with the best static speculative one.
@@ -14,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from autotune.export.accessors import flag_value, is_set, is_speculative, level, throughput
+from autotune.export.accessors import flag_value, is_set, is_speculative, level
+from autotune.export.evidence import Evidence, ranked
 from autotune.export.regimes import eligible_at
 from autotune.trial.records import TrialRecord
 
@@ -35,6 +37,7 @@ class LevelChoice:
     adaptive: int | None  # best adaptive trial and best static speculative trial, their tok/s
     adaptive_tok_per_s: float | None
     static_tok_per_s: float | None
+    tie: bool = False  # the noise cannot separate the best speculative trial from the best non-speculative one
 
     @property
     def ratio(self) -> float | None:
@@ -69,13 +72,14 @@ def spec_flags(rec: TrialRecord) -> dict:
     return {k: v for k, v in rec.flags.items() if k.startswith("speculative-") and is_set(v)} if rec else {}
 
 
-def _best(records: Sequence[TrialRecord], c: int, levels: Sequence[int]) -> tuple[TrialRecord | None, float | None]:
-    best, best_v = None, None
-    for rec in sorted(records, key=lambda r: r.number):
-        v = throughput(rec, c)
-        if v is not None and eligible_at(rec, c, levels) and (best_v is None or v > best_v):
-            best, best_v = rec, v
-    return best, best_v
+def _best(
+    records: Sequence[TrialRecord], c: int, levels: Sequence[int], ev: Evidence
+) -> tuple[TrialRecord | None, float | None]:
+    """The eligible record with the highest mean output tok/s over its launches at ``c``, and that mean."""
+    lead, _ = ranked(ev, [r.number for r in records if eligible_at(r, c, levels)], c, "maximize")
+    if lead is None:
+        return None, None
+    return next(r for r in records if r.number == lead.number), lead.mean
 
 
 def _accept(rec: TrialRecord | None, c: int) -> float | None:
@@ -86,20 +90,26 @@ def _accept(rec: TrialRecord | None, c: int) -> float | None:
 
 
 def speculation_schedule(
-    records: Sequence[TrialRecord], load_levels: Sequence[int], blocked: Collection[int] = ()
+    records: Sequence[TrialRecord],
+    load_levels: Sequence[int],
+    blocked: Collection[int] = (),
+    evidence: Evidence | None = None,
 ) -> Schedule:
     levels = sorted(load_levels)
+    ev = evidence if evidence is not None else Evidence(records, None)
     spec = [r for r in records if is_speculative(r) and r.number not in blocked]
     plain = [r for r in records if not is_speculative(r)]
     adaptive = [r for r in spec if is_adaptive(r)]
     static = [r for r in spec if not is_adaptive(r)]
     rows = []
     for c in levels:
-        p, pv = _best(plain, c, levels)
-        s, sv = _best(spec, c, levels)
-        a, av = _best(adaptive, c, levels)
-        _, stv = _best(static, c, levels)
+        p, pv = _best(plain, c, levels, ev)
+        s, sv = _best(spec, c, levels, ev)
+        a, av = _best(adaptive, c, levels, ev)
+        _, stv = _best(static, c, levels, ev)
         use_spec = s is not None and (pv is None or (sv is not None and sv > pv))
+        ss, ps = (ev.samples(s.number, c), ev.samples(p.number, c)) if s is not None and p is not None else (None, None)
+        tie = ss is not None and ps is not None and not ev.compare(ss, ps, "maximize", c).separable
         choice = s if use_spec else p
         rows.append(
             LevelChoice(
@@ -115,6 +125,7 @@ def speculation_schedule(
                 a.number if a else None,
                 av,
                 stv,
+                tie,
             )
         )
     by_number = {r.number: r for r in records}
@@ -208,7 +219,7 @@ def schedule_table(s: Schedule) -> list[str]:
             else (f"{r.spec}, {f(r.spec_tok_per_s)}, {f(r.spec_accept_length, 2)} ({r.accept_source or '?'})")
         )
         adapt = "-" if r.adaptive is None else f"{f(r.adaptive_tok_per_s)} vs {f(r.static_tok_per_s)}"
-        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x" + (" (tie: within the noise)" if r.tie else "")
         out.append(
             f"| {r.concurrency} | {run} | {'-' if r.plain is None else f'{r.plain}, {f(r.plain_tok_per_s)}'} "
             f"| {spec} | {ratio} | {adapt} |"

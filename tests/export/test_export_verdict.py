@@ -235,3 +235,17 @@ def test_relaunches_that_repeat_one_figure_separate_only_beyond_their_measuremen
     assert d is not None and d.method == "tie"
     v = bare.verdict
     assert v is not None and v.kind == "no_better" and "(no interval)" in v.headline
+
+
+def test_the_speculation_schedule_rests_on_the_same_launches_and_states_the_tie() -> None:
+    """A speculative config whose first launch (1,300 tok/s) beat the best off config but whose relaunches average
+    903 against 1,000: the schedule used the first launch alone, said "speculate, 1.30x" at level 8 while the regimes
+    and speculation on vs off (means over the launches) said off leads and the two tie. Now it says what they say."""
+    a = _study(spec_at_8=[1300, 700, 710], plain_at_8=[1000, 1005, 995], base_at_8=[900, 905, 895])
+    comp = next(c for c in a.crossover.comparisons if c.concurrency == 8)
+    assert comp.tie and comp.plain is not None and comp.plain.number == 2
+    assert a.schedule is not None
+    row = next(r for r in a.schedule.levels if r.concurrency == 8)
+    assert (row.choice, row.speculative, row.tie) == (2, False, True)
+    assert row.spec_tok_per_s == comp.spec_tok_per_s and row.plain_tok_per_s == comp.plain_tok_per_s
+    assert "| 8 | off: trial 2 |" in render_report(a) and "(tie: within the noise)" in render_report(a)
