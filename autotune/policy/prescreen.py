@@ -18,9 +18,12 @@ gained nothing on the landscape families of issue #29 (``docs/decisions/0011-rou
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from autotune.core.errors import AutotuneError, SpaceError
+from autotune.core.trial import TrialConfig
 from autotune.engines import engine_for, engine_model
 from autotune.engines.memory import Sizes
 from autotune.policy import fit
@@ -36,6 +39,16 @@ def top_level(spec: StudySpec) -> int | None:
     read = [o.level for o in spec.objectives] + [c.level for c in spec.constraints]
     nums = [max(levels) if lv == "max" else int(lv) for lv in read if lv == "max" or str(lv).isdigit()]
     return max(nums) if nums else None
+
+
+def launched_config(spec: StudySpec, point: Mapping[str, Any]) -> TrialConfig:
+    """The point's flags and environment as its trial launches them, before the engine's own normalization: with
+    ``speculative_caps: tie`` a speculative point's running cap and CUDA-graph ceiling are set together
+    (``EngineModel.tie_caps``; the ceiling defaults to the study's highest load level). Raises ``SpaceError``."""
+    cfg = to_trial_config(spec, point)
+    if spec.speculative_caps != "tie":
+        return cfg
+    return replace(cfg, flags=engine_model(spec.engine).tie_caps(cfg.flags, max(spec.plan.concurrencies)))
 
 
 def study_sizes(spec: StudySpec) -> Sizes | None:
@@ -59,7 +72,7 @@ def _cap_param(spec: StudySpec) -> ParamSpec | None:
 def _capped_below(spec: StudySpec, point: dict[str, Any], top: int) -> bool | None:
     """Whether ``point``'s running cap is below ``top`` requests at once; None when it is not a valid point."""
     try:
-        cap = engine_model(spec.engine).running_cap(to_trial_config(spec, point).flags)
+        cap = engine_model(spec.engine).running_cap(launched_config(spec, point).flags)
     except SpaceError:
         return None
     return cap is not None and cap < top
@@ -128,7 +141,7 @@ def predicted_oom_seeds(spec: StudySpec, sizes: Sizes | None) -> list[dict[str, 
     out: list[dict[str, Any]] = []
     for point in spec.points_to_evaluate:
         try:
-            cfg = to_trial_config(spec, dict(point))
+            cfg = launched_config(spec, dict(point))
         except SpaceError:
             continue
         if not fit.predict(sizes, cfg.flags, tp_size=cfg.tp_size, model=engine_model(spec.engine)).fits:

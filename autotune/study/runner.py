@@ -32,10 +32,10 @@ from autotune.core.secrets import (
 )
 from autotune.core.trial import TrialConfig
 from autotune.engines import engine_for as registered_engine
-from autotune.engines import engine_model
 from autotune.engines.base import Engine
+from autotune.policy.prescreen import launched_config
 from autotune.progress.events import Phase, TrialEvent
-from autotune.space import StudySpec, to_trial_config
+from autotune.space import StudySpec
 from autotune.trial import inbox
 from autotune.trial.launched import Launched, read_launched
 from autotune.trial.records import EngineInfo, FailureKind, TrialOutcome, TrialRecord
@@ -70,11 +70,9 @@ def versions() -> dict[str, str]:
 def resolve_config(spec: StudySpec, params: Mapping[str, Any]) -> TrialConfig:
     """The trial's flags and environment as launched, before the engine's own normalization: with ``speculative_caps:
     tie`` a speculative point's running cap and CUDA-graph ceiling are set together (``EngineModel.tie_caps``;
-    the ceiling defaults to the study's highest load level)."""
-    cfg = to_trial_config(spec, params)
-    if spec.speculative_caps != "tie":
-        return cfg
-    return replace(cfg, flags=engine_model(spec.engine).tie_caps(cfg.flags, max(spec.plan.concurrencies)))
+    the ceiling defaults to the study's highest load level; ``autotune.policy.prescreen.launched_config``, which the
+    seed screen reads too)."""
+    return launched_config(spec, params)
 
 
 def base_record(

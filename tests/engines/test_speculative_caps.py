@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from autotune.engines.sglang_facts import accept_source
 from autotune.engines.sglang_rules import tie_speculative_caps, violations
 
@@ -64,3 +66,25 @@ def test_accept_source_says_measured_or_simulated() -> None:
     assert accept_source(NGRAM, {}, False) == "measured"
     assert accept_source(NGRAM, {}, True) == "simulated"
     assert accept_source({"speculative-algorithm": "EAGLE3"}, {"SGLANG_SIMULATE_ACC_LEN": "3.0"}, False) == "simulated"
+
+
+def test_the_seed_screen_reads_the_tied_cap_and_launches_no_twin(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With ``speculative_caps: tie`` the user's speculative seed without --max-running-requests launches with the cap at
+    the highest load level (128). The seed screen read SGLang's 48 instead: it added a twin with the cap lifted to
+    128 (the very same launch: a wasted one) and put the user's own seed last. Now it reads the flags as launched."""
+    import yaml
+
+    from autotune.policy import prescreen
+    from autotune.space import load_study
+    from autotune.study.runner import resolve_config
+
+    doc = yaml.safe_load(Path("search_spaces/speculative.yaml").read_text())
+    doc["study"]["speculative_caps"] = "tie"
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = load_study(path)
+    seed = dict(spec.points_to_evaluate[0])
+    assert seed["speculative_algorithm"] == "EAGLE3" and seed["max_running_requests"] is None
+    assert resolve_config(spec, seed).flags["max-running-requests"] == 128
+    assert prescreen.uncapped_seeds(spec) == [] and prescreen.capped_seeds(spec) == []
+    assert prescreen.seeds_now(spec, None) == [dict(p) for p in spec.points_to_evaluate]
