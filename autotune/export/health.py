@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.engines.sglang_facts import SPEC_DEFAULT_MAX_RUNNING_REQUESTS as SPEC_DEFAULT_MAX_RUNNING
+from autotune.engines.sglang_model import SGLANG
 from autotune.export.accessors import (
     accept_lengths,
     draft_model_path,
@@ -24,7 +25,7 @@ BROKEN_DRAFTER = "broken drafter / wrong algorithm for this drafter (accept leng
 class DrafterIssue:
     """One drafter/algorithm pairing whose accept length stayed at ~1.0."""
 
-    drafter: str  # the draft model path, or "(none: <algorithm>)" for drafter-free algorithms
+    drafter: str  # the draft model path; NGRAM's n-gram store settings; else "(none: <algorithm>)"
     algorithm: str
     trials: tuple[int, ...]
     accept_length: float  # lowest value seen
@@ -75,7 +76,7 @@ def drafter_issues(records: Sequence[TrialRecord]) -> tuple[DrafterIssue, ...]:
         low = [a for a in accept_lengths(rec) if a <= BROKEN_ACCEPT_LENGTH]
         if not low:
             continue
-        drafter = draft_model_path(rec) or f"(none: {algorithm})"
+        drafter = draft_model_path(rec) or SGLANG.draft_store(rec.flags) or f"(none: {algorithm})"
         groups.setdefault((drafter, algorithm), []).append((rec.number, min(low), _caveats(rec)))
     issues = []
     for (drafter, algorithm), hits in groups.items():
