@@ -11,6 +11,7 @@ import optuna
 import pytest
 from ray.tune.search import Searcher
 
+from autotune.bench.types import LevelSummary
 from autotune.policy.base import Rule, Rules, Told
 from autotune.policy.defaults import default_rules
 from autotune.policy.rejected_flags import always_passed_flags
@@ -500,22 +501,9 @@ def ngram_space(tmp_path: Path):  # type: ignore[no-untyped-def]
     return load_study(space)
 
 
-def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Path) -> None:
-    """The drafter gate on NGRAM (no draft model): its n-gram settings are the drafter; a poor store (capacity 64)
-    measured at accept length <= BROKEN_ACCEPT sets aside every point with the same settings, not other stores."""
-    from autotune.bench.types import BenchResult, LevelSummary
-    from autotune.policy.learned import Learned
-
-    spec = ngram_space(tmp_path)
-    learned = Learned(spec)
-    poor = {
-        "speculative_algorithm": "NGRAM",
-        "speculative_num_draft_tokens": 12,
-        "speculative_ngram_max_bfs_breadth": 10,
-        "speculative_ngram_max_trie_depth": 18,
-        "speculative_ngram_capacity": 64,
-    }
-    levels = tuple(
+def _accepting(accept: float, concurrencies: tuple[int, ...]) -> tuple[LevelSummary, ...]:
+    """Levels measured with one accept length (the broken-drafter set-aside reads only that)."""
+    return tuple(
         LevelSummary(
             concurrency=c,
             requests=8,
@@ -528,10 +516,28 @@ def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Pat
             itl_ms=None,
             tpot_ms=None,
             e2e_ms=None,
-            accept_length=1.02,
+            accept_length=accept,
         )
-        for c in (1, 8, 32)
+        for c in concurrencies
     )
+
+
+def test_learned_sets_aside_an_ngram_setting_that_accepted_nothing(tmp_path: Path) -> None:
+    """The drafter gate on NGRAM (no draft model): its n-gram settings are the drafter; a poor store (capacity 64)
+    measured at accept length <= BROKEN_ACCEPT sets aside every point with the same settings, not other stores."""
+    from autotune.bench.types import BenchResult
+    from autotune.policy.learned import Learned
+
+    spec = ngram_space(tmp_path)
+    learned = Learned(spec)
+    poor = {
+        "speculative_algorithm": "NGRAM",
+        "speculative_num_draft_tokens": 12,
+        "speculative_ngram_max_bfs_breadth": 10,
+        "speculative_ngram_max_trie_depth": 18,
+        "speculative_ngram_capacity": 64,
+    }
+    levels = _accepting(1.02, (1, 8, 32))
     rec = replace(record_for(spec, 0, "a", poor, True), bench=BenchResult(levels=levels))
     assert learned.observe(poor, rec) == 1.02
     assert "accepted no draft token" in (learned.reason(dict(poor)) or "")
@@ -548,7 +554,7 @@ def test_learned_keys_a_drafter_by_its_algorithm_and_never_sets_aside_speculatio
     drafter parameter has no ``when`` and the point names one. Both were set aside by the drafter's path alone."""
     import yaml
 
-    from autotune.bench.types import BenchResult, LevelSummary
+    from autotune.bench.types import BenchResult
     from autotune.policy.learned import Learned
 
     doc = yaml.safe_load((ROOT / "search_spaces" / "speculative.yaml").read_text())
@@ -568,23 +574,7 @@ def test_learned_keys_a_drafter_by_its_algorithm_and_never_sets_aside_speculatio
         "max_running_requests": None,
         "mem_fraction_static": 0.85,
     }
-    levels = tuple(
-        LevelSummary(
-            concurrency=c,
-            requests=8,
-            failed=0,
-            duration_s=1.0,
-            output_tok_per_s=40.0,
-            request_per_s=1.0,
-            input_tok_per_s=1.0,
-            ttft_ms=None,
-            itl_ms=None,
-            tpot_ms=None,
-            e2e_ms=None,
-            accept_length=1.0,
-        )
-        for c in (1, 8, 32, 128)
-    )
+    levels = _accepting(1.0, (1, 8, 32, 128))
     rec = replace(record_for(spec, 0, "a", wrong, True), bench=BenchResult(levels=levels))
     assert learned.observe(wrong, rec) == 1.0
     assert "accepted no draft token" in (learned.reason({**wrong, "speculative_num_steps": 5}) or "")
