@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from autotune.bench.client import run_plan
+from autotune.bench.client import check_plan, run_plan
 from autotune.bench.load import Load
 from autotune.bench.types import SLO, BenchPlan, BenchResult, Dist, LevelSummary, WorkloadSpec
 from autotune.core.errors import BenchError
@@ -161,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         loads=loads if rates else (),
         slo=None if slo.empty else slo,
     )
+    try:
+        check_plan(plan)
+    except BenchError as exc:  # bad input, as the checks above: nothing was sent
+        print(f"cannot run this plan: {exc}", file=sys.stderr)
+        return 2
     results: list[BenchResult] = []
     try:
         for i in range(args.repeats):

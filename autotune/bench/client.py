@@ -187,6 +187,13 @@ def _check_plan(plan: BenchPlan) -> None:
         )
 
 
+def check_plan(plan: BenchPlan) -> None:
+    """Raise ``BenchError`` (one line) for a plan no server could run: bad levels or settings, a workload its kind
+    cannot serve. ``arun_plan`` checks it first; a CLI checks it to tell bad input (exit 2) from a failed run."""
+    _check_plan(plan)
+    check_workload(plan.workload)
+
+
 def _level_failure(what: str, run: _LevelRun, base_url: str) -> BenchError:
     errors = list(dict.fromkeys(s.error for s in run.samples if not s.ok))[:3]
     if run.server_gone:
@@ -257,8 +264,7 @@ async def arun_plan(
 
     ``on_level(k, m, key)`` is called as level ``k`` (1-based) of ``m`` begins (progress reporting); ``key`` is the
     concurrency, or an open-loop level's key."""
-    _check_plan(plan)
-    check_workload(plan.workload)
+    check_plan(plan)
     started = clock()
     source = RequestSource(plan.workload)
     source.prefetch(plan.warmup_requests)

@@ -357,3 +357,26 @@ def test_cli_prints_a_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert "--repeats must be 1 or more, got 0" in capsys.readouterr().err
     assert main(["--url", "http://sim", "--slo", "ttft_ms=-1"]) == 2
     assert "SLO ttft_ms must be above 0 ms" in capsys.readouterr().err
+
+
+def test_cli_tells_a_plan_it_cannot_run_from_a_failed_benchmark(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan no server could run is bad input (exit 2, as the other CLIs' bad values), before any request; a
+    benchmark that fails against the server is exit 1."""
+    import autotune.bench.cli as client
+
+    sent = {"n": 0}
+
+    def generate(request: httpx.Request) -> httpx.Response:
+        sent["n"] += 1
+        return httpx.Response(503, text="starting")
+
+    transport = server(generate)
+    monkeypatch.setattr(client, "run_plan", lambda url, p: run(transport, p))
+    for bad in (["--windows", "3,2"], ["--requests", "0"], ["--rate", "0"], ["--kind", "trace"]):
+        assert main(["--url", "http://sim", "--concurrency", "1", *bad]) == 2, bad
+        assert "cannot run this plan" in capsys.readouterr().err
+    assert sent["n"] == 0
+    assert main(["--url", "http://sim", "--concurrency", "1"]) == 1
+    assert "benchmark failed" in capsys.readouterr().err and sent["n"] > 0
