@@ -26,13 +26,15 @@ class MachineVariation:
 
 
 def read_variation(study_dir: Path) -> MachineVariation | None:
-    """The verify run's differences from the study's figures, or None when the study has no complete verify run."""
+    """The verify run's differences from the study's figures, or None when the study has no complete verify run of
+    the configuration it measured (a run that left out the study's benchmark-only settings, ``left_out``, measured
+    another command: its differences are not the machine's)."""
     path = Path(study_dir) / VERIFY_JSON
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not data.get("complete"):
+    if not data.get("complete") or data.get("left_out"):
         return None
     rows = tuple(
         (_level(f["concurrency"]), str(f["metric"]), float(f["rel_diff"]), str(f["verdict"]))

@@ -51,6 +51,9 @@ class Target:
     extra_args: tuple[str, ...]
     extra_env: tuple[tuple[str, str], ...]
     as_measured: bool
+    # the study's benchmark-only settings this run goes without (launch.sh, not --as-measured): the study's figures
+    # were measured with them, so a difference may be theirs, not the machine's
+    left_out: tuple[str, ...] = ()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,13 +133,18 @@ def choose_target(study_dir: Path, doc: dict[str, Any], script: str, as_measured
         raise VerifyError(f"{path} not found: the export has no {kind} script")
     extra_args: list[str] = []
     extra_env: list[tuple[str, str]] = []
-    if as_measured and kind == "launch":  # the rehearsal already runs as measured
+    left_out: list[str] = []
+    if kind == "launch":  # the rehearsal already runs as measured
         for s in export.get("study_only", []):
-            if s["kind"] == "env":
+            if not as_measured:
+                left_out.append(s.get("text") or s["name"])
+            elif s["kind"] == "env":
                 extra_env.append((s["name"], s["value"]))
             else:
                 extra_args += [f"--{s['name']}", *([s["value"]] if s["value"] is not None else [])]
-    return Target(path, kind, tuple(extra_args), tuple(extra_env), as_measured and kind == "launch")
+    return Target(
+        path, kind, tuple(extra_args), tuple(extra_env), as_measured and kind == "launch", tuple(left_out)
+    )
 
 
 def check_site(doc: dict[str, Any], target: Target) -> None:
@@ -254,6 +262,7 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
         "as_measured": target.as_measured,
         "extra_args": list(target.extra_args),
         "extra_env": dict(target.extra_env),
+        "left_out": list(target.left_out),
         "python": spec.env["PYTHON"],
         "base_url": spec.base_url,
         "site": dict(site_policy().env),

@@ -24,6 +24,12 @@ def render_markdown(report: dict[str, Any], figures: Sequence[Figure]) -> str:
             f"**As measured:** the study's benchmark-only settings were added back ({added}); these are not "
             "production figures."
         )
+    if report.get("left_out"):
+        lines.append(
+            f"**Production command:** the study measured with benchmark-only settings this run left out "
+            f"({'; '.join(report['left_out'])}): the study's figures are not of this command, and a difference may be "
+            "theirs, not the machine's (`--as-measured` adds them back)."
+        )
     if report["kind"] == "rehearsal":
         lines.append("**Rehearsal:** the simulator as the study measured it; figures are simulated, not measurements.")
     lines += [

@@ -251,6 +251,8 @@ def test_as_measured_adds_the_benchmark_only_settings_back(study_dir: Path) -> N
     assert target.extra_args == ("--load-format", "dummy") and target.as_measured
     plain = verify.choose_target(study_dir, doc, "launch", as_measured=False)
     assert plain.extra_args == () and plain.script.name == "launch.sh"
+    assert plain.left_out == ("--load-format dummy",) and target.left_out == ()
+    assert verify.choose_target(study_dir, doc, "rehearsal", as_measured=False).left_out == ()  # as measured
     spec = verify.launch_spec(target, "127.0.0.1", 1234, 10)
     assert spec.argv[-3:] == ("--", "--load-format", "dummy") and spec.env["PORT"] == "1234"
 
@@ -484,3 +486,30 @@ def test_a_verify_run_with_an_open_loop_level_is_read_back_by_the_export(tmp_pat
     variation = read_variation(tmp_path)
     assert variation is not None and [r[0] for r in variation.rows] == [8, "rate8"]
     assert "| rate8 | output_tok_per_s | +5.0% | within interval |" in coverage_lines(variation)
+
+
+def test_a_production_run_without_the_benchmark_only_settings_says_so_and_is_not_machine_variation(
+    tmp_path: Path,
+) -> None:
+    """launch.sh without --as-measured runs another command than the study measured: verify.md says which settings it
+    left out, and the export does not report its differences as between-machine variation."""
+    from autotune.export.machine_variation import read_variation
+    from autotune.verify.report import render_markdown
+
+    report = {
+        "study": "s", "trial": 1, "engine_banner": "Engine: x", "script": "best/launch.sh", "kind": "launch",
+        "as_measured": False, "extra_args": [], "extra_env": {}, "left_out": ["--load-format dummy"],
+        "python": "python", "base_url": "http://127.0.0.1:1", "ok": True, "judged": ["output_tok_per_s"],
+        "tolerance": 0.1, "complete": True,
+        "figures": [
+            {"concurrency": 8, "metric": "output_tok_per_s", "rel_diff": 0.3, "verdict": "outside interval",
+             "judged": True}
+        ],
+    }  # fmt: skip
+    md = render_markdown(report, [])
+    assert "**Production command:**" in md and "left out (--load-format dummy)" in md
+    (tmp_path / "verify").mkdir()
+    (tmp_path / "verify" / "verify.json").write_text(json.dumps(report))
+    assert read_variation(tmp_path) is None
+    (tmp_path / "verify" / "verify.json").write_text(json.dumps({**report, "left_out": []}))
+    assert read_variation(tmp_path) is not None
