@@ -33,7 +33,15 @@ from autotune.core.errors import AutotuneError, LaunchError
 from autotune.core.site import nvls_problems, site_policy, study_env_problems
 from autotune.core.trial import LaunchSpec
 from autotune.trial.launcher import ServerProcess
-from autotune.verify.compare import JUDGED_DEFAULT, METRICS, Figure, bench_serving_levels, client_offsets, compare
+from autotune.verify.compare import (
+    JUDGED_DEFAULT,
+    METRICS,
+    Figure,
+    bench_serving_levels,
+    client_offsets,
+    compare,
+    level_value,
+)
 from autotune.verify.report import render_markdown
 from autotune.verify.sglang import bench_serving_available, run_bench_serving
 
@@ -83,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics",
-        default=",".join(JUDGED_DEFAULT),
-        help=f"metrics that decide the exit status (of {', '.join(METRICS)})",
+        help=f"metrics that decide the exit status (of {', '.join(METRICS)}; default {', '.join(JUDGED_DEFAULT)}, "
+        "and the study's first objective where it is one of them, e.g. goodput)",
     )
     p.add_argument(
         "--tolerance",
@@ -118,11 +126,15 @@ def load_best(study_dir: Path) -> dict[str, Any]:
 
 
 def load_plan(study_dir: Path) -> tuple[BenchPlan, float]:
+    study = _study(study_dir)
+    return plan_from_json(json.dumps(study["plan"])), float(study.get("ready_timeout_s", 900.0))
+
+
+def _study(study_dir: Path) -> dict[str, Any]:
     path = study_dir / "study.json"
     if not path.is_file():
         raise VerifyError(f"{path} not found: verify measures with the study's workload and load levels")
-    study = json.loads(path.read_text())
-    return plan_from_json(json.dumps(study["plan"])), float(study.get("ready_timeout_s", 900.0))
+    return dict(json.loads(path.read_text()))
 
 
 def choose_target(study_dir: Path, doc: dict[str, Any], script: str, as_measured: bool) -> Target:
@@ -142,9 +154,7 @@ def choose_target(study_dir: Path, doc: dict[str, Any], script: str, as_measured
                 extra_env.append((s["name"], s["value"]))
             else:
                 extra_args += [f"--{s['name']}", *([s["value"]] if s["value"] is not None else [])]
-    return Target(
-        path, kind, tuple(extra_args), tuple(extra_env), as_measured and kind == "launch", tuple(left_out)
-    )
+    return Target(path, kind, tuple(extra_args), tuple(extra_env), as_measured and kind == "launch", tuple(left_out))
 
 
 def check_site(doc: dict[str, Any], target: Target) -> None:
@@ -220,6 +230,18 @@ def study_basis(doc: dict[str, Any]) -> StudyBasis:
     )
 
 
+def judged_metrics(study_dir: Path, metrics: str | None, basis: StudyBasis) -> list[str]:
+    """``--metrics``, else output tok/s and TPOT median and the study's first objective where verify measures it and
+    the study's figures hold it (a study that optimized goodput at a rate level is judged on it: output tok/s there is
+    the offered load's)."""
+    if metrics is not None:
+        return [m.strip() for m in metrics.split(",") if m.strip()]
+    objectives = _study(study_dir).get("objectives") or [{}]
+    primary = objectives[0].get("metric")
+    recorded = primary in METRICS and any(level_value(lv, primary) is not None for lv in basis.levels)
+    return [*JUDGED_DEFAULT, *([primary] if recorded and primary not in JUDGED_DEFAULT else [])]
+
+
 def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
     """Requests bench_serving sends per level: as many as the study's trial completed there over all its windows
     (at least one window's worth), so both clients load the server for about as long."""
@@ -246,7 +268,8 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     plan, study_ready_s = load_plan(study_dir)
     target = choose_target(study_dir, doc, args.script, args.as_measured)
     check_site(doc, target)
-    judged = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    basis = study_basis(doc)
+    judged = judged_metrics(study_dir, args.metrics, basis)
     out_dir: Path = args.out or study_dir / "verify"
     port = args.port or _free_port(args.host)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -295,7 +318,6 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     finally:
         report["teardown_s"] = server.stop(grace_s=10.0)
         report["server_alive_after_teardown"] = server.alive()
-    basis = study_basis(doc)
     report["study_basis"] = basis.text
     figures = compare(
         basis.levels, report["autotune"]["levels"], judged=judged, tolerance=args.tolerance, new_launch=basis.new_launch

@@ -513,3 +513,33 @@ def test_a_production_run_without_the_benchmark_only_settings_says_so_and_is_not
     assert read_variation(tmp_path) is None
     (tmp_path / "verify" / "verify.json").write_text(json.dumps({**report, "left_out": []}))
     assert read_variation(tmp_path) is not None
+
+
+def test_a_study_that_optimized_goodput_is_judged_on_it(tmp_path: Path) -> None:
+    """At a rate level output tok/s is the offered load's; a study whose objective is goodput@rate8 is judged on
+    goodput by default (``--metrics goodput`` too), where its figures hold it."""
+
+    def lv(goodput: float | None) -> dict:
+        level: dict = {"concurrency": 0, "load": "rate8", "output_tok_per_s": 100.0, "tpot_ms": {"median": 5.0}}
+        level["intervals"] = {
+            "output_tok_per_s": {"low": 95.0, "high": 105.0, "n": 3},
+            "tpot_ms.median": {"low": 4.5, "high": 5.5, "n": 3},
+        }
+        if goodput is not None:
+            level["goodput"] = goodput
+            level["intervals"]["goodput"] = {"low": 7.5, "high": 8.0, "n": 3}
+        return level
+
+    (tmp_path / "study.json").write_text(json.dumps({"objectives": [{"metric": "goodput", "level": "rate8"}]}))
+    basis = verify.StudyBasis([lv(7.8)], "the trial", False)
+    judged = verify.judged_metrics(tmp_path, None, basis)
+    assert judged == ["output_tok_per_s", "tpot_ms.median", "goodput"]
+    measured = {**lv(3.0), "intervals": {}}  # the same offered load, fewer requests within the SLOs
+    figures = compare(basis.levels, [measured], judged=judged)
+    (good,) = [f for f in figures if f.metric == "goodput"]
+    assert good.concurrency == "rate8" and good.judged and not good.ok
+    assert all(f.ok for f in figures if f.metric != "goodput")
+    # figures of an older export (no goodput recorded): not judged, and no empty rows
+    assert verify.judged_metrics(tmp_path, None, verify.StudyBasis([lv(None)], "", False))[-1] == "tpot_ms.median"
+    assert not [f for f in compare([lv(None)], [measured]) if f.metric == "goodput"]
+    assert verify.judged_metrics(tmp_path, "goodput", basis) == ["goodput"]
