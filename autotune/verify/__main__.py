@@ -274,7 +274,8 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     port = args.port or _free_port(args.host)
     out_dir.mkdir(parents=True, exist_ok=True)
     spec = launch_spec(target, args.host, port, args.ready_timeout or study_ready_s)
-    (out_dir / "server.log").unlink(missing_ok=True)  # the log of this run only, as verify.json and verify.md are
+    for name in ("server.log", "verify.md"):  # this run's only, as verify.json is (an earlier run's would stay
+        (out_dir / name).unlink(missing_ok=True)  # beside this run's complete: false verify.json if it is stopped)
     server = ServerProcess(spec, out_dir / "server.log")
     report: dict[str, Any] = {
         "study": doc["study"],

@@ -543,3 +543,20 @@ def test_a_study_that_optimized_goodput_is_judged_on_it(tmp_path: Path) -> None:
     assert verify.judged_metrics(tmp_path, None, verify.StudyBasis([lv(None)], "", False))[-1] == "tpot_ms.median"
     assert not [f for f in compare([lv(None)], [measured]) if f.metric == "goodput"]
     assert verify.judged_metrics(tmp_path, "goodput", basis) == ["goodput"]
+
+
+def test_a_rerun_stopped_midway_leaves_no_verify_md_of_the_run_before(
+    study_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """verify.md and verify.json are of one run: a second run stopped after the server came up does not leave the
+    first run's verdict beside its own complete: false verify.json."""
+    code, _ = _run(study_dir, tmp_path / "v", "--tolerance", "10")
+    assert code in (0, 1) and (tmp_path / "v" / "verify.md").exists()
+
+    def stopped(url, plan):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify, "run_plan", stopped)
+    code, report = _run(study_dir, tmp_path / "v")
+    assert code == 130 and report["complete"] is False
+    assert not (tmp_path / "v" / "verify.md").exists()
