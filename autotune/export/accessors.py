@@ -25,6 +25,16 @@ def level(record: TrialRecord, concurrency: int | str) -> LevelSummary | None:
     return None
 
 
+def level_label(key: int | str) -> str | int:
+    """A level for a table: a concurrency as it is; ``rate8`` as ``8 req/s``; ``rate32b0.5`` with its burstiness."""
+    if isinstance(key, int):
+        return key
+    if key.startswith("rate"):
+        rate, _, burst = key[4:].partition("b")
+        return f"{rate} req/s" + (f" (burstiness {burst})" if burst else "")
+    return "trace timing" + ("" if key == "trace" else f" x{key[5:]}")
+
+
 def goodput(record: TrialRecord, key: int | str) -> float | None:
     """Requests/s meeting every SLO at one level; None without SLOs or the level."""
     lv = level(record, key)

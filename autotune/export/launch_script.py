@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Sequence
 
 from autotune.core.secrets import REDACTED, is_secret
-from autotune.export.accessors import fmt, throughput, tpot_median, ttft_p99
+from autotune.export.accessors import fmt, level_label, throughput, tpot_median, ttft_p99
 from autotune.export.banner import engine_banner
 from autotune.export.command import (
     DEFAULT_PORT,
@@ -208,13 +208,14 @@ def _metric_lines(record: TrialRecord, load_levels: Sequence[int]) -> list[str]:
         lines.append("Objectives: " + ", ".join(f"{k} = {v:.4g}" for k, v in record.objectives.items()))
     if record.params:
         lines.append("Params: " + ", ".join(f"{k}={v}" for k, v in record.params.items() if v is not None))
-    for c in sorted(load_levels):
+    open_loop = [lv.key for lv in record.bench.levels if lv.load] if record.bench is not None else []
+    for c in [*sorted(load_levels), *open_loop]:
         tput = throughput(record, c)
         if tput is None:
             continue
         lines.append(
-            f"Concurrency {c}: {fmt(tput, thousands=True)} output tok/s, TTFT p99 {fmt(ttft_p99(record, c))} ms, "
-            f"TPOT median {fmt(tpot_median(record, c), 2)} ms"
+            f"{f'Concurrency {c}' if isinstance(c, int) else level_label(c)}: {fmt(tput, thousands=True)} output "
+            f"tok/s, TTFT p99 {fmt(ttft_p99(record, c))} ms, TPOT median {fmt(tpot_median(record, c), 2)} ms"
         )
     return lines
 

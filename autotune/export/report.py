@@ -13,6 +13,7 @@ from autotune.export.accessors import (
     fmt_pm,
     interval,
     is_speculative,
+    level_label,
     objective_interval,
     outcome_label,
     speculative_algorithm,
@@ -227,7 +228,7 @@ def _winner_levels(outcome: FinalistOutcome) -> list[str]:
         ivs = lv.get("intervals") or {}
         rows.append(
             [
-                _level_label(level_key(lv)),
+                level_label(level_key(lv)),
                 *(
                     _across(lv, ivs, m, d)
                     for m, d in (
@@ -281,16 +282,6 @@ def _bounds(low: float, high: float, value: float, digits: int) -> str:
     return f"[{fmt(low, digits, thousands=True)} .. {fmt(high, digits, thousands=True)}]{rel}"
 
 
-def _level_label(key: int | str) -> str | int:
-    """A level for a table: a concurrency as it is; ``rate8`` as ``8 req/s``; ``rate32b0.5`` with its burstiness."""
-    if isinstance(key, int):
-        return key
-    if key.startswith("rate"):
-        rate, _, burst = key[4:].partition("b")
-        return f"{rate} req/s" + (f" (burstiness {burst})" if burst else "")
-    return "trace timing" + ("" if key == "trace" else f" x{key[5:]}")
-
-
 def _regimes(a: StudyAnalysis) -> list[str]:
     out = [
         "## Per-traffic-regime recommendation",
@@ -311,7 +302,7 @@ def _regimes(a: StudyAnalysis) -> list[str]:
     rows = []
     for ch in a.regimes:
         rec = ch.record
-        label = _level_label(ch.concurrency)
+        label = level_label(ch.concurrency)
         if rec is None:
             rows.append(
                 [

@@ -120,3 +120,13 @@ def test_the_report_header_names_the_open_loop_levels_too() -> None:
     plain = [make_record(n, tputs={1: 100.0, 8: 400.0 + n}, params={"x": n}) for n in (0, 1)]
     header = render_report(analyze(study_name="demo", objectives=objectives, records=plain, load_levels=(1, 8)))
     assert "Load levels (concurrency): 1, 8." in header
+
+
+def test_the_launch_script_header_gives_the_open_loop_levels_figures_too() -> None:
+    """``launch.sh``'s header gave figures for the concurrencies only, not for a rate level the study measured."""
+    from autotune.export.launch_script import render_launch_script
+
+    rec = with_rate(make_record(0, tputs={1: 100.0, 8: 400.0}, params={"x": 0}), 1500.0, 7.0)
+    text = render_launch_script(rec, study_name="demo", load_levels=(1, 8))
+    assert "# Concurrency 8: 400.0 output tok/s" in text
+    assert "# 8 req/s: 1,500.0 output tok/s" in text
