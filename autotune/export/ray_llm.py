@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from autotune.engines.sglang_rules import dp_attention
+from autotune.core.trial import server_gpus
 from autotune.export.command import ServerCommand
 from autotune.export.errors import ExportError
 from autotune.export.serve_config import app_name
@@ -61,8 +61,8 @@ def placement_group_config(cmd: ServerCommand) -> dict[str, Any] | None:
     unless told otherwise; SGLang's ``RayEngine`` starts a scheduler per GPU of ``dp x tp x pp`` (``tp x pp`` with DP
     attention) and one bundle per node of a multi-node server (``sglang/srt/ray/engine.py``)."""
     flags = {name: True if value is None else value for name, value in cmd.options}
-    tp, pp, dp = (int(flags.get(f"{k}-size") or 1) for k in ("tp", "pp", "dp"))
-    gpus = tp * pp * (1 if dp_attention(flags) else dp)
+    tp, pp = (int(flags.get(f"{k}-size") or 1) for k in ("tp", "pp"))
+    gpus = server_gpus(tp, flags)
     nodes = max(1, cmd.nnodes)
     if nodes == 1 and gpus == tp * pp:
         return None

@@ -4,8 +4,8 @@ none) to run at each measured load level, merged into running-batch ranges. Pure
 At each load level (the benchmark's concurrency, which bounds the running batch) the best eligible speculative trial is
 compared with the best eligible non-speculative one (``regimes.eligible_at``), each by its mean over its launches and
 compared by the export's one rule (``autotune.export.evidence``), as the regimes and speculation on vs off are: a
-difference the noise cannot separate is stated as a tie. Speculation is chosen only where it is faster, and a trial the output-equality gate failed (``blocked``) is never chosen. Adjacent levels with the same
-choice form one range; a range's bounds are measured levels, and where between two levels the choice flips was not
+difference the noise cannot separate is stated as a tie. Speculation is chosen only where it is faster, and a trial the
+output-equality gate failed (``blocked``) is never chosen. Adjacent levels with the same choice form one range; a range's bounds are measured levels, and where between two levels the choice flips was not
 measured. Trials with ``--speculative-adaptive`` (SGLang adjusts the steps at run time) are candidates like any other,
 and each level also compares the best adaptive trial with the best static speculative one.
 """

@@ -67,14 +67,6 @@ def versions() -> dict[str, str]:
     return out
 
 
-def resolve_config(spec: StudySpec, params: Mapping[str, Any]) -> TrialConfig:
-    """The trial's flags and environment as launched, before the engine's own normalization: with ``speculative_caps:
-    tie`` a speculative point's running cap and CUDA-graph ceiling are set together (``EngineModel.tie_caps``;
-    the ceiling defaults to the study's highest load level; ``autotune.policy.prescreen.launched_config``, which the
-    seed screen reads too)."""
-    return launched_config(spec, params)
-
-
 def base_record(
     spec: StudySpec,
     cfg: TrialConfig | None,
@@ -431,7 +423,7 @@ def _run_trial(
     event = partial(TrialEvent, number, trial_id)
     send(event(Phase.STARTED, params=dict(params)))
     engine = engine_for(spec)
-    cfg = engine.normalize(resolve_config(spec, params))
+    cfg = engine.normalize(launched_config(spec, params))
     record = base_record(
         spec, cfg, trial_id=trial_id, number=number, params=params, started_at=now_iso(), engine=engine
     )

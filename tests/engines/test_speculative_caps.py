@@ -29,12 +29,12 @@ def test_points_without_speculation_are_unchanged() -> None:
 
 
 def test_the_runner_ties_them_in_a_study_that_asks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from autotune.policy.prescreen import launched_config
     from autotune.space import load_study
-    from autotune.study.runner import resolve_config
     from tests.study.test_searcher import ngram_space
 
     spec = ngram_space(tmp_path)
-    cfg = resolve_config(
+    cfg = launched_config(
         spec,
         {
             "speculative_algorithm": "NGRAM",
@@ -45,10 +45,10 @@ def test_the_runner_ties_them_in_a_study_that_asks(tmp_path) -> None:  # type: i
         },
     )
     assert cfg.flags["max-running-requests"] == 32 and cfg.flags["cuda-graph-max-bs-decode"] == 32
-    assert "max-running-requests" not in resolve_config(spec, {"speculative_algorithm": None}).flags
+    assert "max-running-requests" not in launched_config(spec, {"speculative_algorithm": None}).flags
     legacy = load_study("search_spaces/speculative.yaml")  # speculative_caps: sglang-default keeps SGLang's 48
     point = dict(legacy.points_to_evaluate[1])
-    assert "max-running-requests" not in resolve_config(legacy, {**point, "max_running_requests": None}).flags
+    assert "max-running-requests" not in launched_config(legacy, {**point, "max_running_requests": None}).flags
 
 
 def test_an_ngram_store_smaller_than_its_window_is_invalid() -> None:
@@ -75,8 +75,8 @@ def test_the_seed_screen_reads_the_tied_cap_and_launches_no_twin(tmp_path) -> No
     import yaml
 
     from autotune.policy import prescreen
+    from autotune.policy.prescreen import launched_config
     from autotune.space import load_study
-    from autotune.study.runner import resolve_config
 
     doc = yaml.safe_load(Path("search_spaces/speculative.yaml").read_text())
     doc["study"]["speculative_caps"] = "tie"
@@ -85,6 +85,6 @@ def test_the_seed_screen_reads_the_tied_cap_and_launches_no_twin(tmp_path) -> No
     spec = load_study(path)
     seed = dict(spec.points_to_evaluate[0])
     assert seed["speculative_algorithm"] == "EAGLE3" and seed["max_running_requests"] is None
-    assert resolve_config(spec, seed).flags["max-running-requests"] == 128
+    assert launched_config(spec, seed).flags["max-running-requests"] == 128
     assert prescreen.uncapped_seeds(spec) == [] and prescreen.capped_seeds(spec) == []
     assert prescreen.seeds_now(spec, None) == [dict(p) for p in spec.points_to_evaluate]
