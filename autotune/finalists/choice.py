@@ -210,8 +210,9 @@ def _window_half(runs: Sequence[FinalistRun], number: int, objective: Objective)
 
 
 def _pct(leader: float, other: float, direction: Direction) -> float:
+    """How much better the leader is, in % of the other (as the verdict's gain over the baseline)."""
     diff = (leader - other) if direction == "maximize" else (other - leader)
-    return 100.0 * diff / abs(leader) if leader else 0.0
+    return 100.0 * diff / abs(other) if other else 0.0
 
 
 def decide(

@@ -122,7 +122,9 @@ class Comparison:
     """The leader against one other finalist on the primary objective."""
 
     number: int
-    diff_pct: float  # (leader - other) / |leader| x 100, signed so that > 0 favours the leader
+    diff_pct: (
+        float  # the leader's advantage in % of the other: (leader - other) / |other| x 100, minimize: (other - leader)
+    )
     p_value: float | None  # Welch's two-sided p; None with fewer than 2 launches on a side
     separable: bool
 

@@ -279,3 +279,31 @@ def test_an_interrupted_stage_declares_no_winner_and_keeps_the_leader() -> None:
         "separable",
         "tie",
     )
+
+
+def test_leader_advantage_is_a_share_of_the_runner_up() -> None:
+    """'X% better than the runner-up' is measured from the runner-up, as the verdict's gain is from the baseline:
+    2,000 against 1,000 is +100% (it was 50%, a share of the leader); a lower TPOT of 10 against 12.5 is 20%."""
+    trials = trials_of(trial(1, 2000.0), trial(2, 1000.0))
+    d = decide(trials, runs(1, {1: [1990.0, 2010.0], 2: [995.0, 1005.0]}), OBJ)
+    assert d.method == "separable" and d.comparisons[0].diff_pct == pytest.approx(100.0)
+    assert "100.0% better than the runner-up" in d.summary
+    key = "tpot_ms.median@max"
+    rs = []
+    for number, vals in {1: [9.9, 10.1], 2: [12.4, 12.6]}.items():
+        for rnd, v in enumerate(vals, start=1):
+            rs.append(
+                FinalistRun(
+                    1,
+                    rnd,
+                    number,
+                    f"t{number}",
+                    replace(trial(number, 1.0), objectives={key: v}, trial_id=f"t{number}-f1r{rnd}"),
+                )
+            )
+    low = decide(
+        trials_of(replace(trial(1, 1.0), objectives={key: 10.0}), replace(trial(2, 1.0), objectives={key: 12.5})),
+        rs,
+        Objective("tpot_ms.median", "max", "minimize"),
+    )
+    assert low.comparisons[0].diff_pct == pytest.approx(20.0)
