@@ -9,13 +9,16 @@ from autotune.space.names import PARAM_NAME_RE, env_problems, flag_problems
 from autotune.space.schema import ParamModel, Problem, did_you_mean
 from autotune.space.types import CONDITION_OPS, Condition, ParamSpec
 from autotune.space.values import (
+    DEFAULT_SIGNIFICANT_DIGITS,
     accepts,
     condition_holds,
+    decimals,
     describe,
     env_str,
     grid_decimals,
     is_number,
     numeric_param,
+    rounded,
     same_value,
 )
 
@@ -348,6 +351,16 @@ def check_points(
                         "use one of its values",
                     )
                 )
+            elif p.type == "float" and rounded(p, v) != v:
+                # a draw is launched at the precision searched: this value would run (and be recorded) as another
+                out.append(
+                    Problem(
+                        f"{pkey}.{p.name}",
+                        f"{v!r} is finer than `{p.name}` is searched ({_precision(p)}): it would launch as "
+                        f"{rounded(p, v)!r}",
+                        f"write {rounded(p, v)!r}, or search `{p.name}` finer (`round:`)",
+                    )
+                )
             for c in p.when:
                 if c.param in point and not condition_holds(c, point):
                     out.append(
@@ -369,6 +382,13 @@ def check_points(
                         )
                     )
     return out
+
+
+def _precision(param: ParamSpec) -> str:
+    places = decimals(param)
+    if places is None:
+        return f"{DEFAULT_SIGNIFICANT_DIGITS} significant digits"
+    return f"{places} decimal place{'s' if places != 1 else ''}"
 
 
 def _always_holds(cond: Condition, param: ParamSpec | None) -> bool:

@@ -757,3 +757,20 @@ def test_server_nnodes_splits_the_trials_gpus_and_reaches_the_launch(tmp_path: P
     assert "--nnodes" not in single.argv and single.nnodes == 1
     assert "server.nnodes" in error(tmp_path, study(server={"model_path": "m", "tp_size": 3, "nnodes": 2}))
     assert "set server.nnodes instead" in error(tmp_path, study(server={"model_path": "m", "flags": {"node-rank": 1}}))
+
+
+def test_a_seed_value_finer_than_the_search_is_refused(tmp_path: Path) -> None:
+    """A float seed is launched at the precision searched: study.baseline 0.855 with ``round: 2`` ran as 0.85, so the
+    baseline's trial was never found (its params hold 0.85). The file is refused, naming the value it would run as."""
+    params = {
+        "mem": {"flag": "mem-fraction-static", "type": "float", "low": 0.7, "high": 0.92, "round": 2},
+        "x": {"flag": "schedule-conservativeness", "type": "float", "low": 0.1, "high": 2.0},
+    }
+    message = error(tmp_path, study(params=params, study_baseline={"mem": 0.855}))
+    assert "study.baseline.mem" in message and "2 decimal places" in message and "0.85" in message
+    message = error(tmp_path, study(params=params, study_points_to_evaluate=[{"x": 1.23456}]))
+    assert "study.points_to_evaluate[0].x" in message and "4 significant digits" in message and "1.235" in message
+    spec = load(tmp_path, study(params=params, study_baseline={"mem": 0.86, "x": 1}))
+    opt = optuna.create_study()
+    opt.enqueue_trial(spec.baseline)
+    assert suggest(spec, opt.ask()) == spec.baseline  # launched as written
