@@ -45,9 +45,14 @@ def discrete_values(p: ParamSpec) -> list[Any] | None:
     places = decimals(p)
     if places is None:
         return None
-    unit = float(p.step) if p.step else 10.0**-places
-    n = int(math.floor((float(p.high) - float(p.low)) / unit + 1e-9))
-    return list(dict.fromkeys(rounded(p, float(p.low) + unit * k) for k in range(n + 1)))
+    if p.step:
+        n = int(math.floor((float(p.high) - float(p.low)) / float(p.step) + 1e-9))
+        return list(dict.fromkeys(rounded(p, float(p.low) + float(p.step) * k) for k in range(n + 1)))
+    # ``round`` alone: draws anywhere in [low, high] rounded to the decimals, which need not hold ``low`` (low 0.05,
+    # round 1: 0.1 ... 0.9, 0.3 included); a value is listed when a draw can launch as it (``rounded`` keeps it)
+    unit = 10.0**-places
+    grid = (rounded(p, k * unit) for k in range(math.floor(p.low / unit), math.ceil(p.high / unit) + 1))
+    return [v for v in dict.fromkeys(grid) if rounded(p, v) == v]
 
 
 def finite_points(spec: StudySpec, limit: int) -> list[dict[str, Any]] | None:

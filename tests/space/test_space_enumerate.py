@@ -8,6 +8,7 @@ from pathlib import Path
 from autotune.space import load_study
 from autotune.space.enumerate import discrete_values, distance, finite_points, nearest_first
 from autotune.space.types import ParamSpec
+from autotune.space.values import rounded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +66,17 @@ def test_nearest_first_orders_by_changed_parameters() -> None:
     a = {"speculative_num_steps": 2}
     assert distance(spec, a, {"speculative_num_steps": 4}) == 1.0 and steps.high == 4 and steps.low == 2
     assert distance(spec, a, {"speculative_num_steps": 3}) == 0.5
+
+
+def test_a_rounded_float_lists_what_its_draws_launch_as() -> None:
+    """``round`` alone rounds a draw anywhere in [low, high]: low 0.05, round 1 launches 0.1 ... 0.9. The listing
+    stepped from low (0.05, 0.15, ...), so it missed 0.3 and held 0.95, which launches as 0.9: the searcher kept
+    relaunching 0.9 for an unmeasured 0.95 and never reached 0.3."""
+    p = ParamSpec(name="f", type="float", flag="f", low=0.05, high=0.95, round=1)
+    rng = random.Random(0)
+    drawn = {rounded(p, rng.uniform(0.05, 0.95)) for _ in range(20_000)}
+    assert discrete_values(p) == sorted(drawn) == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    log = ParamSpec(name="f", type="float", flag="f", low=0.001, high=1.0, round=2, log=True)
+    values = discrete_values(log) or []
+    assert values[:2] == [0.001, 0.01] and values[-1] == 1.0 and len(values) == 101
+    assert all(rounded(log, v) == v for v in values)
