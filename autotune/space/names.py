@@ -27,6 +27,13 @@ SERVER_KEY_FLAGS: dict[str, str] = {
     "tp": "server.tp_size",
     "tensor-parallel-size": "server.tp_size",
 }
+# SGLang's other names for the parallel sizes autotune counts a trial's GPUs from (``core.trial.server_gpus`` reads
+# ``dp-size`` and ``pp-size``): under another name a trial would reserve too few GPUs for the server it launches.
+PARALLEL_ALIASES: dict[str, str] = {
+    "data-parallel-size": "dp-size",
+    "dp": "dp-size",
+    "pipeline-parallel-size": "pp-size",
+}
 NVLS_WHY = (
     "NVLink multicast (NVLS) stays off where the site turns it off: SGLang sets NCCL_NVLS_ENABLE=1 when "
     "--enable-nccl-nvls or --enable-symm-mem is given, and NVLS needs fabric support that shared or partitioned GPU "
@@ -59,6 +66,15 @@ def flag_problems(key: str, name: str) -> list[Problem]:
         where = SERVER_KEY_FLAGS[name]
         return [
             Problem(key, f"`--{name}` belongs in `server:`", f"set `{where}` instead (it is fixed for every trial)")
+        ]
+    if name in PARALLEL_ALIASES:
+        short = PARALLEL_ALIASES[name]
+        return [
+            Problem(
+                key,
+                f"`--{name}` is SGLang's other name for `--{short}`, which autotune reads to count a trial's GPUs",
+                f"write `{short}`",
+            )
         ]
     policy = site_policy()
     if name in NVLS_FLAGS and policy.multicast_off:

@@ -175,6 +175,20 @@ def test_pipeline_parallel_and_dp_attention_count_gpus(tmp_path: Path, flags: di
     assert launch.gpus == gpus and Launched.from_argv("sglang", launch.argv).gpus == gpus
 
 
+@pytest.mark.parametrize(
+    "name, short", [("data-parallel-size", "dp-size"), ("dp", "dp-size"), ("pipeline-parallel-size", "pp-size")]
+)
+def test_sglangs_other_names_of_the_parallel_sizes_are_refused(tmp_path: Path, name: str, short: str) -> None:
+    """``--data-parallel-size 2`` is SGLang's ``--dp-size 2``: under that name the trial reserved tp_size GPUs for a
+    server that runs on twice as many, and a searched ``data-parallel-size`` slipped past "GPUs per trial must be
+    fixed". Both are refused, naming the flag autotune counts GPUs from."""
+    message = error(tmp_path, study(server={"model_path": "m", "tp_size": 2, "flags": {name: 2}}))
+    assert f"server.flags.{name}" in message and f"write `{short}`" in message
+    param = {"flag": name, "type": "categorical", "choices": [1, 2]}
+    message = error(tmp_path, study(params={**BASE["params"], "par": param}))
+    assert "params.par.flag" in message and f"write `{short}`" in message
+
+
 def test_nnodes_shares_the_pipeline_stages_gpus(tmp_path: Path) -> None:
     """TP 8 x PP 2 over 2 nodes: 16 GPUs, 8 on each node (not 8 over both)."""
     spec = load(tmp_path, study(server={"model_path": "m", "tp_size": 8, "nnodes": 2, "flags": {"pp-size": 2}}))
