@@ -143,6 +143,16 @@ def _choices(key: str, m: ParamModel) -> tuple[dict[str, Any], list[Problem]]:
     for i, c in enumerate(m.choices):
         if any(same_value(c, d) for d in m.choices[:i]):
             out.append(Problem(f"{key}.choices[{i}]", f"duplicate choice {c!r}", "list each choice once"))
+        elif is_number(c) and any(isinstance(d, bool) and d == c for d in m.choices):
+            # Optuna finds a given value among the choices with ==: a seed point's `true` is stored as the choice 1
+            out.append(
+                Problem(
+                    f"{key}.choices[{i}]",
+                    f"{c!r} and {bool(c)!r} are one value to Optuna (True == 1): a seed or resumed point of one is "
+                    "stored as the other",
+                    f'quote the number ("{c!r}"): a flag or variable gets the same text',
+                )
+            )
     return {"choices": tuple(m.choices)}, out
 
 

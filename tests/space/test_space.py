@@ -788,3 +788,17 @@ def test_a_seed_value_finer_than_the_search_is_refused(tmp_path: Path) -> None:
     opt = optuna.create_study()
     opt.enqueue_trial(spec.baseline)
     assert suggest(spec, opt.ask()) == spec.baseline  # launched as written
+
+
+def test_a_choice_optuna_cannot_tell_from_a_bool_is_refused(tmp_path: Path) -> None:
+    """choices [null, 1, true]: Optuna stores an enqueued ``true`` (a seed point, a point the searcher chose) as the
+    choice 1, so a resumed study restored the switch's result as the value 1's. Quoting the number keeps them apart."""
+    param = {"flag": "some-switch", "type": "categorical", "choices": [None, 1, True]}
+    message = error(tmp_path, study(params={"s": param}))
+    assert "params.s.choices[1]" in message and 'quote the number ("1")' in message
+    assert "params.t.choices[0]" in error(tmp_path, study(params={"t": {**param, "choices": [0.0, False]}}))
+    spec = load(tmp_path, study(params={"s": {**param, "choices": [None, "1", True]}}))
+    opt = optuna.create_study()
+    opt.enqueue_trial({"s": True})
+    trial = opt.ask()
+    assert suggest(spec, trial) == {"s": True} == trial.params
