@@ -9,7 +9,7 @@ from autotune.bench.load import Load
 from autotune.bench.types import BenchPlan, WorkloadSpec
 from autotune.core.errors import SpaceError
 from autotune.space.checks import check_file, resolve_workload_path, study_slo
-from autotune.space.params import build_params, check_points
+from autotune.space.params import as_launched, build_params, check_points
 from autotune.space.schema import Problem, StudyFileModel, parse_file_model, raise_problems, read_yaml
 from autotune.space.types import (
     METRIC_NAMES,
@@ -185,9 +185,9 @@ def _to_spec(m: StudyFileModel, source: Path, params: tuple[Any, ...]) -> StudyS
         workload_properties=dict(w.properties),
         plan=plan,
         params=params,
-        points_to_evaluate=tuple(dict(p) for p in _points(m)[0]),
+        points_to_evaluate=tuple(as_launched(p, params) for p in _points(m)[0]),
         source=source.resolve(),
-        baseline_point=dict(s.baseline) if s.baseline is not None else None,
+        baseline_point=as_launched(s.baseline, params) if s.baseline is not None else None,
         export_http=(m.export.http_host, m.export.http_port),
         finalists=s.finalists,
         stop_when=s.stop_when,

@@ -394,6 +394,13 @@ def check_points(
     return out
 
 
+def as_launched(point: Mapping[str, Any], params: Sequence[ParamSpec]) -> dict[str, Any]:
+    """A checked seed point with each float parameter's value as the sampler returns it (``1`` -> ``1.0``), so the
+    point is the same key (``params_key``) as the trial that launches it."""
+    floats = {p.name: p for p in params if p.type == "float"}
+    return {k: rounded(floats[k], v) if k in floats and is_number(v) else v for k, v in point.items()}
+
+
 def _precision(param: ParamSpec) -> str:
     places = decimals(param)
     if places is None:
