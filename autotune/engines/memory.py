@@ -80,7 +80,19 @@ def model_bytes(config: Mapping[str, Any]) -> float:
     except (ModelShapeError, KeyError) as exc:
         raise FitError(f"no size rule for architecture {config.get('architectures')!r} ({exc})") from exc
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    return n * DTYPE_BYTES.get(dtype, 2)
+    return n * (_quantized_bytes(config) or DTYPE_BYTES.get(dtype, 2))
+
+
+def _quantized_bytes(config: Mapping[str, Any]) -> float | None:
+    """Bytes a weight takes in a quantized checkpoint, whose ``torch_dtype`` names the unquantized layers' type
+    (DeepSeek-V3's FP8 release says bfloat16): ``quant_method: fp8`` 1, AWQ / GPTQ ``bits: 4`` 0.5; None otherwise."""
+    q = config.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return None
+    if str(q.get("quant_method", "")).lower() == "fp8":
+        return 1.0
+    bits = q.get("bits")
+    return bits / 8 if isinstance(bits, int) and not isinstance(bits, bool) and 0 < bits < 16 else None
 
 
 def kv_bytes_per_token(config: Mapping[str, Any]) -> tuple[float, bool]:

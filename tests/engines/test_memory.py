@@ -29,3 +29,21 @@ def test_model_dir_config_json_is_read(tmp_path: Path) -> None:
     assert sizes.weight_bytes / 1e9 == pytest.approx(16.06, abs=0.1)
     with pytest.raises(memory.FitError, match="not a known dummy shape"):
         memory.from_model_dir(tmp_path / "nothing-here", H200)
+
+
+def test_a_quantized_checkpoint_is_sized_at_its_stored_width(tmp_path: Path) -> None:
+    """DeepSeek-V3's FP8 release says torch_dtype bfloat16 beside quantization_config fp8: sized at 2 bytes a weight
+    it took 1.34 TB, so every point at TP 8 on the H200 was predicted out of memory at launch (156 GiB a GPU)."""
+    from autotune.engines.sglang_model import SGLANG
+    from autotune.policy import fit
+
+    cfg = resolved_config("dsv3-large")
+    cfg.update(num_hidden_layers=61, first_k_dense_replace=3)
+    bf16 = memory.model_bytes(cfg)
+    cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sizes = memory.from_model_dir(tmp_path, H200)
+    assert sizes.weight_bytes == pytest.approx(bf16 / 2) and sizes.weight_bytes / 1e9 == pytest.approx(671, abs=2)
+    assert fit.predict(sizes, {"mem-fraction-static": 0.85}, tp_size=8, model=SGLANG).fits
+    awq = {**cfg, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
+    assert memory.model_bytes(awq) == pytest.approx(bf16 / 4)
