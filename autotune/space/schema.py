@@ -413,7 +413,7 @@ class WorkloadModel(_Model):
     output_len: int = Field(256, gt=0)
     range_ratio: float = Field(0.0, ge=0, le=1)
     path: str | None = None
-    seed: int = 0
+    seed: int = Field(0, ge=0)  # seeds NumPy's generators, which take no negative seed
     vocab_size: int = Field(32000, gt=10)  # ids are drawn from [10, vocab_size): bench.workloads.random_ids
     ignore_eos: bool = True
     temperature: float = Field(0.0, ge=0)

@@ -93,6 +93,12 @@ def test_a_vocabulary_too_small_to_draw_ids_from_is_refused(tmp_path: Path) -> N
     assert "workload.vocab_size: 5 is out of range" in error(tmp_path, study(workload=workload))
 
 
+def test_a_negative_workload_seed_is_refused(tmp_path: Path) -> None:
+    """NumPy takes no negative seed: workload.seed -1 passed the file check and failed every benchmark."""
+    workload = {"kind": "synthetic", "seed": -1}
+    assert "workload.seed: -1 is out of range" in error(tmp_path, study(workload=workload))
+
+
 def test_objective_at_an_unknown_rate_level(tmp_path: Path) -> None:
     msg = error(
         tmp_path, study(load_levels=[1, {"rate": 4}], study_objectives=[{"metric": "goodput", "level": "rate5"}])

@@ -49,16 +49,18 @@ def kind_of(spec: WorkloadSpec) -> WorkloadKind:
 
 def check_workload(spec: WorkloadSpec) -> None:
     """Raise ``BenchError`` (one line) for a spec its kind cannot serve: a missing file, a malformed row, bad sizes."""
-    kind_of(spec).check(spec)
+    kind = kind_of(spec)
+    if spec.seed < 0:
+        raise BenchError(f"workload seed must be an integer >= 0 (it seeds NumPy's generators), got {spec.seed!r}")
+    kind.check(spec)
 
 
 def build_units(spec: WorkloadSpec, n: int, *, offset: int = 0) -> list[Unit]:
     """Units ``offset .. offset + n - 1`` of the workload ``spec``."""
     if n < 0 or offset < 0:
         raise ValueError(f"n and offset must be >= 0 (got n={n}, offset={offset})")
-    kind = kind_of(spec)
-    kind.check(spec)
-    return kind.units(spec, n, offset)
+    check_workload(spec)
+    return kind_of(spec).units(spec, n, offset)
 
 
 def build_requests(spec: WorkloadSpec, n: int, *, offset: int = 0) -> list[BenchRequest]:

@@ -28,6 +28,16 @@ def test_registry_names_every_kind() -> None:
         check_workload(WorkloadSpec(kind="nope"))
 
 
+@pytest.mark.parametrize("kind", ["synthetic", "random", "shared-prefix", "sharegpt"])
+def test_a_negative_seed_is_a_bench_error(kind: str) -> None:
+    """NumPy takes no negative seed: --seed -1 raised a ValueError traceback from inside the run."""
+    spec = WorkloadSpec(kind=kind, seed=-1)
+    with pytest.raises(BenchError, match="workload seed must be an integer >= 0"):
+        check_workload(spec)
+    with pytest.raises(BenchError, match="workload seed"):
+        build_requests(spec, 1)
+
+
 def test_random_ids_keeps_the_synthetic_requests() -> None:
     a = build_requests(WorkloadSpec(kind="synthetic", input_len=16, seed=3), 4)
     b = build_requests(WorkloadSpec(kind="random-ids", input_len=16, seed=3), 4)
