@@ -107,6 +107,7 @@ async def _run_level(
                 else:
                     await asyncio.sleep(turn.think_s / scale)
             state.sent += 1
+            source.record(turn)
             sample, gone = await send_request(client, turn.body, scale, plan.request_timeout_s, clock, slot)
             samples.append(sample)
             state.any_ok = state.any_ok or sample.ok
@@ -226,8 +227,9 @@ async def _measure_level(
         what = f"load level {key} (window {len(windows) + 1})"
         if load.open_loop:
             units = source.take(units_for_open_level(plan, load))
-            orun = await run_open_window(client, units, plan, load, len(windows), scale, clock, virtual)
-            source.unsent(units[orun.sends :])
+            orun = await run_open_window(
+                client, units, plan, load, len(windows), scale, clock, virtual, record=source.record
+            )
             runs.append(orun)
             run = _LevelRun(orun.samples, orun.wall_s, orun.server_gone, orun.timed_out, orun.engine_s)
         else:

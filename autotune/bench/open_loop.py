@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -30,7 +31,7 @@ import numpy as np
 from autotune.bench import sim_clock
 from autotune.bench.load import Load, arrival_times, trace_times
 from autotune.bench.sim_clock import VirtualSlot
-from autotune.bench.source import PreparedUnit
+from autotune.bench.source import PreparedUnit, Turn
 from autotune.bench.stream import Clock, failed_sample, send_request
 from autotune.bench.types import BenchPlan, Lateness, RequestSample
 from autotune.core.errors import BenchError
@@ -94,7 +95,9 @@ async def run_open_window(
     scale: float,
     clock: Clock,
     virtual: bool,
+    record: Callable[[Turn], None] | None = None,
 ) -> OpenRun:
+    """Send ``units`` at their times under ``load``; ``record`` is told of each turn as it is sent."""
     times = schedule(units, load, plan.workload.seed, window)
     samples: list[RequestSample] = []
     state = {"sent": 0, "gone": False}
@@ -114,6 +117,8 @@ async def run_open_window(
             if slot is not None:
                 slot.successor = k + 1 < len(unit)
             state["sent"] += 1
+            if record is not None:
+                record(turn)
             sample, gone = await send_request(client, turn.body, scale, plan.request_timeout_s, clock, slot)
             samples.append(sample)
             state["gone"] = state["gone"] or gone

@@ -26,7 +26,7 @@ class RequestSource:
         self._spec = spec
         self._queue: collections.deque[PreparedUnit] = collections.deque()
         self._built = 0
-        self.sent: list[BenchRequest] = []  # requests handed out since ``mark``
+        self.sent: list[BenchRequest] = []  # requests sent since ``mark``, in sending order
 
     def _prepare(self, unit: Unit) -> PreparedUnit:
         return tuple(Turn(request_body(r, self._spec), r.think_s, r) for r in unit)
@@ -40,20 +40,16 @@ class RequestSource:
     def next(self) -> PreparedUnit:
         if not self._queue:
             self.prefetch(64)
-        unit = self._queue.popleft()
-        self.sent.extend(t.request for t in unit)
-        return unit
+        return self._queue.popleft()
 
     def take(self, n: int) -> list[PreparedUnit]:
         self.prefetch(n)
         return [self.next() for _ in range(n)]
 
-    def unsent(self, units: list[PreparedUnit]) -> None:
-        """``units``, the last handed out, were not sent after all (a window that stopped early): the level's requests
-        leave them out."""
-        n = sum(len(u) for u in units)
-        if n:
-            del self.sent[-n:]
+    def record(self, turn: Turn) -> None:
+        """``turn`` is being sent (a unit handed out may not be sent whole: a window that stopped early, a
+        conversation that ended at a failed turn)."""
+        self.sent.append(turn.request)
 
     def mark(self) -> None:
         """Start remembering a new level's requests."""

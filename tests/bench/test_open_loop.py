@@ -7,6 +7,8 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -158,3 +160,32 @@ def test_a_levels_offered_rate_pools_its_windows() -> None:
     # a window of one send has no gap: it adds nothing, and a level of such windows has no offered rate
     assert level_offered_rate([_window(1, 0.0), _window(4, 1.5)]) == pytest.approx(2.0)
     assert level_offered_rate([_window(1, 0.0)]) is None
+
+
+def test_traffic_counts_the_turns_sent_not_those_of_a_conversation_cut_short(tmp_path: Path) -> None:
+    # The server refuses every turn after a conversation's first (its prompt is too long): each conversation ends at
+    # its second turn, so 2 of its 4 turns are sent. The traffic summary counted all 4 (the turns handed out).
+    convs = [
+        {
+            "conversations": [
+                {"from": "human" if k % 2 == 0 else "gpt", "value": f"turn {k} of {i} " * 4} for k in range(8)
+            ]
+        }
+        for i in range(20)
+    ]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(convs))
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/generate":
+            return httpx.Response(404)
+        if "Assistant: " in json.loads(request.content)["text"]:  # a later turn: its history is in the prompt
+            return httpx.Response(400, text="too long")
+        return httpx.Response(200, content=sse(1) + sse(2) + b"data: [DONE]\n\n")
+
+    spec = WorkloadSpec(kind="multi-turn", path=str(path), fixed_output_len=2)
+    p = plan(Load.at_rate(100.0), loads=(Load.closed(2), Load.at_rate(100.0)), concurrencies=(2,), requests_per_level=4)
+    result = run_plan("http://fake", replace(p, workload=spec), transport=httpx.MockTransport(handler))
+    for lv in result.levels:
+        assert lv.requests == 8 and lv.failed == 4
+        assert lv.traffic is not None and lv.traffic.requests == 8
