@@ -333,6 +333,12 @@ async def arun_plan(
                 notes.append("server did not confirm /set_internal_state: no per-level /server_info accept length")
             levels.append(level)
             order.append(c)
+        counts = filter_counts(plan.workload)
+        if counts is not None and counts.wrapped:
+            notes.append(
+                f"workload {plan.workload.kind}: the run needed more than the {counts.kept} entries that pass its "
+                "filters, so later requests repeat earlier prompts (a prefix cache may serve them)"
+            )
         try:
             after = await fetch_server_info(client, base_url)
         except BenchError as exc:

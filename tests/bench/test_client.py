@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -179,6 +180,19 @@ def test_text_prompts_are_sent_as_text(tmp_path: Any) -> None:
             "stream": True,
         }
     ]
+
+
+def test_a_dataset_that_runs_out_says_its_prompts_repeat(tmp_path: Any) -> None:
+    """3 conversations for 2 levels of 4 requests: the later requests repeat earlier prompts (a prefix cache serves
+    them), which no note said (the pool's ``wrapped`` flag was read by nobody)."""
+    convs = [{"conversations": [{"value": f"question {i} " * 4}, {"value": "answer " * 8}]} for i in range(3)]
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(convs), encoding="utf-8")
+    spec = WorkloadSpec(kind="sharegpt", path=str(path))
+    result = run(server(good_stream()), plan(workload=spec, concurrencies=(1, 2), requests_per_level=4))
+    assert any("more than the 3 entries that pass its filters" in n and "repeat" in n for n in result.notes)
+    small = run(server(good_stream()), plan(workload=replace(spec, seed=1), requests_per_level=3))
+    assert not any("repeat" in n for n in small.notes)
 
 
 def test_min_duration_is_engine_seconds() -> None:

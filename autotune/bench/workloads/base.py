@@ -34,10 +34,12 @@ Unit = tuple[BenchRequest, ...]
 
 @dataclass
 class FilterCounts:
-    """What a dataset kind left out, by reason (``too_short``, ``over_context``, ``empty``), and what it kept."""
+    """What a dataset kind left out, by reason (``too_short``, ``over_context``, ``empty``), and what it kept;
+    ``wrapped``: more units were asked for than it kept, so later units repeat earlier ones."""
 
     kept: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    wrapped: bool = False
 
     def drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1

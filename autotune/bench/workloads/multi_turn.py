@@ -73,7 +73,7 @@ class MultiTurn:
 
     def filtered(self, spec: WorkloadSpec) -> FilterCounts | None:
         pool = _pool(spec)
-        counts = FilterCounts(pool.counts.kept, dict(pool.counts.dropped))
+        counts = FilterCounts(pool.counts.kept, dict(pool.counts.dropped), pool.counts.wrapped)
         for why, k in pool.cuts.items():  # type: ignore[attr-defined]  # the multi-turn pool carries its cut counts as an extra attribute on FilteredPool
             counts.dropped[f"turns_cut_{why}"] = k
         return counts

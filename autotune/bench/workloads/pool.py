@@ -3,7 +3,7 @@
 The entries are visited in one seeded permutation; each visited entry either becomes a unit or is dropped for a
 reason (counted). Unit ``i`` is the ``i``-th kept entry, so it depends only on the spec and ``i``, and only the
 entries needed are tokenized (building 10,000 requests does not tokenize the whole file). Past the last kept entry
-the units start over (a level then repeats earlier prompts; ``wrapped`` says so).
+the units start over (a level then repeats earlier prompts; ``counts.wrapped`` says so, and the run's notes).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ class FilteredPool:
         self._pos = 0
         self._kept: list[Unit] = []
         self.counts = FilterCounts()
-        self.wrapped = False
         self._what = what
 
     def _extend(self, want: int, batch: int = 256) -> None:
@@ -47,5 +46,5 @@ class FilteredPool:
                 f"{self._what}: no entry passed the filters ({self.counts.dropped}); see docs/benchmark.md"
             )
         if offset + n > len(self._kept):
-            self.wrapped = True
+            self.counts.wrapped = True
         return [self._kept[i % len(self._kept)] for i in range(offset, offset + n)]
