@@ -144,15 +144,21 @@ def requests_for_level(plan: BenchPlan, concurrency: int) -> int:
     return plan.requests_per_level or max(plan.min_requests, concurrency * plan.rounds)
 
 
+def trace_cycle(plan: BenchPlan) -> int:
+    """The units of one pass over a trace workload: its rows that are kept."""
+    counts = filter_counts(plan.workload)
+    return max(1, counts.kept if counts is not None else plan.min_requests)
+
+
 def units_for_open_level(plan: BenchPlan, load: Load) -> int:
     """Units per window of an open-loop level: ``requests_per_level``, else ``max(min_requests, rate x
-    rate_window_s)`` for a rate, the trace's rows (those kept) for a trace."""
+    rate_window_s)`` for a rate, the trace's rows (those kept) for a trace; a trace window starts at the trace's
+    first row (``RequestSource.align``)."""
     if plan.requests_per_level:
         return plan.requests_per_level
     if load.kind == "rate":
         return max(plan.min_requests, math.ceil(load.rate * plan.rate_window_s))
-    counts = filter_counts(plan.workload)
-    return max(1, counts.kept if counts is not None else plan.min_requests)
+    return trace_cycle(plan)
 
 
 def _check_plan(plan: BenchPlan) -> None:
@@ -226,6 +232,8 @@ async def _measure_level(
     while True:
         what = f"load level {key} (window {len(windows) + 1})"
         if load.open_loop:
+            if load.kind == "trace":
+                source.align(trace_cycle(plan))
             units = source.take(units_for_open_level(plan, load))
             orun = await run_open_window(
                 client, units, plan, load, len(windows), scale, clock, virtual, record=source.record

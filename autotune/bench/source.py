@@ -42,6 +42,18 @@ class RequestSource:
             self.prefetch(64)
         return self._queue.popleft()
 
+    def align(self, k: int) -> None:
+        """Skip to the next unit whose index is a multiple of ``k`` (a trace's cycle: a window then replays the trace
+        from its first row, not from wherever the warmup or the levels before left it)."""
+        handed = self._built - len(self._queue)
+        skip = -handed % k
+        if skip >= len(self._queue):
+            self._queue.clear()
+            self._built = handed + skip
+        else:
+            for _ in range(skip):
+                self._queue.popleft()
+
     def take(self, n: int) -> list[PreparedUnit]:
         self.prefetch(n)
         return [self.next() for _ in range(n)]

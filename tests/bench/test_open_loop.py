@@ -189,3 +189,33 @@ def test_traffic_counts_the_turns_sent_not_those_of_a_conversation_cut_short(tmp
     for lv in result.levels:
         assert lv.requests == 8 and lv.failed == 4
         assert lv.traffic is not None and lv.traffic.requests == 8
+
+
+def test_every_trace_window_replays_the_trace_from_its_first_row(tmp_path: Path) -> None:
+    # Rows 0-3 arrive together, row 4 a second later (0.2 s at time scale 0.2). The warmups (3 requests each) and the
+    # concurrency level (16) took 22 rows: each trace window began at row 2, the next cycle's rows 0-1 following
+    # after a made-up gap (the burst of 4 was split).
+    rows = [{"timestamp": 5000 + 1000 * (i == 4), "input_length": 10 + i, "output_length": 3} for i in range(5)]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    sent: list[tuple[int, float]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/generate":
+            return httpx.Response(404)
+        sent.append((len(json.loads(request.content)["input_ids"]), time.perf_counter()))
+        return httpx.Response(200, content=sse(1) + sse(2) + sse(3) + b"data: [DONE]\n\n")
+
+    spec = WorkloadSpec(kind="trace", path=str(path), trace_block_size=4)
+    p = plan(Load.replay(0.2), loads=(Load.closed(1), Load.replay(0.2)), concurrencies=(1,), max_windows=2)
+    result = run_plan(
+        "http://fake",
+        replace(p, workload=spec, warmup_requests=3, min_windows=2),
+        transport=httpx.MockTransport(handler),
+    )
+    lv = result.level("trace0.2")
+    assert len(lv.windows) == 2 and lv.requests == 10
+    window_sends = sent[-10:]
+    assert [n for n, _ in window_sends] == [10, 11, 12, 13, 14] * 2
+    for w in (window_sends[:5], window_sends[5:]):
+        assert w[3][1] - w[0][1] < 0.1 and w[4][1] - w[0][1] == pytest.approx(0.2, abs=0.1)
