@@ -373,7 +373,13 @@ def _workload_info(plan: BenchPlan) -> dict[str, Any] | None:
     if spec.kind in ("synthetic", "random-ids"):
         return None  # as before: nothing to say about random ids
     counts = filter_counts(spec)
-    info: dict[str, Any] = {"kind": spec.kind, "token_rule": token_counter(spec.tokenizer).rule}
+    # a trace's prompts are token ids of the lengths its rows give: no text is counted
+    rule = (
+        "the trace's own lengths (prompts are token ids)"
+        if spec.kind == "trace"
+        else token_counter(spec.tokenizer).rule
+    )
+    info: dict[str, Any] = {"kind": spec.kind, "token_rule": rule}
     if counts is not None:
         info["kept"] = counts.kept
         info["dropped"] = dict(counts.dropped)

@@ -219,3 +219,16 @@ def test_every_trace_window_replays_the_trace_from_its_first_row(tmp_path: Path)
     assert [n for n, _ in window_sends] == [10, 11, 12, 13, 14] * 2
     for w in (window_sends[:5], window_sends[5:]):
         assert w[3][1] - w[0][1] < 0.1 and w[4][1] - w[0][1] == pytest.approx(0.2, abs=0.1)
+
+
+def test_a_trace_workload_does_not_claim_a_token_rule(tmp_path: Path) -> None:
+    """A trace's prompts are ids of its rows' lengths; the record said they were counted by the simulator's chars/4
+    rule, on a real server too (a trace study gets no tokenizer)."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"timestamp": 0, "input_length": 8, "output_length": 3}), encoding="utf-8")
+    spec = WorkloadSpec(kind="trace", path=str(path))
+    result = run_plan("http://fake", replace(plan(Load.replay()), workload=spec), transport=slow_server(0.0, []))
+    assert (
+        result.workload is not None
+        and result.workload["token_rule"] == "the trace's own lengths (prompts are token ids)"
+    )
