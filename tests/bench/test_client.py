@@ -184,7 +184,7 @@ def test_text_prompts_are_sent_as_text(tmp_path: Any) -> None:
 
 def test_a_dataset_that_runs_out_says_its_prompts_repeat(tmp_path: Any) -> None:
     """3 conversations for 2 levels of 4 requests: the later requests repeat earlier prompts (a prefix cache serves
-    them), which no note said (the pool's ``wrapped`` flag was read by nobody)."""
+    them), which no note of the run said (only the fidelity tool read the pool's ``wrapped`` flag)."""
     convs = [{"conversations": [{"value": f"question {i} " * 4}, {"value": "answer " * 8}]} for i in range(3)]
     path = tmp_path / "s.json"
     path.write_text(json.dumps(convs), encoding="utf-8")

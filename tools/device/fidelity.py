@@ -482,7 +482,7 @@ def sharegpt_file(setup: FidelitySetup, repeat: int, out: Path) -> Path:
     spec = _sharegpt_spec(setup, repeat, None)
     pool = _pool(spec)
     units = pool.units(setup.num_prompts, 0)
-    if pool.wrapped:
+    if pool.counts.wrapped:
         raise BenchError(
             f"--num-prompts {setup.num_prompts} is more than the ShareGPT conversations that pass the filters"
         )
