@@ -9,7 +9,7 @@ from aiohttp import web
 
 from autotune.sim.engine import EngineLoop
 from autotune.sim.handle import Handle
-from autotune.sim.request_parse import json_body, parse_openai
+from autotune.sim.request_parse import json_body, kv_error, parse_openai
 from autotune.sim.streaming import output_text
 
 
@@ -64,6 +64,9 @@ async def _openai(request: web.Request, st: Any, run_request: Any, chat: bool) -
     gen = parse_openai(body, chat=chat, context_len=st.cfg.context_len)
     if isinstance(gen, str):
         return _error(400, gen)
+    too_big = kv_error(gen.prompt_tokens, st.cfg.kv_tokens)
+    if too_big:
+        return _error(400, too_big)
     opts = body.get("stream_options") or {}
     model = body.get("model") or st.model_name()
     if gen.stream:

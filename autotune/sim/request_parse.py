@@ -71,6 +71,14 @@ def context_error(prompt_tokens: int, max_new_tokens: int, context_len: int) -> 
     )
 
 
+def kv_error(prompt_tokens: int, kv_tokens: int) -> str | None:
+    """The refusal of a prompt the KV cache cannot hold (it would never be admitted and would block the queue behind
+    it); None when it fits. Every generating endpoint checks it."""
+    if prompt_tokens < kv_tokens:
+        return None
+    return f"The input ({prompt_tokens} tokens) is longer than the KV cache ({kv_tokens} tokens)."
+
+
 def parse_generate(body: dict[str, Any], context_len: int) -> Generation | str:
     """A native ``/generate`` body (``text`` or ``input_ids``, ``sampling_params.max_new_tokens``, ``stream``), or the
     error message."""

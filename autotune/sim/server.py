@@ -29,7 +29,7 @@ from autotune.sim.nodes import Rendezvous, follow, parse_addr
 from autotune.sim.openai_api import chat_completions, completions, list_models
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.prometheus import render_metrics
-from autotune.sim.request_parse import Generation, json_body, parse_generate
+from autotune.sim.request_parse import Generation, json_body, kv_error, parse_generate
 from autotune.sim.streaming import generate_chunk, sse, token_updates
 
 ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
@@ -168,9 +168,9 @@ async def generate(request: web.Request) -> web.StreamResponse:
     parsed = parse_generate(body, st.cfg.context_len)
     if isinstance(parsed, str):
         return _error(400, parsed)
-    n_prompt = parsed.prompt_tokens
-    if n_prompt >= st.cfg.kv_tokens:
-        return _error(400, f"The input ({n_prompt} tokens) is longer than the KV cache ({st.cfg.kv_tokens} tokens).")
+    too_big = kv_error(parsed.prompt_tokens, st.cfg.kv_tokens)
+    if too_big:
+        return _error(400, too_big)
     return await run_request(request, st, parsed, generate_chunk)
 
 

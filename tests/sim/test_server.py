@@ -169,3 +169,16 @@ def test_speculative_meta_info_and_simulated_accept_length() -> None:
         assert info["max_running_requests"] == 48
         assert info["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(3.0)
         assert httpx.post(f"{url}/flush_cache").status_code == 200
+
+
+def test_openai_prompt_longer_than_kv_cache_is_refused_not_queued_forever() -> None:
+    """A prompt the KV cache cannot hold would never be admitted and would block every request behind it."""
+    with running("--sim-profile", "h200-llama-1b", "--max-total-tokens", "1000", "--sim-time-scale", "50") as url:
+        for path, body in (
+            ("/v1/completions", {"prompt": "x" * 4400, "max_tokens": 4}),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * 4400}], "max_tokens": 4}),
+        ):
+            r = httpx.post(f"{url}{path}", json=body, timeout=10)
+            assert r.status_code == 400 and "longer than the KV cache" in r.json()["message"], path
+        ok = httpx.post(f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 4}, timeout=10)
+        assert ok.json()["usage"]["completion_tokens"] == 4
