@@ -79,6 +79,12 @@ def kv_error(prompt_tokens: int, kv_tokens: int) -> str | None:
     return f"The input ({prompt_tokens} tokens) is longer than the KV cache ({kv_tokens} tokens)."
 
 
+def max_new_within_kv(prompt_tokens: int, max_new_tokens: int, kv_tokens: int) -> int:
+    """SGLang's clip of a request's token budget to what one request may hold in the KV cache (``max_req_len -
+    prompt - 1``, ``max_req_len = max_total_num_tokens - 1``), so a lone request never runs past the cache; at least 1."""
+    return max(1, min(max_new_tokens, kv_tokens - prompt_tokens - 2))
+
+
 def parse_generate(body: dict[str, Any], context_len: int) -> Generation | str:
     """A native ``/generate`` body (``text`` or ``input_ids``, ``sampling_params.max_new_tokens``, ``stream``), or the
     error message."""

@@ -29,7 +29,7 @@ from autotune.sim.nodes import Rendezvous, follow, parse_addr
 from autotune.sim.openai_api import chat_completions, completions, list_models
 from autotune.sim.profile import ProfileError, load_profile
 from autotune.sim.prometheus import render_metrics
-from autotune.sim.request_parse import Generation, json_body, kv_error, parse_generate
+from autotune.sim.request_parse import Generation, json_body, kv_error, max_new_within_kv, parse_generate
 from autotune.sim.streaming import generate_chunk, sse, token_updates
 
 ENGINE_KEY: web.AppKey[Any] = web.AppKey("sim_state", object)
@@ -235,7 +235,7 @@ async def run_request(request: web.Request, st: State, gen: Generation, build: A
     send_time = _send_time(request)
     if isinstance(send_time, web.Response):
         return send_time
-    max_new, stream = gen.max_new_tokens, gen.stream
+    max_new, stream = max_new_within_kv(gen.prompt_tokens, gen.max_new_tokens, st.cfg.kv_tokens), gen.stream
     successor = request.headers.get(SUCCESSOR_HEADER, "1") != "0"
     h = engine.submit(gen.prompt_tokens, max_new, send_time, successor=successor)
     interval = st.args.sim_stream_interval_ms / 1000.0

@@ -182,3 +182,14 @@ def test_openai_prompt_longer_than_kv_cache_is_refused_not_queued_forever() -> N
             assert r.status_code == 400 and "longer than the KV cache" in r.json()["message"], path
         ok = httpx.post(f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 4}, timeout=10)
         assert ok.json()["usage"]["completion_tokens"] == 4
+
+
+def test_a_lone_request_is_clipped_to_the_kv_cache_as_sglang_does() -> None:
+    """prompt + max_new_tokens beyond the KV cache: SGLang clips max_new_tokens to max_req_len - prompt - 1
+    (max_req_len = KV tokens - 1), so the request never holds more KV than there is."""
+    with running("--sim-profile", "h200-llama-1b", "--max-total-tokens", "1000", "--sim-time-scale", "50") as url:
+        body = {"input_ids": [1] * 900, "sampling_params": {"max_new_tokens": 500}}
+        meta = httpx.post(f"{url}/generate", json=body, timeout=10).json()["meta_info"]
+        assert meta["completion_tokens"] == 98 and meta["finish_reason"] == {"type": "length", "length": 98}
+        small = httpx.post(f"{url}/generate", json={"input_ids": [1] * 10, "sampling_params": {"max_new_tokens": 5}})
+        assert small.json()["meta_info"]["completion_tokens"] == 5
