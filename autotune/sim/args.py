@@ -89,9 +89,23 @@ class ServerArgs:
     enable_mixed_chunk: bool
     random_seed: int | None
     skip_server_warmup: bool
+    pp_size: int = 1  # pipeline parallel: counted in the GPUs, not modelled (a launch with pp_size > 1 is refused)
+    enable_dp_attention: bool = False  # DP attention: its DP ranks share the TP GPUs; not modelled (refused)
+    attn_dp_size: int | None = None
     nnodes: int = 1  # nodes the server spans; rank 0 serves HTTP (autotune.sim.nodes)
     node_rank: int = 0
     dist_init_addr: str | None = None
+
+    @property
+    def dp_attention(self) -> bool:
+        """DP attention on: ``--enable-dp-attention`` or ``--attn-dp-size`` > 1 (``autotune.engines.sglang_rules``)."""
+        return self.enable_dp_attention or (self.attn_dp_size or 1) > 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the server uses, as SGLang counts them (``autotune.core.trial.server_gpus``): tp x pp, times dp
+        unless DP attention shares the TP GPUs."""
+        return self.tp_size * self.pp_size * (1 if self.dp_attention else self.dp_size)
 
     @property
     def cuda_graph_disabled(self) -> bool:

@@ -97,18 +97,31 @@ def resolve(args: ServerArgs, profile: Profile, env: Mapping[str, str]) -> SimCo
     tp, dp = args.tp_size, args.dp_size
     if tp < 1 or dp < 1:
         raise ArgsFailure(("ValueError: --tp-size and --dp-size must be >= 1",))
+    if args.pp_size < 1:
+        raise ArgsFailure(("ValueError: --pp-size must be >= 1",))
+    gpus = args.gpus
     nnodes = max(1, args.nnodes)
-    if nnodes > 1 and (tp * dp) % nnodes:
-        raise ArgsFailure((f"ValueError: tp_size*dp_size={tp * dp} is not divisible by --nnodes {nnodes}",))
+    if nnodes > 1 and gpus % nnodes:
+        raise ArgsFailure((f"ValueError: the server's {gpus} GPUs are not divisible by --nnodes {nnodes}",))
     if not 0 <= args.node_rank < nnodes:
         raise ArgsFailure((f"ValueError: --node-rank {args.node_rank} is outside 0..{nnodes - 1} (--nnodes {nnodes})",))
     if nnodes > 1 and not args.dist_init_addr:
         raise ArgsFailure(("ValueError: --dist-init-addr is required when --nnodes > 1",))
-    if tp * dp // nnodes > hw.gpu_count:  # the GPUs of one node (the profile's hardware is one node)
+    if gpus // nnodes > hw.gpu_count:  # the GPUs of one node (the profile's hardware is one node)
         raise ArgsFailure(
             (
-                f"RuntimeError: CUDA error: invalid device ordinal (tp_size*dp_size={tp * dp} GPUs requested over "
+                f"RuntimeError: CUDA error: invalid device ordinal ({gpus} GPUs requested over "
                 f"{nnodes} node(s), profile {profile.name} has {hw.gpu_count} per node)",
+            )
+        )
+    not_modelled = [f"--pp-size {args.pp_size}"] if args.pp_size > 1 else []
+    if args.dp_attention and (args.attn_dp_size or dp) > 1:
+        not_modelled.append("DP attention (--enable-dp-attention / --attn-dp-size)")
+    if not_modelled:
+        raise ArgsFailure(
+            (
+                f"NotImplementedError: the simulated engine (autotune.sim) does not model {' or '.join(not_modelled)}; "
+                "run this configuration on SGLang, or leave it out of a simulated study",
             )
         )
     frac = args.mem_fraction_static if args.mem_fraction_static is not None else d.mem_fraction_static

@@ -176,3 +176,20 @@ def test_small_kv_cache_queues_and_retracts() -> None:
     assert tight.requests == 64  # every request still completes
     assert tight.output_tok_per_s < roomy.output_tok_per_s
     assert tight.mean_ttft_s > roomy.mean_ttft_s
+
+
+def test_pipeline_parallel_and_dp_attention_are_counted_in_gpus_and_refused_as_not_modelled() -> None:
+    """SGLang runs --tp 8 --dp 8 --enable-dp-attention on 8 GPUs and --tp 4 --pp-size 2 on 8 (weights split 8 ways);
+    the simulator models neither, so it says so instead of failing for a wrong reason or ignoring the flag."""
+    from autotune.sim.config import ArgsFailure
+
+    for profile, flags in (
+        (KIMI, ("--tp", "8", "--dp", "8", "--enable-dp-attention")),
+        (KIMI, ("--tp", "8", "--attn-dp-size", "2")),
+        (KIMI, ("--tp", "4", "--pp-size", "2")),
+    ):
+        with pytest.raises(ArgsFailure, match="does not model"):
+            _cfg(profile, *flags)
+    with pytest.raises(ArgsFailure, match="invalid device ordinal"):  # 2 GPUs on the one-GPU profile
+        _cfg(H1, "--pp-size", "2")
+    assert _cfg(KIMI, "--tp", "8", "--enable-dp-attention").failure is None  # dp 1: DP attention changes nothing
