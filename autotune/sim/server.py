@@ -298,7 +298,9 @@ def build_app(st: State) -> web.Application:
 async def serve(cfg: SimConfig, log: Logger) -> int:
     args = cfg.args
     st = State(cfg, log)
-    runner = web.AppRunner(build_app(st), access_log=None, handle_signals=False)
+    # handler_cancellation: a client that disconnects cancels its handler, which aborts the request in the engine, as
+    # SGLang aborts a request whose client is gone (aiohttp >= 3.9 leaves handlers running by default)
+    runner = web.AppRunner(build_app(st), access_log=None, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, backlog=1024, reuse_address=True)
     try:

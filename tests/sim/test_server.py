@@ -193,3 +193,27 @@ def test_a_lone_request_is_clipped_to_the_kv_cache_as_sglang_does() -> None:
         assert meta["completion_tokens"] == 98 and meta["finish_reason"] == {"type": "length", "length": 98}
         small = httpx.post(f"{url}/generate", json={"input_ids": [1] * 10, "sampling_params": {"max_new_tokens": 5}})
         assert small.json()["meta_info"]["completion_tokens"] == 5
+
+
+def _gauge(url: str, name: str) -> float:
+    line = next(x for x in httpx.get(f"{url}/metrics").text.splitlines() if x.startswith(f"sglang:{name}{{"))
+    return float(line.split()[-1])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_whose_client_went_away_is_aborted(stream: bool) -> None:
+    """SGLang aborts a request whose client disconnected; the simulator kept it queued, then generated all of it."""
+    with running("--sim-profile", "h200-llama-1b", "--max-running-requests", "1", "--sim-time-scale", "1") as url:
+        with httpx.Client(timeout=30) as busy, httpx.Client(timeout=0.3) as impatient:
+            with busy.stream(
+                "POST",
+                f"{url}/generate",
+                json={"input_ids": [1] * 10, "stream": True, "sampling_params": {"max_new_tokens": 20000}},
+            ):
+                body = {"input_ids": [1] * 10, "stream": stream, "sampling_params": {"max_new_tokens": 4000}}
+                with pytest.raises(httpx.ReadTimeout):
+                    impatient.post(f"{url}/generate", json=body)
+                deadline = time.monotonic() + 3  # the busy request runs ~25 s
+                while _gauge(url, "num_queue_reqs") != 0:
+                    assert time.monotonic() < deadline, "the abandoned request is still queued"
+                    time.sleep(0.05)
