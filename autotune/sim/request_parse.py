@@ -107,13 +107,23 @@ def parse_generate(body: dict[str, Any], context_len: int) -> Generation | str:
     return Generation(n_prompt, max(max_new, 1), bool(body.get("stream", False)))
 
 
+def message_text(content: object) -> str:
+    """A chat message's text: the string, or the ``text`` of its content parts (``[{"type": "text", "text": ...}]``)
+    joined; anything else (None, an image part) adds no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
 def parse_openai(body: dict[str, Any], *, chat: bool, context_len: int) -> Generation | str:
     """A ``/v1/chat/completions`` (``messages``) or ``/v1/completions`` (``prompt``) body, or the error message."""
     if chat:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs:
             return "messages must be a non-empty list"
-        n_prompt = sum(prompt_tokens_of(str(m.get("content", ""))) + 4 for m in msgs if isinstance(m, dict))
+        n_prompt = sum(prompt_tokens_of(message_text(m.get("content"))) + 4 for m in msgs if isinstance(m, dict))
         max_new = body.get("max_completion_tokens") or body.get("max_tokens") or 128
     else:
         prompt = body.get("prompt")

@@ -39,3 +39,13 @@ def test_openai_bodies_count_the_prompt_and_check_the_budget() -> None:
 @pytest.mark.parametrize(("ids", "n"), [([1, 2], 2), ([], 0), ([True], None), ([1, "a"], None), ("12", None)])
 def test_token_ids_are_one_flat_list_of_integers(ids: object, n: int | None) -> None:
     assert token_ids_length(ids) == n
+
+
+def test_chat_content_parts_count_their_text_not_their_json() -> None:
+    """OpenAI's content parts (``[{"type": "text", "text": ...}]``) were counted as the list's Python repr."""
+    parts = [{"type": "text", "text": "abcd"}, {"type": "text", "text": "efgh"}]
+    as_parts = parse_openai({"messages": [{"role": "user", "content": parts}]}, chat=True, context_len=1000)
+    as_text = parse_openai({"messages": [{"role": "user", "content": "abcdefgh"}]}, chat=True, context_len=1000)
+    assert as_parts == as_text == Generation(2 + 4, 128, False)
+    no_content = parse_openai({"messages": [{"role": "assistant", "content": None}]}, chat=True, context_len=1000)
+    assert no_content == Generation(1 + 4, 128, False)
