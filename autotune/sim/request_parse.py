@@ -137,4 +137,7 @@ def parse_openai(body: dict[str, Any], *, chat: bool, context_len: int) -> Gener
         return f"max_tokens must be a positive integer, got {max_new!r}"
     if n_prompt + max_new > context_len:
         return f"This model's maximum context length is {context_len} tokens."
+    choices = body.get("n")
+    if choices is not None and (isinstance(choices, bool) or choices != 1):
+        return f"n={choices!r}: the simulated engine answers one choice per request (n=1); send {choices!r} requests instead"
     return Generation(n_prompt, max_new, bool(body.get("stream", False)))

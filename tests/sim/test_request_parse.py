@@ -49,3 +49,10 @@ def test_chat_content_parts_count_their_text_not_their_json() -> None:
     assert as_parts == as_text == Generation(2 + 4, 128, False)
     no_content = parse_openai({"messages": [{"role": "assistant", "content": None}]}, chat=True, context_len=1000)
     assert no_content == Generation(1 + 4, 128, False)
+
+
+def test_n_other_than_one_is_refused_not_answered_with_one_choice() -> None:
+    """SGLang answers n choices; the simulator answered one (and usage for one) without a word."""
+    assert parse_openai({"prompt": "ab", "n": 1}, chat=False, context_len=100) == Generation(1, 16, False)
+    for chat, body in ((False, {"prompt": "ab", "n": 2}), (True, {"messages": [{"content": "ab"}], "n": 3})):
+        assert "one choice per request (n=1)" in str(parse_openai(body, chat=chat, context_len=1000))
