@@ -117,6 +117,11 @@ def message_text(content: object) -> str:
     return ""
 
 
+def _first_given(*values: object) -> object:
+    """The first value that is not None (an explicit 0 is a value, not a default)."""
+    return next(v for v in values if v is not None)
+
+
 def parse_openai(body: dict[str, Any], *, chat: bool, context_len: int) -> Generation | str:
     """A ``/v1/chat/completions`` (``messages``) or ``/v1/completions`` (``prompt``) body, or the error message."""
     if chat:
@@ -124,7 +129,7 @@ def parse_openai(body: dict[str, Any], *, chat: bool, context_len: int) -> Gener
         if not isinstance(msgs, list) or not msgs:
             return "messages must be a non-empty list"
         n_prompt = sum(prompt_tokens_of(message_text(m.get("content"))) + 4 for m in msgs if isinstance(m, dict))
-        max_new = body.get("max_completion_tokens") or body.get("max_tokens") or 128
+        max_new = _first_given(body.get("max_completion_tokens"), body.get("max_tokens"), 128)
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -132,7 +137,7 @@ def parse_openai(body: dict[str, Any], *, chat: bool, context_len: int) -> Gener
         n = prompt_tokens_of(prompt) if isinstance(prompt, str) else token_ids_length(prompt)
         if not n:
             return "prompt must be a string or a list of token ids (one prompt per request)"
-        n_prompt, max_new = n, body.get("max_tokens") or 16
+        n_prompt, max_new = n, _first_given(body.get("max_tokens"), 16)
     if not isinstance(max_new, int) or max_new < 1:
         return f"max_tokens must be a positive integer, got {max_new!r}"
     if n_prompt + max_new > context_len:

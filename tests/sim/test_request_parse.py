@@ -56,3 +56,17 @@ def test_n_other_than_one_is_refused_not_answered_with_one_choice() -> None:
     assert parse_openai({"prompt": "ab", "n": 1}, chat=False, context_len=100) == Generation(1, 16, False)
     for chat, body in ((False, {"prompt": "ab", "n": 2}), (True, {"messages": [{"content": "ab"}], "n": 3})):
         assert "one choice per request (n=1)" in str(parse_openai(body, chat=chat, context_len=1000))
+
+
+def test_an_explicit_max_tokens_of_zero_is_checked_not_replaced_by_the_default() -> None:
+    """``max_tokens: 0`` ran as 16 (completions) or 128 (chat) tokens."""
+    for chat, body in (
+        (False, {"prompt": "ab", "max_tokens": 0}),
+        (True, {"messages": [{"content": "ab"}], "max_tokens": 0}),
+        (True, {"messages": [{"content": "ab"}], "max_completion_tokens": 0, "max_tokens": 5}),
+    ):
+        assert "max_tokens must be a positive integer, got 0" in str(parse_openai(body, chat=chat, context_len=1000))
+    chat = parse_openai(
+        {"messages": [{"content": "ab"}], "max_completion_tokens": None, "max_tokens": 5}, chat=True, context_len=1000
+    )
+    assert chat == Generation(1 + 4, 5, False)
