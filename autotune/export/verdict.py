@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from autotune.bench.stats import launches_to_separate
 from autotune.export.best import BestChoice
-from autotune.export.evidence import Difference, Evidence, describe, level_of
+from autotune.export.evidence import Difference, Evidence, Samples, describe, level_of
 from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 
@@ -122,7 +123,7 @@ def baseline_verdict(
             baseline_feasible=base.feasible,
         )
     gains = tuple(_gain(evidence, rec.number, baseline, c, objective) for c in sorted(load_levels))
-    where, d = _headline(evidence, rec.number, baseline, objective, load_levels)
+    where, d, pair = _headline(evidence, rec.number, baseline, objective, load_levels)
     if base.outcome is not TrialOutcome.COMPLETE:
         why = base.failure.value if base.failure is not None else base.outcome.value
         return BaselineVerdict(
@@ -181,9 +182,23 @@ def baseline_verdict(
         baseline,
         rec.number,
         f"No config beats your current one (trial {baseline}) beyond the noise on {where}: the best, "
-        f"trial {rec.number}, differs by {fmt_gain(d)} ({describe(d.basis)}), a tie.",
+        f"trial {rec.number}, differs by {fmt_gain(d)} ({describe(d.basis)}), a tie.{_rounds_note(d, pair, evidence)}",
         gains,
         True,
+    )
+
+
+def _rounds_note(d: Difference, pair: tuple[Samples, Samples] | None, ev: Evidence) -> str:
+    """For a tie over relaunches with the recommendation ahead: how many relaunches a side would separate it, were
+    the means and spread measured to hold (the finalist stage's ``rounds``)."""
+    if d.basis != "relaunches" or d.gain_pct <= 0 or pair is None:
+        return ""
+    n = launches_to_separate(pair[0].values, pair[1].values, ev.alpha)
+    if n is None:
+        return " At the spread these relaunches show, more than 20 a side would be needed to separate them."
+    return (
+        f" At the spread these relaunches show, {n} relaunches a side (`study.finalists.rounds: {n}`) would separate "
+        "a difference this large about half the time."
     )
 
 
@@ -196,7 +211,7 @@ def judged_level(objective: Objective, load_levels: Sequence[int]) -> int:
 
 def _headline(
     ev: Evidence, rec: int, base: int, objective: Objective, load_levels: Sequence[int]
-) -> tuple[str, Difference | None]:
+) -> tuple[str, Difference | None, tuple[Samples, Samples] | None]:
     """Where the verdict is decided, as its headline names it, and the gain there: the objective itself at its own
     level (a concurrency, or an open-loop level such as ``rate8``) where both configs have figures of it, else output
     tok/s at that level, named as such."""
@@ -207,8 +222,8 @@ def _headline(
         a, b = ev.samples(rec, level, metric), ev.samples(base, level, metric)
         if a is not None and b is not None:
             where = named if metric == objective.metric else f"`{metric}@{level}` (`{objective.key}` has no figures)"
-            return where, ev.compare(a, b, direction, level, metric)
-    return named, None
+            return where, ev.compare(a, b, direction, level, metric), (a, b)
+    return named, None, None
 
 
 def _gain(ev: Evidence, rec: int, base: int, c: int, objective: Objective) -> LevelGain:

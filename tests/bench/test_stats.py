@@ -127,3 +127,15 @@ def test_the_interval_for_one_new_value_and_a_spread_pooled_over_groups() -> Non
     # a single value gets an interval from the pooled spread: 100 +- t(3) * rel * 100 * sqrt(2)
     low, high = prediction_interval([100.0], spread=(rel, df))
     assert (high - low) / 2 == pytest.approx(T975[3] * rel * 100.0 * math.sqrt(2), rel=2e-4)
+
+
+def test_launches_to_separate() -> None:
+    """Welch's test on the measured means and sds, at more launches a side: the h100-real-ngram-verdict relaunches
+    (8,602 and 14,522 against 6,912 and 5,959) separate at 6 a side; equal means or a side without spread never."""
+    from autotune.bench.stats import launches_to_separate
+
+    assert launches_to_separate([8601.9, 14522.2], [6912.4, 5959.0]) == 6
+    assert launches_to_separate([1.0, 2.0], [1.0, 2.0]) is None
+    assert launches_to_separate([1.0, 1.0], [2.0, 3.0]) is None
+    assert launches_to_separate([100.0, 101.0], [100.0, 100.5], most=20) is None  # would need far more than 20
+    assert launches_to_separate([10.0, 12.0], [8.0, 10.0]) == 6  # t = sqrt(n), df = 2(n - 1): p 0.055 at 5, 0.034 at 6

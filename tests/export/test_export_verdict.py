@@ -249,3 +249,15 @@ def test_the_speculation_schedule_rests_on_the_same_launches_and_states_the_tie(
     assert (row.choice, row.speculative, row.tie) == (2, False, True)
     assert row.spec_tok_per_s == comp.spec_tok_per_s and row.plain_tok_per_s == comp.plain_tok_per_s
     assert "| 8 | off: trial 2 |" in render_report(a) and "(tie: within the noise)" in render_report(a)
+
+
+def test_a_tie_over_relaunches_says_how_many_relaunches_would_separate_it() -> None:
+    """The device study h100-real-ngram-verdict: no speculation relaunched at 8,602 and 14,522 tok/s, the user's NGRAM
+    chain at 6,912 and 5,959: +80%, yet a tie at 2 relaunches a side. The headline says what would decide it: at that
+    spread, 6 relaunches a side separate a difference that large about half the time."""
+    a = _study(spec_at_8=[8601.9, 14522.2], plain_at_8=[3000.0, 3100.0], base_at_8=[6912.4, 5959.0])
+    v = a.verdict
+    assert v is not None and v.kind == "no_better" and v.recommended == 1
+    assert "a tie. At the spread these relaunches show, 6 relaunches a side (`study.finalists.rounds: 6`)" in v.headline
+    beats = _study(spec_at_8=[1400.0, 1410.0], plain_at_8=[1000.0, 1005.0], base_at_8=[1000.0, 1010.0])
+    assert beats.verdict is not None and beats.verdict.kind == "beats" and "rounds" not in beats.verdict.headline
