@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from autotune import __version__
+from autotune.bench.server_api import FLUSH_RETRY_S
 from autotune.bench.types import BenchPlan
 from autotune.core.errors import AutotuneError, NodeLostError, failure_kind, rejected_flags
 from autotune.core.secrets import (
@@ -331,10 +332,24 @@ def assemble(
 INFRASTRUCTURE_SUSPECT = (FailureKind.DEPLOY_ERROR, FailureKind.UNKNOWN)
 
 
+RAY_MARGIN_S = 300.0  # beyond what a replica call may take by its own limits: Ray's scheduling and a loaded host
+
+
+def bench_wait_s(plan: BenchPlan) -> float:
+    """How long the runner waits for a replica's benchmark: the longest ``plan`` may run within its own limits. Each
+    level runs its warmup and up to ``max_windows`` windows, each stopped at ``level_timeout_s`` (a per-window limit),
+    plus its cache flush (``FLUSH_RETRY_S``) and two ``/server_info`` reads; the greedy prompts run one at a time
+    before the levels."""
+    windows = plan.max_windows + (1 if plan.warmup_requests > 0 else 0)
+    per_level = windows * plan.level_timeout_s + FLUSH_RETRY_S + 2 * plan.request_timeout_s
+    greedy = plan.greedy_prompts * plan.request_timeout_s
+    return len(plan.levels()) * per_level + greedy + 2 * plan.request_timeout_s + RAY_MARGIN_S
+
+
 def serve_deployer(spec: StudySpec) -> Deployer:
     from autotune.serve.handle import ServeDeployer
 
-    return ServeDeployer(ready_wait_s=spec.ready_timeout_s + 300, bench_wait_s=spec.plan.level_timeout_s * 4)
+    return ServeDeployer(ready_wait_s=spec.ready_timeout_s + RAY_MARGIN_S, bench_wait_s=bench_wait_s(spec.plan))
 
 
 def run_trial(

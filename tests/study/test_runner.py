@@ -271,3 +271,16 @@ def test_the_boundary_records_pickle_as_they_are() -> None:
         Teardown(),
     ):
         assert pickle.loads(pickle.dumps(value)) == value
+
+
+def test_the_benchmark_wait_covers_every_window_of_every_level(spec) -> None:  # type: ignore[no-untyped-def]
+    """``level_timeout_s`` limits one window, not the benchmark: 4 levels of 5 windows each within their 2.5 s limit
+    ran about 20 s, and the runner gave up after 4 x 2.5 s, recording a healthy trial as a deploy_error."""
+    pytest.importorskip("ray")
+    from autotune.study.runner import bench_wait_s, serve_deployer
+
+    plan = replace(spec.plan, concurrencies=(1, 2, 3, 4), level_timeout_s=2.5, min_windows=5, max_windows=5)
+    assert bench_wait_s(plan) >= 4 * (5 + 1) * 2.5 + 4 * 30  # warmup and windows at their limit, the flushes
+    longer = replace(plan, max_windows=10, greedy_prompts=3)
+    assert bench_wait_s(longer) >= bench_wait_s(plan) + 4 * 5 * 2.5 + 3 * plan.request_timeout_s
+    assert serve_deployer(replace(spec, plan=plan)).bench_wait_s == bench_wait_s(plan)  # type: ignore[attr-defined]
