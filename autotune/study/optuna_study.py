@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
@@ -119,8 +120,11 @@ def enqueued(study: optuna.Study, trial: optuna.Trial) -> bool:
 
 
 def reconcile(study: StoredStudy, spec: StudySpec, records: Sequence[TrialRecord]) -> int:
-    """After a killed driver: tell trials whose record was written but not told; fail the rest that were running."""
+    """After a killed or interrupted driver: tell trials whose record was written but not told; fail the rest that were
+    running and queue their points again, so each runs on resume (a seed point, the baseline first of all, is
+    enqueued only when a study opens empty: failed alone, it would never be measured)."""
     recorded = {r.number: r for r in records}
+    again: list[dict[str, Any]] = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         rec = recorded.get(t.number)
         if rec is not None:
@@ -128,4 +132,14 @@ def reconcile(study: StoredStudy, spec: StudySpec, records: Sequence[TrialRecord
             study.tell(t.number, objective_values(spec, rec))
         else:
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            if t.params:
+                again.append(dict(t.params))
+    if again:  # before the points still queued, which were to run after them (Optuna's queue runs by trial number)
+        for waiting in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            again.append(dict(waiting.system_attrs.get("fixed_params", {})))
+            queued = study.ask()  # takes the first waiting trial off the queue
+            queued.set_user_attr("skipped", "queued again behind the trials an interrupted run left unfinished")
+            study.tell(queued, state=optuna.trial.TrialState.FAIL)
+        for point in again:
+            study.enqueue_trial(point)
     return len(recorded)

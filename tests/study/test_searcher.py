@@ -149,6 +149,28 @@ def test_reconcile_after_killed_driver(spec, tmp_path: Path) -> None:  # type: i
     assert study.trials[t0.number].user_attrs["outcome"] == "complete"
 
 
+def test_an_interrupted_seed_point_runs_on_resume(spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM while the baseline (a seed point) ran: the resume failed it in Optuna and nothing queued it again (seed
+    points are enqueued only when a study opens empty), so the study never measured the user's configuration."""
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+    study = open_study(spec, store.db_url)
+    searcher = OptunaStudySearcher(
+        spec, study, budget=4, on_record=lambda r, log: store.append(r, log), make_missing_record=lambda *a: None
+    )
+    first = searcher.suggest("a")
+    assert first["params"] == spec.baseline  # type: ignore[index]  # measured first
+    del searcher, study  # the driver is interrupted while the baseline runs: no record
+    study = open_study(spec, store.db_url)
+    assert reconcile(study, spec, store.load()) == 0
+    assert study.trials[first["number"]].state == optuna.trial.TrialState.FAIL  # type: ignore[index]
+    resumed = OptunaStudySearcher(
+        spec, study, budget=4, on_record=lambda r, log: store.append(r, log), make_missing_record=lambda *a: None
+    )
+    again = resumed.suggest("b")
+    assert again["params"] == spec.baseline  # type: ignore[index]
+
+
 TINY = """
 study: {name: tiny, engine: sim, trials: 3, sampler: random, seed: 3}
 sim: {profile: h200-llama-1b}
