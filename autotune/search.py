@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from autotune.progress.console import Console, Verbosity
     from autotune.study.driver import StudyDriver
+    from autotune.study.interrupts import Terminated, sigterm_raises
 
     verbosity = Verbosity.QUIET if args.quiet else Verbosity.VERBOSE if args.verbose else Verbosity.NORMAL
     console = Console(out=sys.stderr if args.json else sys.stdout, verbosity=verbosity)
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         finalists_only=args.finalists_only,
     )
     try:
-        code = driver.run()
+        with sigterm_raises():
+            code = driver.run()
     except AutotuneError as exc:
         console.error(f"error: {exc}")
         code = 2
@@ -230,11 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             f"--results-dir) and run the same command again: finished trials are kept in {driver.store.root}."
         )
         code = 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        sigterm = isinstance(exc, Terminated)
         console.error(
-            f"\ninterrupted: finished trials are saved in {driver.store.root}; run the same command to resume."
+            f"\ninterrupted{' (SIGTERM)' if sigterm else ''}: finished trials are saved in {driver.store.root}; run "
+            "the same command to resume."
         )
-        code = 130
+        code = 143 if sigterm else 130
     if args.json:
         from autotune.report.study_summary import print_summary
 

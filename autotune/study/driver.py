@@ -32,7 +32,14 @@ from autotune.study.cluster import (
     stop_orphans,
 )
 from autotune.study.export_step import export_and_say
-from autotune.study.interrupts import RayWatchdog, StopState, StudyCancelled, ray_probe, stop_handlers
+from autotune.study.interrupts import (
+    RayWatchdog,
+    StopState,
+    StudyCancelled,
+    keep_sigterm,
+    ray_probe,
+    stop_handlers,
+)
 from autotune.study.nodes import (
     EVENTS,
     TRIAL_RETRIES,
@@ -200,13 +207,14 @@ class StudyDriver:
     def _start_ray(self) -> tuple[bool, float]:
         if not (self.address or os.environ.get("RAY_ADDRESS")):
             stop_orphans(self.store.root, self.console.say)  # a killed driver's cluster, found by its session
-        return start_ray(
-            self.spec,
-            ClusterRequest(
-                self.address, self.num_gpus, self.dashboard_port, self.metrics_port, self._verbose, self.store.root
-            ),
-            self.console.say,
-        )
+        with keep_sigterm():  # SIGTERM stays the driver's (Ray's own handler exits with code 15, saying nothing)
+            return start_ray(
+                self.spec,
+                ClusterRequest(
+                    self.address, self.num_gpus, self.dashboard_port, self.metrics_port, self._verbose, self.store.root
+                ),
+                self.console.say,
+            )
 
     def run(self) -> int:
         """Run (or resume) the study under its lock; a second driver of the same study stops here, touching nothing."""

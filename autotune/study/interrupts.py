@@ -12,6 +12,7 @@ In every case the driver exports what it has with a banner saying the study did 
 from __future__ import annotations
 
 import _thread
+import contextlib
 import signal
 import threading
 import time
@@ -25,6 +26,36 @@ EXIT_INFRASTRUCTURE = 4
 
 class StudyCancelled(KeyboardInterrupt):
     """Raised in the driver's main thread to cancel the running trials (second Ctrl-C, SIGTERM, Ray lost)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM where no trial runs (Ray starting, Serve's shutdown, the export): the run stops there as a Ctrl-C stops
+    it, and exits 143 (``autotune.search``)."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
+@contextmanager
+def keep_sigterm(handler: Callable[[int, FrameType | None], None] | None = None) -> Iterator[None]:
+    """Keep SIGTERM's handler as the block found it, or with ``handler`` (main thread only). ``ray.init`` installs a
+    handler that calls ``sys.exit(15)``: a driver signalled outside the trials exited with code 15, saying nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = signal.getsignal(signal.SIGTERM)
+    if handler is not None:
+        signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, kept)
+
+
+def sigterm_raises() -> contextlib.AbstractContextManager[None]:
+    """SIGTERM raises ``Terminated`` in the block (the stop handlers take it over while trials run)."""
+    return keep_sigterm(_raise_terminated)
 
 
 @dataclass

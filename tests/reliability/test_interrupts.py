@@ -129,3 +129,29 @@ def test_an_interrupted_export_says_so(tmp_path: Path) -> None:
     )
     assert (tmp_path / "best" / "report.md").read_text().startswith("> **INTERRUPTED (SIGINT)")
     assert json.loads((tmp_path / "best" / "best.json").read_text())["note"].startswith("INTERRUPTED")
+
+
+def test_sigterm_outside_the_trials_exits_143_with_a_word(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM after Ray started but with no trial running (Serve starting, its shutdown, the export): ``ray.init``'s
+    own handler (``sys.exit(15)``) ended the driver with exit code 15 and no word."""
+    import sys
+
+    from autotune import search
+    from autotune.study import driver as driver_mod
+
+    def start_ray_as_ray_does(*args, **kwargs):  # type: ignore[no-untyped-def]
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # what ray.init installs
+        return False, 1.0
+
+    def run(self) -> int:  # type: ignore[no-untyped-def]
+        self._start_ray()
+        os.kill(os.getpid(), signal.SIGTERM)  # e.g. during the export
+        time.sleep(2)
+        return 0
+
+    monkeypatch.setattr(driver_mod, "start_ray", start_ray_as_ray_does)
+    monkeypatch.setattr(driver_mod.StudyDriver, "run", run)
+    code = search.main(["--space", "smoke", "--results-dir", str(tmp_path), "--address", "ray://nowhere:1"])
+    assert code == 143
+    assert "interrupted (SIGTERM)" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the caller's handler is back
