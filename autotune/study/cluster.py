@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -31,6 +32,16 @@ class ClusterRequest:
 
 
 PROXY_READY_S = 30  # how long Ray Serve waits for a local cluster's HTTP proxy to become ready
+# Ray CPUs one GPU slot holds while its trial runs: the slot's replica (1, ``autotune.serve.app``) and the trial function
+# (0.5, the driver's Tune resources; a finalist relaunch task takes as much)
+CPUS_PER_SLOT = 1.5
+
+
+def local_cpus(num_gpus: float, gpus_per_trial: int) -> int:
+    """The CPUs a local cluster declares: the machine's (at least 4), and at least what every GPU slot it can hold
+    needs at once; fewer, and the slots past them never got a replica (their trials waited at "launching" forever)."""
+    slots = int(num_gpus // max(1, gpus_per_trial))
+    return max(4, os.cpu_count() or 1, math.ceil(slots * CPUS_PER_SLOT))
 SERVE_START_ATTEMPTS = 3
 
 
@@ -111,7 +122,7 @@ def start_ray(spec: StudySpec, req: ClusterRequest, say: Callable[[str], None]) 
         try:
             ctx = ray.init(
                 address="local",
-                num_cpus=max(4, os.cpu_count() or 1),
+                num_cpus=local_cpus(num_gpus if num_gpus is not None else gpus.count(), spec.gpus_per_trial),
                 include_dashboard=True,
                 dashboard_host="127.0.0.1",
                 dashboard_port=req.dashboard_port,

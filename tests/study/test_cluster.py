@@ -66,3 +66,29 @@ def test_the_proxy_gets_time_to_start_unless_the_user_set_it(monkeypatch: pytest
     with pytest.raises(AutotuneError):
         cluster.start_ray(None, cluster.ClusterRequest(None, None, 8265, None, False), lambda s: None)  # type: ignore[arg-type]
     assert os.environ["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"] == "90"
+
+
+def test_a_local_cluster_declares_the_cpus_its_slots_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--num-gpus 6 with one-GPU trials on a small machine: the local cluster declared max(4, cores) CPUs, six trial
+    functions (0.5 each) and one slot replica (1) took them all, and the other five slots' replicas were never placed:
+    their trials waited at "launching the engine" forever."""
+    from pathlib import Path
+
+    from autotune.space import load_study
+
+    spec = load_study(Path(__file__).resolve().parents[2] / "search_spaces" / "smoke.yaml")
+    seen: dict[str, object] = {}
+
+    def init(**kwargs: object) -> None:
+        seen.update(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(cluster, "port_busy", lambda port: False)
+    monkeypatch.setattr(cluster, "loopback_only_ray", lambda: None)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.raises(AutotuneError, match="stop here"):
+        cluster.start_ray(spec, cluster.ClusterRequest(None, 6, 8265, None, False), lambda s: None)
+    assert seen["num_gpus"] == 6 and seen["num_cpus"] >= 6 * cluster.CPUS_PER_SLOT  # type: ignore[operator]
+    assert cluster.local_cpus(1, 1) == 4 and cluster.local_cpus(3, 2) == 4  # a small study keeps the old figure
