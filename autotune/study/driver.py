@@ -54,7 +54,7 @@ from autotune.study.runner import base_record, failed_record, now_iso, relaunch,
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.study.storage import StorageLock, open_shared_study, redact_url
 from autotune.study.studylock import StudyLock
-from autotune.study.timebox import TimeBox, stage_launches
+from autotune.study.timebox import TimeBox, relaunch_wall, stage_launches
 from autotune.trial import inbox, registry, slots
 from autotune.trial.records import FailureKind, TrialRecord
 from autotune.trial.store import StudyStore
@@ -186,7 +186,7 @@ class StudyDriver:
                 self._searcher.finish(verdict.reason)
 
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
-        if record.phases.trial_wall_s and (said := self.timebox.add_trial(record.phases.trial_wall_s)):
+        if (wall := relaunch_wall(record)) is not None and (said := self.timebox.add_trial(wall)):
             self.console.say(said)
         self.store.append(record, log_text)
         self._check_stop_rule()
@@ -350,7 +350,7 @@ class StudyDriver:
             plan = sorted(plan, key=lambda sl: sl.local)[:cap]  # a cap takes slots across the nodes first
             conc = len(plan)
             self.timebox.at_once = conc
-            self.timebox.trial_walls = [float(r.phases.trial_wall_s) for r in records if r.phases.trial_wall_s]
+            self.timebox.trial_walls = [w for w in map(relaunch_wall, records) if w is not None]
             self.console.say(
                 f"study '{spec.name}': {remaining} trial(s), engine {spec.engine}, {gpt} GPU(s) per "
                 f"trial, {conc} at a time; results in {self.store.root}"

@@ -2,7 +2,7 @@
 times, so that the search stops early enough to leave it that time; and what the user is told about it.
 
 The searcher asks ``reserve_s`` before each new trial (``OptunaStudySearcher(reserve_s=...)``); the driver feeds each
-finished trial's wall time in (``add_trial``) and prints what this returns.
+complete trial's wall time in (``add_trial``, ``relaunch_wall``) and prints what this returns.
 """
 
 from __future__ import annotations
@@ -11,6 +11,14 @@ import math
 from dataclasses import dataclass, field
 
 from autotune.space import StudySpec
+from autotune.trial.records import TrialOutcome, TrialRecord
+
+
+def relaunch_wall(record: TrialRecord) -> float | None:
+    """A trial's wall time as an estimate of one finalist relaunch, or None: only a trial that ran its whole benchmark
+    counts (a finalist is one that did), not a launch that failed in seconds or a point rejected before launch."""
+    wall = record.phases.trial_wall_s
+    return float(wall) if wall and record.outcome is TrialOutcome.COMPLETE else None
 
 
 def stage_launches(spec: StudySpec) -> int:
@@ -23,12 +31,12 @@ def stage_launches(spec: StudySpec) -> int:
 @dataclass
 class TimeBox:
     """``stop_after_s`` (None: no time box) against the finalist stage's ``launches`` relaunches, run ``at_once``
-    at a time, each taking about the study's median trial wall time (launch + benchmark)."""
+    at a time, each taking about the study's median complete trial's wall time (launch + benchmark)."""
 
     stop_after_s: float | None
     launches: int
     at_once: int = 1  # relaunches (trials) run at once
-    trial_walls: list[float] = field(default_factory=list)  # wall seconds of this study's trials
+    trial_walls: list[float] = field(default_factory=list)  # wall seconds of this study's complete trials (relaunch_wall)
     no_stage_room: str = ""  # set when the box cannot hold the finalist stage: what the user gives up
 
     def reserve_s(self) -> float:

@@ -40,3 +40,27 @@ def test_a_box_too_short_for_the_stage_says_so_once_and_reserves_nothing() -> No
 def test_no_box_or_no_stage_says_nothing() -> None:
     assert TimeBox(stop_after_s=None, launches=8).start_text() == ""
     assert TimeBox(stop_after_s=60.0, launches=0).add_trial(100.0) == ""
+
+
+
+def test_only_complete_trials_estimate_a_relaunch(tmp_path: Path) -> None:
+    """Most launches failing in 2 s beside complete ones of 8 s: the median of every trial's wall (2 s) reserved a
+    quarter of the finalist stage's time, and the stage ran past --stop-after-s."""
+    import io
+
+    from autotune.progress.console import Console
+    from autotune.study.driver import StudyDriver
+    from autotune.trial.records import FailureKind, PhaseTimings, TrialOutcome, TrialRecord
+
+    spec = load_study(SMOKE)
+    driver = StudyDriver(spec, results_dir=tmp_path, stop_after_s=1000.0, console=Console(out=io.StringIO()))
+
+    def rec(number: int, ok: bool, wall: float) -> TrialRecord:
+        outcome, failure = (TrialOutcome.COMPLETE, None) if ok else (TrialOutcome.FAILED, FailureKind.OOM_AT_LAUNCH)
+        return TrialRecord(spec.name, f"t{number}", number, {}, {}, {}, [], outcome, failure,
+                           phases=PhaseTimings(trial_wall_s=wall))  # fmt: skip
+
+    for k, (ok, wall) in enumerate([(True, 8.0), (False, 2.0), (False, 2.0), (False, 2.0), (True, 9.0)]):
+        driver._on_record(rec(k, ok, wall), "")
+    assert driver.timebox.trial_walls == [8.0, 9.0]
+    assert driver.timebox.reserve_s() == 9.0 * stage_launches(spec)
