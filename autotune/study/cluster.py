@@ -42,6 +42,8 @@ def local_cpus(num_gpus: float, gpus_per_trial: int) -> int:
     needs at once; fewer, and the slots past them never got a replica (their trials waited at "launching" forever)."""
     slots = int(num_gpus // max(1, gpus_per_trial))
     return max(4, os.cpu_count() or 1, math.ceil(slots * CPUS_PER_SLOT))
+
+
 SERVE_START_ATTEMPTS = 3
 
 

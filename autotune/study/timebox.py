@@ -36,7 +36,9 @@ class TimeBox:
     stop_after_s: float | None
     launches: int
     at_once: int = 1  # relaunches (trials) run at once
-    trial_walls: list[float] = field(default_factory=list)  # wall seconds of this study's complete trials (relaunch_wall)
+    trial_walls: list[float] = field(
+        default_factory=list
+    )  # wall seconds of this study's complete trials (relaunch_wall)
     no_stage_room: str = ""  # set when the box cannot hold the finalist stage: what the user gives up
 
     def reserve_s(self) -> float:

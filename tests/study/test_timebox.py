@@ -42,7 +42,6 @@ def test_no_box_or_no_stage_says_nothing() -> None:
     assert TimeBox(stop_after_s=60.0, launches=0).add_trial(100.0) == ""
 
 
-
 def test_only_complete_trials_estimate_a_relaunch(tmp_path: Path) -> None:
     """Most launches failing in 2 s beside complete ones of 8 s: the median of every trial's wall (2 s) reserved a
     quarter of the finalist stage's time, and the stage ran past --stop-after-s."""
