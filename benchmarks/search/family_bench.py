@@ -668,8 +668,8 @@ def goal_table(
     against: str = "pipeline-random",
 ) -> str:
     """Issue #29's goal per family at one noise level: ``method``'s launches to 98% over ``against``'s, as the
-    ratio of the means (never reached counted as ``2 * cap``) and of the medians (inf: more than half never got
-    there), each with a 90% bootstrap interval that resamples seeds (a seed drawn keeps its runs on every landscape
+    ratio of the means (never reached counted as ``2 * cap``) and of the medians (inf: more than half of ``method``'s
+    runs never got there, 0: more than half of ``against``'s only), each with a 90% bootstrap interval that resamples seeds (a seed drawn keeps its runs on every landscape
     of the family, for both methods); and the ratio of the means over the landscapes where some run of either method
     gets within 2% in the budget (a landscape neither does counts the same for both, pulling the ratio toward 1)."""
     sel = [r for r in runs if r["noise"] == noise and r["method"] in (method, against)]
@@ -687,7 +687,8 @@ def goal_table(
         b = [x for s in seeds for x in by_seed[s][against]]
         mean = statistics.fmean(min(x, 2 * cap) for x in a) / statistics.fmean(min(x, 2 * cap) for x in b)
         ma, mb = statistics.median(a), statistics.median(b)
-        med = ma / mb if math.isfinite(ma) and math.isfinite(mb) else (math.inf if math.isfinite(mb) else math.nan)
+        # inf: only ``method``'s median is beyond the budget; 0: only ``against``'s; nan: both
+        med = ma / mb if math.isfinite(mb) else (0.0 if math.isfinite(ma) else math.nan)
         return mean, med
 
     def launches_by_seed(

@@ -143,3 +143,21 @@ def test_the_goal_check_also_reads_the_landscapes_either_method_reaches() -> Non
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2].startswith(f"{(2 + 80) / (4 + 80):.2f}")
     assert cells[4] == "0.50 [0.50, 0.50] (1 of 2)"
+
+
+def test_the_goal_check_s_median_ratio_where_only_the_base_method_never_gets_there() -> None:
+    """The searcher's median is 5 launches, random sampling's beyond the budget: the median ratio is 0 (5 / more than
+    40), not 'both >40'; the other way round it is inf."""
+
+    def run(method: str, seed: int, reach_at: int | None) -> dict[str, object]:
+        ratios = [0.9] * 40 if reach_at is None else [0.9] * (reach_at - 1) + [1.0] * (41 - reach_at)
+        return dict(
+            method=method, family="needle", space="nccl", variant="needle#0", seed=seed, noise=0.04, ratios=ratios
+        )
+
+    runs = [r for seed in range(4) for r in (run("autotune", seed, 5), run("pipeline-random", seed, None))]
+    cells = [c.strip() for c in goal_table(runs, 40).splitlines()[-1].strip("|").split("|")]
+    assert cells[3] == "0.00 [0.00, 0.00]"
+    flipped = [{**r, "method": "pipeline-random" if r["method"] == "autotune" else "autotune"} for r in runs]
+    cells = [c.strip() for c in goal_table(flipped, 40).splitlines()[-1].strip("|").split("|")]
+    assert cells[3] == "inf [inf, inf]"
