@@ -348,7 +348,7 @@ def run_method(
     """One run of ``method`` on ``land``, as JSON; ``labs``: where a diagnostic wants the run's ``Lab`` (its records
     and export ranking) appended."""
     if method == "grid":
-        run = run_grid(land, optimum, seed=seed, noise=noise, launches=launches)  # type: ignore[arg-type]
+        run = run_grid(land, optimum, seed=seed, noise=noise, launches=launches, finalists=finalists)  # type: ignore[arg-type]
         return run.to_json()
     import dataclasses
 

@@ -161,3 +161,10 @@ def test_the_goal_check_s_median_ratio_where_only_the_base_method_never_gets_the
     flipped = [{**r, "method": "pipeline-random" if r["method"] == "autotune" else "autotune"} for r in runs]
     cells = [c.strip() for c in goal_table(flipped, 40).splitlines()[-1].strip("|").split("|")]
     assert cells[3] == "inf [inf, inf]"
+
+
+@pytest.mark.parametrize("method", ["autotune", "grid"])
+def test_every_method_gets_the_finalist_stage_it_is_asked_for(method: str) -> None:
+    land = FamilyLandscape(load_space("h200x2-tp2-nccl"), "interactions", 0)
+    run = run_method(land, family_optimum(land).value, method, seed=0, noise=0.04, launches=6, finalists=(2, 1))
+    assert run["finalist_ratio"] is not None and run["finalist_launches"] == 2
