@@ -53,7 +53,8 @@ class Run:
     seed_within_2pct: bool  # a points_to_evaluate entry is already within 2% of the optimum
     # The study's finalist stage after the budget (autotune.finalists.choice, as the driver runs it before export): the top
     # ``count`` feasible configs by measured value relaunched ``rounds`` times each, the winner decided from the
-    # relaunches; its true value / the optimum, and the relaunches it cost. None: no stage ran.
+    # relaunches (where it decides nothing, the single-launch export); its true value / the optimum, and the relaunches
+    # it cost. None: no stage was asked for.
     finalist_ratio: float | None = None
     finalist_launches: int = 0
     finalist_method: str = ""
@@ -148,13 +149,13 @@ class Lab:
 
     def finalists(self, count: int, rounds: int) -> tuple[float | None, int, str]:
         """The finalist stage on this study's records (``autotune.finalists.choice``, the study's export rule): the true
-        value ratio of the config it exports, the relaunches it made, and how it decided."""
+        value ratio of the config the study exports after it, the relaunches it made, and how it decided. Where the
+        stage decides nothing (no feasible launch to relaunch, or no clean relaunch: method ``none``) the export keeps
+        the config chosen from the single launches (``autotune.export.best.apply_finalists``), so that is judged."""
         if count <= 0 or rounds <= 0:
             return None, 0, ""
         obj = self.objectives[0]
         chosen = select_finalists(self.records, obj.key, obj.direction, count)
-        if not chosen:
-            return None, 0, ""
         trials = {r.number: r for r in self.records if r.number in chosen}
         runs = [
             FinalistRun(
@@ -167,10 +168,14 @@ class Lab:
             for rnd, n in StagePlan(1, chosen, rounds).slots()
         ]
         # the study's decision (``study_outcome`` pools one complete stage so) over these finalists
-        decision = decide(trials, runs, obj, alpha=0.05)
-        winner = trials[decision.winner] if decision.winner is not None else None
+        decision = decide(trials, runs, obj, alpha=0.05) if chosen else None
+        if decision is not None and decision.winner is not None:
+            winner: TrialRecord | None = trials[decision.winner]
+        else:
+            winner = self.exported()
         true = self.land.evaluate(dict(winner.params)).true_value if winner is not None else 0.0
-        return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), decision.method
+        method = decision.method if decision is not None else "none"
+        return (true / self.optimum if self.optimum > 0 else 0.0), len(runs), method
 
     def run(self, method: str, seed: int, suggested: int, finalists: tuple[int, int] = (0, 0)) -> Run:
         spec = self.land.spec

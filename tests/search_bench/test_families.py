@@ -168,3 +168,27 @@ def test_every_method_gets_the_finalist_stage_it_is_asked_for(method: str) -> No
     land = FamilyLandscape(load_space("h200x2-tp2-nccl"), "interactions", 0)
     run = run_method(land, family_optimum(land).value, method, seed=0, noise=0.04, launches=6, finalists=(2, 1))
     assert run["finalist_ratio"] is not None and run["finalist_launches"] == 2
+
+
+def test_a_finalist_stage_that_decides_nothing_is_judged_by_the_export_the_study_keeps() -> None:
+    """Where no relaunch is clean the study exports the config chosen from the single launches
+    (``autotune.export.best.apply_finalists``), not nothing; where no launch was feasible there is no stage and the
+    export is worth 0, a number the paired finalist tables count (not None, which they leave out)."""
+    from dataclasses import replace
+
+    from benchmarks.search.drivers import Lab
+
+    land = FamilyLandscape(load_space("h200x2-tp2-nccl"), "interactions", 0)
+    best = family_optimum(land).value
+
+    class Unclean(Lab):  # every relaunch measures over an SLO (configs at the edge, measured over it again)
+        def measure(self, number: int, trial_id: str, params: dict[str, object]):  # type: ignore[no-untyped-def]
+            rec = super().measure(number, trial_id, params)
+            return replace(rec, feasible=False) if "-f1r" in trial_id else rec
+
+    lab = Unclean(land, 0.0, 0, best)
+    for i, p in enumerate([p for p in enumerate_points(land.spec) if land.evaluate(p).feasible][:4]):
+        lab.record(i, f"t{i}", p)
+    ratio, launches, method = lab.finalists(2, 2)
+    assert method == "none" and launches == 4 and ratio == lab.ratios[-1] > 0
+    assert Lab(land, 0.0, 0, best).finalists(2, 2) == (0.0, 0, "none")
