@@ -256,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs=2,
         default=[0, 0],
         metavar=("COUNT", "ROUNDS"),
-        help="after the budget, the study's finalist stage: the top COUNT feasible configs relaunched ROUNDS "
-        "times each, the winner decided as autotune.finalists.choice does (default 0 0: none)",
+        help="after the budget, the study's finalist stage: the top COUNT feasible configs (and the study's baseline "
+        "where it completed outside them) relaunched ROUNDS times each, the winner decided as "
+        "autotune.finalists.choice does (default 0 0: none)",
     )
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)

@@ -20,7 +20,7 @@ from ray.tune.search import Searcher
 
 from autotune.bench.types import BenchResult, LevelSummary
 from autotune.export.best import check_objectives, select_best
-from autotune.finalists.choice import decide, run_trial_id, select_finalists
+from autotune.finalists.choice import decide, run_trial_id, stage_finalists
 from autotune.finalists.outcome import FinalistRun, StagePlan
 from autotune.study.model_rank import ModelRank
 from autotune.study.optuna_study import open_study
@@ -52,9 +52,9 @@ class Run:
     repeats: int  # launches of a point already measured
     seed_within_2pct: bool  # a points_to_evaluate entry is already within 2% of the optimum
     # The study's finalist stage after the budget (autotune.finalists.choice, as the driver runs it before export): the top
-    # ``count`` feasible configs by measured value relaunched ``rounds`` times each, the winner decided from the
-    # relaunches (where it decides nothing, the single-launch export); its true value / the optimum, and the relaunches
-    # it cost. None: no stage was asked for.
+    # ``count`` feasible configs by measured value, and the study's baseline where it completed outside them, relaunched
+    # ``rounds`` times each, the winner decided from the relaunches (where it decides nothing, the single-launch export);
+    # its true value / the optimum, and the relaunches it cost. None: no stage was asked for.
     finalist_ratio: float | None = None
     finalist_launches: int = 0
     finalist_method: str = ""
@@ -155,7 +155,8 @@ class Lab:
         if count <= 0 or rounds <= 0:
             return None, 0, ""
         obj = self.objectives[0]
-        chosen = select_finalists(self.records, obj.key, obj.direction, count)
+        # the top ``count`` feasible launches and the study's baseline, as the driver relaunches them
+        chosen = stage_finalists(self.records, obj.key, obj.direction, count, self.land.spec.baseline)
         trials = {r.number: r for r in self.records if r.number in chosen}
         runs = [
             FinalistRun(

@@ -786,7 +786,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs=2,
         default=[0, 0],
         metavar=("COUNT", "ROUNDS"),
-        help="after the launches, the study's finalist stage (COUNT configs relaunched ROUNDS times each): its "
+        help="after the launches, the study's finalist stage (the top COUNT configs and the study's baseline "
+        "relaunched ROUNDS times each): its "
         "export's true value is the run's finalist_ratio (the search itself is the same)",
     )
     r.add_argument("--autotune-as", default="", help="name the searcher's runs so (e.g. after a change)")

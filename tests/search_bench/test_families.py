@@ -167,7 +167,7 @@ def test_the_goal_check_s_median_ratio_where_only_the_base_method_never_gets_the
 def test_every_method_gets_the_finalist_stage_it_is_asked_for(method: str) -> None:
     land = FamilyLandscape(load_space("h200x2-tp2-nccl"), "interactions", 0)
     run = run_method(land, family_optimum(land).value, method, seed=0, noise=0.04, launches=6, finalists=(2, 1))
-    assert run["finalist_ratio"] is not None and run["finalist_launches"] == 2
+    assert run["finalist_ratio"] is not None and run["finalist_launches"] >= 2
 
 
 def test_a_finalist_stage_that_decides_nothing_is_judged_by_the_export_the_study_keeps() -> None:
@@ -192,3 +192,21 @@ def test_a_finalist_stage_that_decides_nothing_is_judged_by_the_export_the_study
     ratio, launches, method = lab.finalists(2, 2)
     assert method == "none" and launches == 4 and ratio == lab.ratios[-1] > 0
     assert Lab(land, 0.0, 0, best).finalists(2, 2) == (0.0, 0, "none")
+
+
+def test_the_finalist_stage_relaunches_the_baseline_beside_the_top_configs_as_the_driver_does() -> None:
+    """``autotune.study.driver`` relaunches the study's baseline (its first seed point) beside the top ``count``
+    feasible configs where it completed outside them (``stage_finalists``); it can win there."""
+    from benchmarks.search.drivers import Lab
+
+    land = FamilyLandscape(load_space("h200x2-tp2-nccl"), "interactions", 0)
+    best = family_optimum(land).value
+    base = dict(land.spec.points_to_evaluate[0])
+    floor = land.evaluate(base).objective
+    better = [
+        p for p in enumerate_points(land.spec) if land.evaluate(p).feasible and land.evaluate(p).objective > floor
+    ]
+    lab = Lab(land, 0.0, 0, best)
+    for i, p in enumerate([base, *better[:2]]):
+        lab.record(i, f"t{i}", p)
+    assert lab.finalists(2, 2)[1] == 6  # the two better ones and the baseline, twice each
