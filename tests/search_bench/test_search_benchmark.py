@@ -185,3 +185,26 @@ def test_an_export_rule_is_judged_on_the_runs_own_measurements() -> None:
         assert len(other) == 8 and all(0.0 <= x <= 1.0 + 1e-9 for x in other), name
     row = {"space": run["space"], "variant": "base", "noise": 0.04, "seed": 2, "base": base, "other": base}
     assert "| 4% | pooled | 1 | other |" in table([row])
+
+
+def test_rescore_rescales_every_share_of_the_optimum(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A corrected optimum (200 -> 100) doubles the run's ratios and its finalist export's, and says again whether a
+    seed point is within 2% of it."""
+    import benchmarks.search.__main__ as cli
+    from benchmarks.search.landscape import Optimum
+
+    monkeypatch.setattr(cli, "cached_optimum", lambda space, land: Optimum(100.0, {}, 0, 0))
+    run = {
+        "space": "h200-tp1-speculative",
+        "variant": "base",
+        "optimum": 200.0,
+        "ratios": [0.25, 0.5],
+        "finalist_ratio": 0.45,
+        "seed_within_2pct": False,
+    }
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"runs": [run]}))
+    assert main(["rescore", str(path)]) == 0
+    got = json.loads(path.read_text())["runs"][0]
+    assert got["optimum"] == 100.0 and got["ratios"] == [0.5, 1.0] and got["finalist_ratio"] == 0.9
+    assert got["seed_within_2pct"]  # every seed point runs at thousands of tokens/s, far above 98 here
