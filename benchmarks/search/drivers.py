@@ -203,6 +203,17 @@ class Lab:
         )
 
 
+PROPOSALS_PER_LAUNCH = 20  # a run ends after this many proposals a launch (invalid points and repeats cost none)
+
+
+def suggest_within(searcher: OptunaStudySearcher, trial_id: str, launches_left: int) -> Any:
+    """``searcher.suggest`` with the launches left in the run as its budget left, as in a study whose budget is the
+    run's launches: the seed points kept for last (the ``defer`` rule) are launched at the run's end, as the study
+    launches them, not never (they are due only when as many launches of the budget are left)."""
+    searcher.budget = searcher.suggested + launches_left
+    return searcher.suggest(trial_id)
+
+
 def run_searcher(
     land: Landscape,
     optimum: float,
@@ -231,17 +242,18 @@ def run_searcher(
     def missing(number: int, trial_id: str, params: dict[str, Any], reason: str) -> TrialRecord:
         raise RuntimeError(f"the benchmark always reports a record; trial {number} had none ({reason})")
 
-    searcher = make_searcher(
-        spec, study, budget=launches * 20, on_record=lambda r, log: None, make_missing_record=missing
-    )
+    searcher = make_searcher(spec, study, budget=launches, on_record=lambda r, log: None, make_missing_record=missing)
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
     finished = False
     while len(lab.ratios) < launches:
         while not finished and len(pending) < slots and len(lab.ratios) + len(pending) < launches:
+            if n >= launches * PROPOSALS_PER_LAUNCH:
+                finished = True
+                break
             tid = f"t{n}"
             n += 1
-            cfg = searcher.suggest(tid)
+            cfg = suggest_within(searcher, tid, launches - len(lab.ratios) - len(pending))
             if cfg is None or cfg == Searcher.FINISHED:
                 finished = True
                 break

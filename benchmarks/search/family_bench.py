@@ -122,7 +122,7 @@ from autotune.study.proposer import Proposer
 from autotune.study.searcher import OptunaStudySearcher
 from autotune.trial.records import TrialRecord
 from benchmarks.search import jsonio
-from benchmarks.search.drivers import Lab, run_grid
+from benchmarks.search.drivers import PROPOSALS_PER_LAUNCH, Lab, run_grid, suggest_within
 from benchmarks.search.families import (
     DESIGN_FAMILIES,
     FAMILIES,
@@ -378,7 +378,7 @@ def run_method(
     searcher = AblatedSearcher(
         spec,
         study,
-        budget=launches * 20,
+        budget=launches,
         on_record=lambda r, log: None,
         make_missing_record=missing,
         removed=removed,
@@ -387,10 +387,10 @@ def run_method(
     )
     pending: deque[tuple[str, dict[str, Any]]] = deque()
     n = 0
-    while len(lab.ratios) < launches:
+    while len(lab.ratios) < launches and n < launches * PROPOSALS_PER_LAUNCH:
         tid = f"t{n}"
         n += 1
-        cfg = searcher.suggest(tid)
+        cfg = suggest_within(searcher, tid, launches - len(lab.ratios))
         if cfg is None or cfg == Searcher.FINISHED:
             break
         pending.append((tid, cfg))

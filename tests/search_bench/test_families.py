@@ -210,3 +210,19 @@ def test_the_finalist_stage_relaunches_the_baseline_beside_the_top_configs_as_th
     for i, p in enumerate([base, *better[:2]]):
         lab.record(i, f"t{i}", p)
     assert lab.finalists(2, 2)[1] == 6  # the two better ones and the baseline, twice each
+
+
+def test_the_seed_points_kept_for_last_are_launched_at_the_run_s_end() -> None:
+    """A study whose budget is the run's 12 launches launches its two deferred seed points (a capped seed whose lifted
+    twin runs, one predicted not to fit) as launches 11 and 12, as the searcher does with the study's own budget;
+    random sampling's pipeline launches them with the other seeds."""
+    from autotune.policy.prescreen import deferred_seeds
+
+    land = FamilyLandscape(load_space("h200-tp1-speculative"), "plateau", 0)
+    later = deferred_seeds(land.spec, land.sizes)
+    assert len(later) == 2
+    best = family_optimum(land).value
+    run = run_method(land, best, "autotune", seed=0, noise=0.04, launches=12)
+    assert list(run["launched"][-2:]) == later and all(p not in run["launched"][:-2] for p in later)
+    other = run_method(land, best, "pipeline-random", seed=0, noise=0.04, launches=12)
+    assert all(p in other["launched"][:6] for p in later)
