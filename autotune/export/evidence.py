@@ -135,7 +135,7 @@ class Evidence:
         sign = 1.0 if direction == "maximize" else -1.0
         ma, mb = a.mean, b.mean
         scale = abs(mb) if mb else 1.0
-        gain = 100.0 * sign * (ma - mb) / scale
+        gain = 100.0 * sign * (ma - mb) / scale + 0.0  # + 0.0: equal means are +0.0%, never -0.0% (minimize)
         if len(a.values) >= 2 and len(b.values) >= 2:
             w = welch(a.values, b.values)
             _, sa = mean_sd(a.values)

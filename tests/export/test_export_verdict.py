@@ -261,3 +261,16 @@ def test_a_tie_over_relaunches_says_how_many_relaunches_would_separate_it() -> N
     assert "a tie. At the spread these relaunches show, 6 relaunches a side (`study.finalists.rounds: 6`)" in v.headline
     beats = _study(spec_at_8=[1400.0, 1410.0], plain_at_8=[1000.0, 1005.0], base_at_8=[1000.0, 1010.0])
     assert beats.verdict is not None and beats.verdict.kind == "beats" and "rounds" not in beats.verdict.headline
+
+
+def test_equal_latencies_are_a_zero_gain_not_a_negative_one() -> None:
+    """A latency objective (minimize) flips the gain's sign: equal means came out as -0.0, and the verdict, the
+    gains table and best.json read "-0.0%", a loss pointing the wrong way."""
+    objectives = [Objective("ttft_ms.p99", "max", "minimize")]
+    records = [make_record(0, tputs={1: 50, 8: 400}, flags=BASE), make_record(1, tputs={1: 50, 8: 400}, flags={})]
+    a = analyze(study_name="demo", objectives=objectives, records=records, load_levels=LEVELS, baseline=BASE)
+    assert a.verdict is not None and a.verdict.gains
+    for g in a.verdict.gains:
+        assert g.difference is not None and str(g.difference.gain_pct) == "0.0"
+    text = render_report(a)
+    assert "+0.0% (no interval)" in text and "-0.0%" not in text
