@@ -174,6 +174,7 @@ def _finalists(a: StudyAnalysis) -> list[str]:
         "",
     ]
     comp = {c.number: c for c in d.comparisons}
+    lead_n = next((len(s.values) for s in d.stats if s.number == d.leader), 0)
     rows = []
     for s in sorted(
         d.stats, key=lambda s: (s.mean is None, -(s.mean or 0) if d.direction == "maximize" else (s.mean or 0))
@@ -190,7 +191,7 @@ def _finalists(a: StudyAnalysis) -> list[str]:
                 fmt(sum(s.ttft_p99) / len(s.ttft_p99)) if s.ttft_p99 else "-",
                 fmt(s.mem_fraction, 2) if s.mem_fraction is not None else "-",
                 "leader" if s.number == d.leader else (f"{c.diff_pct:+.1f}%" if c else "not ranked: unclean relaunch"),
-                (f"{c.p_value:.3g}" if c.p_value is not None else "n<2") if c else "-",
+                (_welch_p(c.p_value, min(lead_n, len(s.values)))) if c else "-",
             ]
         )
     header = [
@@ -212,6 +213,14 @@ def _finalists(a: StudyAnalysis) -> list[str]:
             for ds in outcome.per_stage
         ]
     return out + ["", *_winner_levels(outcome)]
+
+
+def _welch_p(p_value: float | None, n: int) -> str:
+    """The finalist table's Welch p; without one, why: fewer than 2 clean launches on a side, or launches that repeat
+    one figure (no spread: compared by their measurement windows instead)."""
+    if p_value is not None:
+        return f"{p_value:.3g}"
+    return "n<2" if n < 2 else "no spread"
 
 
 def _winner_levels(outcome: FinalistOutcome) -> list[str]:

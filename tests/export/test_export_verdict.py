@@ -274,3 +274,13 @@ def test_equal_latencies_are_a_zero_gain_not_a_negative_one() -> None:
         assert g.difference is not None and str(g.difference.gain_pct) == "0.0"
     text = render_report(a)
     assert "+0.0% (no interval)" in text and "-0.0%" not in text
+
+
+def test_the_finalist_table_says_no_spread_not_n_below_2_for_relaunches_that_repeat_one_figure() -> None:
+    """A deterministic simulator's finalists relaunch 2 times to one figure: Welch's p is undefined, and the table said
+    "n<2" beside "2/2" clean launches."""
+    a = _study(spec_at_8=[1400.0] * 2, plain_at_8=[1000.0] * 2, base_at_8=[1000.0] * 2, relaunch_window_pct=2.0)
+    rows = [line for line in render_report(a).splitlines() if line.startswith("| ") and " 2/2 " in line]
+    assert rows and all("n<2" not in r for r in rows)
+    behind = [r for r in rows if "| leader |" not in r]
+    assert behind and all(r.endswith("| no spread |") for r in behind)
