@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.bench.metrics import metric_interval
 from autotune.bench.stats import Interval
 from autotune.bench.types import LevelSummary
 from autotune.engines.sglang_facts import is_given
@@ -63,21 +64,14 @@ def interval(record: TrialRecord, concurrency: int, metric: str) -> Interval | N
 
 
 def objective_interval(record: TrialRecord, objective: Objective) -> Interval | None:
-    """The interval behind an objective's value (its level a concurrency, ``max`` or ``min``; an open-loop level has
-    none here)."""
+    """The interval behind an objective's value: at its level as the objective's value is read (``max`` / ``min``: the
+    highest / lowest concurrency level, never an open-loop one; ``rate8``: that level); None where it has none."""
     if record.bench is None or not record.bench.levels:
         return None
-    concurrencies = [lv.concurrency for lv in record.bench.levels]
-    where = objective.level
-    if where == "max":
-        c = max(concurrencies)
-    elif where == "min":
-        c = min(concurrencies)
-    elif isinstance(where, int):
-        c = where
-    else:
+    try:
+        return metric_interval(record.bench, objective.metric, objective.level)
+    except ValueError:  # the level was not measured
         return None
-    return interval(record, c, objective.metric)
 
 
 def fmt_pm(value: float | None, iv: Interval | None, digits: int = 1, *, thousands: bool = False) -> str:

@@ -44,3 +44,23 @@ def test_summary_keeps_long_speculative_params_whole(record_factory, objectives,
     for key, value in params.items():
         assert f"{key}={value}" in row, row
     assert "…" not in text
+
+
+def test_an_objective_at_min_or_at_a_rate_level_keeps_its_interval_beside_an_open_loop_level(record_factory):
+    """An open-loop level's concurrency is 0: `@min` looked up level 0 (none) and `@rate8` was skipped, so the table
+    showed those objectives without the ± their windows measured."""
+    from dataclasses import replace
+
+    from autotune.space import Objective
+    from tests.export.conftest import level
+
+    rec = record_factory(0, tputs={1: 50, 8: 400}, window_pct=3)
+    rate = replace(level(0, 300, window_pct=4), load="rate8")
+    rec = replace(
+        rec,
+        bench=replace(rec.bench, levels=(*rec.bench.levels, rate)),
+        objectives={"output_tok_per_s@min": 50.0, "output_tok_per_s@rate8": 300.0},
+    )
+    objectives = [Objective("output_tok_per_s", "min", "maximize"), Objective("output_tok_per_s", "rate8", "maximize")]
+    row = format_summary_table([rec], objectives, [1, 8]).splitlines()[3]
+    assert "50.00 ±3.0%" in row and "300.00 ±4.0%" in row
