@@ -24,7 +24,7 @@ from autotune.export.accessors import (
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.best import objective_value
 from autotune.export.command import ExportedServer
-from autotune.export.evidence import describe, tie_text
+from autotune.export.evidence import describe, level_of, tie_text
 from autotune.export.health import BROKEN_ACCEPT_LENGTH, SPEC_DEFAULT_MAX_RUNNING
 from autotune.export.regimes import open_level_keys
 from autotune.export.schedule import schedule_table
@@ -291,6 +291,21 @@ def _bounds(low: float, high: float, value: float, digits: int) -> str:
     return f"[{fmt(low, digits, thousands=True)} .. {fmt(high, digits, thousands=True)}]{rel}"
 
 
+def _who_leads(a: StudyAnalysis) -> str:
+    """Whether the recommendation leads the table at its objective's level (``analysis``: output tok/s at a
+    concurrency only), or the table can name another config there."""
+    primary = a.objectives[0]
+    if primary.metric == "output_tok_per_s" and level_of(primary, a.load_levels) is not None:
+        return (
+            "At the primary objective's level the recommendation leads (where it completed that level with no failed "
+            "request)."
+        )
+    return (
+        f"The recommendation is chosen by `{primary.key}` ({primary.direction}), which this table does not rank by: "
+        "at that level it can name another config."
+    )
+
+
 def _regimes(a: StudyAnalysis) -> list[str]:
     out = [
         "## Per-traffic-regime recommendation",
@@ -298,7 +313,7 @@ def _regimes(a: StudyAnalysis) -> list[str]:
         "The best config at each load level by output throughput (the mean over its launches: finalist relaunches "
         "where it has them, else its single launch), among trials that completed that level with no failed request "
         "and meet every study constraint. Configs the noise cannot separate from it are named as a tie (the same test "
-        "as every other statement here). At the primary objective's level the recommendation leads.",
+        "as every other statement here). " + _who_leads(a),
         "",
     ]
     open_loop = any(isinstance(ch.concurrency, str) for ch in a.regimes)

@@ -284,3 +284,19 @@ def test_the_finalist_table_says_no_spread_not_n_below_2_for_relaunches_that_rep
     assert rows and all("n<2" not in r for r in rows)
     behind = [r for r in rows if "| leader |" not in r]
     assert behind and all(r.endswith("| no spread |") for r in behind)
+
+
+def test_a_latency_primary_does_not_claim_the_recommendation_leads_the_throughput_regimes() -> None:
+    """With `ttft_ms.p99@max` (minimize) as the primary objective, the recommendation is the lowest TTFT, the regime
+    table names the fastest config at that level, and the report said the recommendation leads there."""
+    objectives = [Objective("ttft_ms.p99", "max", "minimize")]
+    fast, low_ttft = make_record(0, tputs={1: 50, 8: 900}, flags=BASE), make_record(1, tputs={1: 50, 8: 400}, flags={})
+    records = [
+        replace(fast, objectives={"ttft_ms.p99@max": 300.0}),
+        replace(low_ttft, objectives={"ttft_ms.p99@max": 100.0}),
+    ]
+    a = analyze(study_name="demo", objectives=objectives, records=records, load_levels=LEVELS)
+    assert a.best.record is not None and a.best.record.number == 1
+    assert a.regimes[-1].record is not None and a.regimes[-1].record.number == 0
+    text = render_report(a)
+    assert "the recommendation leads" not in text and "which this table does not rank by" in text
