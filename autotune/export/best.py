@@ -57,6 +57,11 @@ def parse_load_levels(load_levels: Sequence[int]) -> tuple[int, ...]:
 
 
 def objective_value(record: TrialRecord, objective: Objective) -> float | None:
+    """The record's measured value of ``objective``; None where it has none. A failed or invalid trial's record holds
+    the worst value as a stand-in for the sampler (``autotune.trial.score.failed_score``: 0, or 1e12 for a latency),
+    which was never measured."""
+    if record.outcome is not TrialOutcome.COMPLETE:
+        return None
     value = record.objectives.get(objective.key)
     if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None

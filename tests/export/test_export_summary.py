@@ -64,3 +64,27 @@ def test_an_objective_at_min_or_at_a_rate_level_keeps_its_interval_beside_an_ope
     objectives = [Objective("output_tok_per_s", "min", "maximize"), Objective("output_tok_per_s", "rate8", "maximize")]
     row = format_summary_table([rec], objectives, [1, 8]).splitlines()[3]
     assert "50.00 ±3.0%" in row and "300.00 ±4.0%" in row
+
+
+def test_a_failed_trial_shows_no_objective_figures_not_the_samplers_stand_in(record_factory):
+    """A failed or invalid trial's record holds the worst value for the sampler (0 tok/s; 1e12 ms for a latency): the
+    table showed '1000000000000.00' and '0.00' beside it, as if measured."""
+    from dataclasses import replace
+
+    from autotune.export.analysis import analyze
+    from autotune.export.report import render_report
+    from autotune.space import Objective
+    from autotune.trial.records import FailureKind, TrialOutcome
+    from autotune.trial.score import failed_score
+
+    objectives = [Objective("ttft_ms.p99", "max", "minimize"), Objective("output_tok_per_s", "max", "maximize")]
+    failed = record_factory(1, outcome=TrialOutcome.FAILED, failure=FailureKind.OOM_AT_LAUNCH, message="oom")
+    records = [
+        record_factory(0, tputs={1: 50, 8: 400}),
+        replace(failed, objectives=failed_score(objectives, []).objectives),
+    ]
+    text = format_summary_table(records, objectives, [1, 8])
+    row = next(line for line in text.splitlines() if "oom_at_launch" in line)
+    assert "1000000000000" not in row and "0.00" not in row
+    report = render_report(analyze(study_name="d", objectives=objectives, records=records, load_levels=[1, 8]))
+    assert "1000000000000" not in report
