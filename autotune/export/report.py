@@ -558,9 +558,13 @@ def render_report(a: StudyAnalysis, server: ExportedServer | None = None) -> str
         *_failures(a),
         "## Files",
         "",
-        "`launch.sh` (the SGLang command + environment; `--dry-run`), `serve_config.yaml` (`serve deploy`), `best.json`, "
-        f"`pareto.json`, `{THROUGHPUT_SVG}`, `{PARETO_SVG}`. Per-trial records are in `../trials.jsonl` and "
-        "`../trials/`, server logs in `../logs/`.",
+        (
+            "`launch.sh` (the SGLang command + environment; `--dry-run`), `serve_config.yaml` (`serve deploy`), "
+            if a.best.record is not None
+            else "No `launch.sh` or `serve_config.yaml`: there is no configuration to recommend. "
+        )
+        + f"`best.json`, `pareto.json`, `{THROUGHPUT_SVG}`, `{PARETO_SVG}`. Per-trial records are in `../trials.jsonl` "
+        "and `../trials/`, server logs in `../logs/`.",
         "",
     ]
     return "\n".join(parts)

@@ -145,6 +145,8 @@ def test_no_feasible_trial(tmp_path, records, objectives, levels):
     assert doc["best"] is None and "no feasible trial among 8" in doc["reason"]
     report = (best_dir / "report.md").read_text()
     assert "**No feasible trial.**" in report and SIM_BANNER in report
+    files = report[report.index("## Files") :]  # names only what was written: the scripts were removed above
+    assert "No `launch.sh` or `serve_config.yaml`" in files and "`launch.sh` (the SGLang command" not in files
     assert json.loads((best_dir / "pareto.json").read_text())["front"] == []
     ET.fromstring((best_dir / "pareto.svg").read_text())
 
