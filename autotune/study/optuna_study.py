@@ -16,15 +16,16 @@ from optuna.storages import BaseStorage
 from autotune.core.dashboard_attrs import mark_feasibility, name_objectives
 from autotune.space import StudySpec
 from autotune.trial.records import TrialOutcome, TrialRecord
-from autotune.trial.score import failed_score, objective_key
+from autotune.trial.score import FAILED_REQUESTS, failed_score, objective_key
 
 LAUNCH_CONSTRAINT = "trial_failed"
 
 
 def constraint_values(spec: StudySpec, record: TrialRecord) -> dict[str, float]:
-    """``trial_failed`` (1 for a failed or invalid trial) plus one value per study constraint; same keys for every trial."""
+    """``trial_failed`` (1 for a failed or invalid trial), ``failed_requests`` (requests failed at the judged levels) and
+    one value per study constraint; same keys for every trial."""
     failed = 0.0 if record.outcome is TrialOutcome.COMPLETE else 1.0
-    values = {LAUNCH_CONSTRAINT: failed}
+    values = {LAUNCH_CONSTRAINT: failed, FAILED_REQUESTS: float(record.constraints.get(FAILED_REQUESTS, 0.0))}
     for c in spec.constraints:
         key = objective_key(c.metric, c.level)
         values[key] = float(record.constraints.get(key, 0.0 if not failed else 1e9))

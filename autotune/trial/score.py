@@ -2,7 +2,10 @@
 
 Keys are ``"<metric>@<level>"`` (``"output_tok_per_s@max"``). Constraint values follow Optuna's convention: ``<= 0`` is
 satisfied, so ``ttft_ms.p99 <= 2000`` becomes ``value - 2000``. A metric that could not be measured (no successful
-request) violates its constraint by a large margin and scores the worst objective.
+request) violates its constraint by a large margin and scores the worst objective. A request that failed at a level an
+objective or constraint is measured at makes the trial infeasible (``failed_requests``: their count): the figures of
+such a level are those of the requests that survived, and a config that drops requests is not a recommendation (the
+report's comparisons and per-load table leave such a level out too).
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.bench.metrics import metric_value
+from autotune.bench.metrics import metric_value, select_level
 from autotune.bench.types import BenchResult
 from autotune.space import Constraint, Objective, objective_key
 
 UNMEASURED_VIOLATION = 1e9
+FAILED_REQUESTS = "failed_requests"  # requests failed at the judged levels; in a record's constraints only when > 0
 
 
 def worst_value(direction: str) -> float:
@@ -50,8 +54,22 @@ def score(result: BenchResult, objectives: Sequence[Objective], constraints: Seq
         if c.min is not None:
             parts.append(c.min - float(v))
         cons[key] = max(parts) if parts else 0.0
+    failed = failed_requests(result, objectives, constraints)
+    if failed:
+        cons[FAILED_REQUESTS] = float(failed)
     feasible = all(v <= 0 for v in cons.values())
     return Score(obj, cons, feasible)
+
+
+def failed_requests(result: BenchResult, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> int:
+    """Requests that failed at the levels the objectives and constraints are measured at (each level once)."""
+    levels = {}
+    for level in [o.level for o in objectives if o.metric != "server_accept_length"] + [
+        c.level for c in constraints if c.metric != "server_accept_length"
+    ]:
+        lv = select_level(result, level)
+        levels[lv.key] = lv.failed
+    return sum(levels.values())
 
 
 def failed_score(objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> Score:

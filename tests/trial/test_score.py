@@ -43,3 +43,18 @@ def test_failed_score_is_worst() -> None:
     s = failed_score([Objective("output_tok_per_s", "max", "maximize"), Objective("tpot_ms.median", 1, "minimize")], [])
     assert s.objectives["output_tok_per_s@max"] == 0.0 and s.objectives["tpot_ms.median@1"] > 1e9
     assert not s.feasible
+
+
+def test_failed_requests_at_a_judged_level_make_the_trial_infeasible() -> None:
+    """A level's figures are those of the requests that survived: a config whose slow requests timed out can show a
+    p99 TTFT inside its bound. Failed requests at a level an objective or constraint is measured at make the trial
+    infeasible (the report's comparisons and per-load table already leave such a level out); a failure at another
+    level does not."""
+    from dataclasses import replace as _replace
+
+    res = BenchResult(levels=(level(1, 100, 10), _replace(level(32, 3000, 300), failed=5)))
+    objs = [Objective("output_tok_per_s", "max", "maximize")]
+    s = score(res, objs, [Constraint("ttft_ms.p99", "max", max=500, min=None)])
+    assert s.constraints == {"ttft_ms.p99@max": -200, "failed_requests": 5.0} and not s.feasible
+    low = score(res, [Objective("output_tok_per_s", 1, "maximize")], [Constraint("ttft_ms.p99", 1, max=500, min=None)])
+    assert "failed_requests" not in low.constraints and low.feasible
