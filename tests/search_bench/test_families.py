@@ -146,8 +146,8 @@ def test_the_goal_check_also_reads_the_landscapes_either_method_reaches() -> Non
 
 
 def test_the_goal_check_s_median_ratio_where_only_the_base_method_never_gets_there() -> None:
-    """The searcher's median is 5 launches, random sampling's beyond the budget: the median ratio is 0 (5 / more than
-    40), not 'both >40'; the other way round it is inf."""
+    """The searcher's median is 5 launches, random sampling's beyond the budget: the median ratio is below 5 / 41, not
+    'both >40' (nor 0); the other way round it is inf."""
 
     def run(method: str, seed: int, reach_at: int | None) -> dict[str, object]:
         ratios = [0.9] * 40 if reach_at is None else [0.9] * (reach_at - 1) + [1.0] * (41 - reach_at)
@@ -157,7 +157,7 @@ def test_the_goal_check_s_median_ratio_where_only_the_base_method_never_gets_the
 
     runs = [r for seed in range(4) for r in (run("autotune", seed, 5), run("pipeline-random", seed, None))]
     cells = [c.strip() for c in goal_table(runs, 40).splitlines()[-1].strip("|").split("|")]
-    assert cells[3] == "0.00 [0.00, 0.00]"
+    assert cells[3] == "< 0.12 (pipeline-random's median >40)"
     flipped = [{**r, "method": "pipeline-random" if r["method"] == "autotune" else "autotune"} for r in runs]
     cells = [c.strip() for c in goal_table(flipped, 40).splitlines()[-1].strip("|").split("|")]
     assert cells[3] == "inf [inf, inf]"
