@@ -27,7 +27,8 @@ from autotune.engines import engine_model
 from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.policy.kvmodel import KvModel
-from autotune.space import StudySpec, to_trial_config
+from autotune.policy.prescreen import launched_config
+from autotune.space import StudySpec
 from autotune.space.types import ParamSpec
 from autotune.space.values import params_key, rounded
 
@@ -158,10 +159,11 @@ class Repairer:
         return best
 
     def _config(self, params: dict[str, Any]) -> TrialConfig | None:
+        """The point's flags as its trial launches them (``speculative_caps: tie`` applied), or None."""
         key = params_key(params)
         if key not in self._configs:
             try:
-                self._configs[key] = to_trial_config(self.spec, params)
+                self._configs[key] = launched_config(self.spec, params)
             except SpaceError:
                 self._configs[key] = None
         return self._configs[key]
@@ -170,6 +172,6 @@ class Repairer:
         key = params_key(params)
         if key not in self._fits:
             assert self.sizes is not None
-            trial = self._config(params) or to_trial_config(self.spec, params)  # not a point: its SpaceError raised
+            trial = self._config(params) or launched_config(self.spec, params)  # not a point: its SpaceError raised
             self._fits[key] = fit.predict(self.sizes, trial.flags, tp_size=trial.tp_size, model=self.model).fits
         return self._fits[key]

@@ -6,8 +6,10 @@ import dataclasses
 from pathlib import Path
 
 from autotune.core.failures import FailureKind
+from autotune.engines import engine_model
+from autotune.policy import fit
 from autotune.policy.kvmodel import KvModel
-from autotune.policy.prescreen import study_sizes, top_level
+from autotune.policy.prescreen import launched_config, study_sizes, top_level
 from autotune.policy.repair import Repairer
 from autotune.space import load_study
 
@@ -158,3 +160,26 @@ def test_the_repair_stands_aside_while_every_launch_holding_the_top_load_breaks_
     for _ in range(FULL_LOAD_LAUNCHES):
         resumed.restore(full, Told(0, [1.0], broke))
     assert resumed.repair(capped) is None
+
+
+def test_under_speculative_caps_tie_the_repair_reads_the_cap_the_point_launches_with() -> None:
+    """With ``speculative_caps: tie`` a speculative point without a cap launches with the study's highest load as its
+    running cap and CUDA-graph ceiling. The repair read SGLang's default 48 instead: it lifted the cap needlessly
+    ("cap 48 < top load 128"), sized the cache for 48 requests, and judged fractions by graphs up to batch 48, so it
+    raised a tree-drafting point to 0.92, where its graphs up to batch 128 do not fit."""
+    tie = dataclasses.replace(SPEC, speculative_caps="tie")
+    assert Repairer(tie, top_level(tie), study_sizes(tie)).repair(EAGLE) is None  # it runs 128 at once already
+    no_cap = dataclasses.replace(
+        tie,
+        params=tuple(p for p in tie.params if p.name != "max_running_requests"),
+        workload=dataclasses.replace(tie.workload, input_len=6000),
+    )
+    tree = {k: v for k, v in EAGLE.items() if k != "max_running_requests"}
+    tree.update(speculative_eagle_topk=4, speculative_num_draft_tokens=8, mem_fraction_static=0.75)
+    sizes = study_sizes(no_cap)
+    assert sizes is not None
+    fixed = Repairer(no_cap, top_level(no_cap), sizes).repair(tree)
+    assert fixed is not None
+    launched = launched_config(no_cap, fixed.params)
+    assert launched.flags["max-running-requests"] == 128
+    assert fit.predict(sizes, launched.flags, tp_size=launched.tp_size, model=engine_model("sim")).fits
