@@ -45,6 +45,21 @@ NGRAM_STORE_FLAGS = ("speculative-ngram-capacity", "speculative-ngram-max-trie-d
 ADAPTIVE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 
 
+# ---- the KV cache (SGLang ``model_runner.profile_max_num_token``: a token's cell is its heads x layers x
+# ``element_size(kv_cache_dtype)``) -------------------------------------------------------------------------------------
+KV_CACHE_DTYPE = "kv-cache-dtype"
+# a token's KV bytes under --kv-cache-dtype, relative to the model's own 16-bit cache ("auto"); fp4 keeps an 8-bit
+# scale per 16 values (4.5 bits)
+KV_CACHE_DTYPE_SCALE: Mapping[str, float] = {
+    "auto": 1.0,
+    "bf16": 1.0,
+    "bfloat16": 1.0,
+    "fp8_e5m2": 0.5,
+    "fp8_e4m3": 0.5,
+    "fp4_e2m1": 0.28,
+}
+
+
 def is_given(value: Any) -> bool:
     """Whether a flag value puts the flag on the command line: ``None`` and ``False`` omit it (the one idea of off)."""
     return value is not None and value is not False

@@ -11,7 +11,13 @@ from typing import Any
 from autotune.engines import sglang_rules
 from autotune.engines.base import EngineModel
 from autotune.engines.memory import Sizes
-from autotune.engines.sglang_facts import NGRAM_STORE_FLAGS, SIMULATE_ACC_LEN, accept_source
+from autotune.engines.sglang_facts import (
+    KV_CACHE_DTYPE,
+    KV_CACHE_DTYPE_SCALE,
+    NGRAM_STORE_FLAGS,
+    SIMULATE_ACC_LEN,
+    accept_source,
+)
 
 MEM_FRACTION = "mem-fraction-static"
 DISABLE_CUDA_GRAPH = "disable-cuda-graph"
@@ -93,10 +99,13 @@ class SGLangModel(EngineModel):
         return _num(flags, CHUNKED_PREFILL)
 
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
-        """The target's KV bytes split over tensor parallel (all of it on every rank for MLA), the drafter's layers
-        added: SGLang's draft model keeps its cache in the same pool, a token for a token."""
+        """The target's KV bytes split over tensor parallel (all of it on every rank for MLA), at the size of
+        ``--kv-cache-dtype`` (fp8 halves it), the drafter's layers added: SGLang's draft model keeps its cache in the
+        same pool, a token for a token."""
         tp = max(int(tp_size), 1)
         per_token = sizes.kv_bytes_per_token / (1 if sizes.kv_replicated else tp)
+        dtype = flags.get(KV_CACHE_DTYPE)
+        per_token *= KV_CACHE_DTYPE_SCALE.get(str(dtype), 1.0) if dtype not in (None, False) else 1.0
         drafter = sizes.drafter(self.drafter(flags))
         if drafter and sizes.num_layers:
             per_token *= 1.0 + drafter[1] / sizes.num_layers

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.engines.sglang_facts import KV_CACHE_DTYPE_SCALE
 from autotune.sim.nccl import NcclSettings, custom_allreduce_us, nccl_allreduce_us
 from autotune.sim.profile import Drafter, Profile
 from autotune.sim.spec import SpecConfig
@@ -32,7 +33,6 @@ ATTENTION_FACTOR = {  # per-sequence attention cost relative to triton (assumed;
     "trtllm_mha": 0.85,
     "torch_native": 4.0,
 }
-KV_DTYPE_BYTES = {"auto": 1.0, "bf16": 1.0, "bfloat16": 1.0, "fp8_e5m2": 0.5, "fp8_e4m3": 0.5, "fp4_e2m1": 0.28}
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def kv_bytes_per_token(profile: Profile, tp: int, kv_cache_dtype: str) -> float:
     """KV-cache bytes one token occupies on one GPU."""
     m = profile.model
     per = m.kv_bytes_per_token if m.kv_replicated else m.kv_bytes_per_token / tp
-    return per * KV_DTYPE_BYTES.get(kv_cache_dtype, 1.0)
+    return per * KV_CACHE_DTYPE_SCALE.get(kv_cache_dtype, 1.0)
 
 
 def graph_batch_sizes(max_bs: int, speculative: bool) -> tuple[int, ...]:

@@ -183,3 +183,29 @@ def test_under_speculative_caps_tie_the_repair_reads_the_cap_the_point_launches_
     launched = launched_config(no_cap, fixed.params)
     assert launched.flags["max-running-requests"] == 128
     assert fit.predict(sizes, launched.flags, tp_size=launched.tp_size, model=engine_model("sim")).fits
+
+
+def test_an_fp8_kv_cache_holds_twice_the_tokens_and_corrects_no_other_point() -> None:
+    """``--kv-cache-dtype fp8_e4m3`` halves a token's cache bytes (SGLang's cell size is ``element_size`` of that
+    dtype; the simulator does the same). The prediction ignored it: half the tokens an fp8 launch allocates, a memory
+    fraction raised further than needed, and an fp8 launch's log read as a prediction error that the KV model then
+    added to every point without it."""
+    from autotune.space.types import ParamSpec
+
+    dtype = ParamSpec("kv_cache_dtype", "categorical", flag="kv-cache-dtype", choices=("auto", "fp8_e4m3"))
+    spec = dataclasses.replace(
+        SPEC,
+        params=(SPEC.param("mem_fraction_static"), dtype),
+        points_to_evaluate=(),
+        workload=dataclasses.replace(SPEC.workload, input_len=2048),
+    )
+    auto, fp8 = ({"mem_fraction_static": 0.75, "kv_cache_dtype": d} for d in ("auto", "fp8_e4m3"))
+    kv = KvModel(spec, study_sizes(spec))
+    assert abs((kv.tokens(fp8) or 0) - 2 * (kv.tokens(auto) or 0)) <= 1
+    r = Repairer(spec, top_level(spec), study_sizes(spec))
+    raised_auto, raised_fp8 = r.repair(auto), r.repair(fp8)
+    assert raised_auto is not None and raised_fp8 is not None
+    assert raised_fp8.params["mem_fraction_static"] < raised_auto.params["mem_fraction_static"]
+    before = kv.tokens(auto)
+    kv.observe(fp8, kv.tokens(fp8))  # an fp8 launch allocated what was predicted: nothing to correct
+    assert kv.tokens(auto) == before
