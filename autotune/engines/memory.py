@@ -37,6 +37,7 @@ class Sizes:
     kv_bytes_per_token: float  # all layers of the target, one copy of the cache
     num_layers: int
     kv_replicated: bool = False  # MLA: every TP rank holds the whole latent cache
+    kv_heads: int = 0  # the target's KV heads (a rank holds max(1, kv_heads // tp) of them); 0: split evenly over TP
     drafters: Mapping[str, tuple[float, int]] = field(default_factory=dict)  # path or name -> (bytes, layers)
     preload_bytes: float = PRELOAD_GIB * GIB  # used before the weights load
     context_bytes: float = 0.0  # outside the static pool: CUDA context, allocator slack
@@ -110,6 +111,7 @@ def from_model_dir(model: str | Path, gpu_mem_bytes: float, *, drafters: tuple[s
     """Sizes from config.json files (target and drafters). CUDA-graph memory is not predicted from them."""
     cfg = read_config(model)
     kv, replicated = kv_bytes_per_token(cfg)
+    kv_heads = 0 if replicated else int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
     dr: dict[str, tuple[float, int]] = {}
     for path in drafters:
         dcfg = read_config(path)
@@ -120,6 +122,7 @@ def from_model_dir(model: str | Path, gpu_mem_bytes: float, *, drafters: tuple[s
         kv_bytes_per_token=kv,
         num_layers=int(cfg["num_hidden_layers"]),
         kv_replicated=replicated,
+        kv_heads=kv_heads,
         drafters=dr,
         source=f"config.json of {model}",
     )

@@ -99,11 +99,17 @@ class SGLangModel(EngineModel):
         return _num(flags, CHUNKED_PREFILL)
 
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
-        """The target's KV bytes split over tensor parallel (all of it on every rank for MLA), at the size of
-        ``--kv-cache-dtype`` (fp8 halves it), the drafter's layers added: SGLang's draft model keeps its cache in the
-        same pool, a token for a token."""
+        """The target's KV bytes split over tensor parallel (all of it on every rank for MLA; a rank holds at least
+        one KV head, ``ModelConfig.get_num_kv_heads``: 4 KV heads at TP 8 take one head's bytes on every rank), at the
+        size of ``--kv-cache-dtype`` (fp8 halves it), the drafter's layers added: SGLang's draft model keeps its cache
+        in the same pool, a token for a token."""
         tp = max(int(tp_size), 1)
-        per_token = sizes.kv_bytes_per_token / (1 if sizes.kv_replicated else tp)
+        if sizes.kv_replicated:
+            per_token = sizes.kv_bytes_per_token
+        elif sizes.kv_heads > 0:
+            per_token = sizes.kv_bytes_per_token / sizes.kv_heads * max(1, sizes.kv_heads // tp)
+        else:
+            per_token = sizes.kv_bytes_per_token / tp
         dtype = flags.get(KV_CACHE_DTYPE)
         per_token *= KV_CACHE_DTYPE_SCALE.get(str(dtype), 1.0) if dtype not in (None, False) else 1.0
         drafter = sizes.drafter(self.drafter(flags))

@@ -47,3 +47,22 @@ def test_a_quantized_checkpoint_is_sized_at_its_stored_width(tmp_path: Path) -> 
     assert fit.predict(sizes, {"mem-fraction-static": 0.85}, tp_size=8, model=SGLANG).fits
     awq = {**cfg, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
     assert memory.model_bytes(awq) == pytest.approx(bf16 / 4)
+
+
+def test_a_rank_holds_at_least_one_kv_head_under_tp_above_the_kv_heads(tmp_path: Path) -> None:
+    """SGLang gives each TP rank ``max(1, kv_heads // tp)`` KV heads (``ModelConfig.get_num_kv_heads``): a model with
+    4 KV heads at TP 8 holds one whole head a rank. Split evenly, a token took half a head's bytes, and the prediction
+    promised twice the KV cache the launch allocates. MLA's latent cache stays whole on every rank."""
+    from autotune.engines.sglang_model import SGLANG
+
+    cfg = {**resolved_config("llama-8b"), "num_key_value_heads": 4}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sizes = memory.from_model_dir(tmp_path, H200)
+    head = 1 * 128 * 32 * 2 * 2  # one KV head of 128, 32 layers, K and V, bf16
+    assert SGLANG.kv_bytes_per_token(sizes, {}, tp_size=8) == head
+    assert SGLANG.kv_bytes_per_token(sizes, {}, tp_size=2) == 2 * head
+    mla = tmp_path / "mla"
+    mla.mkdir()
+    (mla / "config.json").write_text(json.dumps(resolved_config("dsv3-large")))
+    latent = memory.from_model_dir(mla, H200)
+    assert SGLANG.kv_bytes_per_token(latent, {}, tp_size=8) == latent.kv_bytes_per_token
