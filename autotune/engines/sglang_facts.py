@@ -48,6 +48,7 @@ ADAPTIVE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 # ---- the KV cache (SGLang ``model_runner.profile_max_num_token``: a token's cell is its heads x layers x
 # ``element_size(kv_cache_dtype)``) -------------------------------------------------------------------------------------
 KV_CACHE_DTYPE = "kv-cache-dtype"
+MAX_PREFILL_TOKENS_DEFAULT = 16384  # --max-prefill-tokens: a prefill pass's tokens, the largest one without chunking
 # a token's KV bytes under --kv-cache-dtype, relative to the model's own 16-bit cache ("auto"); fp4 keeps an 8-bit
 # scale per 16 values (4.5 bits)
 KV_CACHE_DTYPE_SCALE: Mapping[str, float] = {

@@ -14,6 +14,7 @@ from autotune.engines.memory import Sizes
 from autotune.engines.sglang_facts import (
     KV_CACHE_DTYPE,
     KV_CACHE_DTYPE_SCALE,
+    MAX_PREFILL_TOKENS_DEFAULT,
     NGRAM_STORE_FLAGS,
     SIMULATE_ACC_LEN,
     accept_source,
@@ -22,6 +23,7 @@ from autotune.engines.sglang_facts import (
 MEM_FRACTION = "mem-fraction-static"
 DISABLE_CUDA_GRAPH = "disable-cuda-graph"
 CHUNKED_PREFILL = "chunked-prefill-size"
+MAX_PREFILL = "max-prefill-tokens"
 
 
 def _num(flags: Mapping[str, Any], name: str) -> float | None:
@@ -96,7 +98,12 @@ class SGLangModel(EngineModel):
         return (int(_num(flags, sglang_rules.DRAFT_TOKENS) or 0) + 1) if self.speculation(flags) else 1
 
     def prefill_chunk(self, flags: Mapping[str, Any]) -> float | None:
-        return _num(flags, CHUNKED_PREFILL)
+        """``--chunked-prefill-size``; with chunking off (-1, or any value <= 0) a prefill pass holds up to
+        ``--max-prefill-tokens`` (16384 by default)."""
+        chunk = _num(flags, CHUNKED_PREFILL)
+        if chunk is not None and chunk <= 0:
+            return _num(flags, MAX_PREFILL) or MAX_PREFILL_TOKENS_DEFAULT
+        return chunk
 
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
         """The target's KV bytes split over tensor parallel (all of it on every rank for MLA; a rank holds at least

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from autotune.engines.sglang_facts import NGRAM_DEFAULT_BFS_BREADTH, NGRAM_DEFAULT_CAPACITY, SPEC_ALGORITHMS
+from autotune.engines.sglang_facts import (
+    MAX_PREFILL_TOKENS_DEFAULT,
+    NGRAM_DEFAULT_BFS_BREADTH,
+    NGRAM_DEFAULT_CAPACITY,
+    SPEC_ALGORITHMS,
+)
 
 ATTENTION_BACKENDS = (
     "triton",
@@ -180,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--disable-cuda-graph-padding", action="store_true")
     g.add_argument("--disable-prefill-cuda-graph", action="store_true")
     g.add_argument("--chunked-prefill-size", type=int, default=None)
-    g.add_argument("--max-prefill-tokens", type=int, default=16384)
+    g.add_argument("--max-prefill-tokens", type=int, default=MAX_PREFILL_TOKENS_DEFAULT)
     g.add_argument("--schedule-policy", choices=SCHEDULE_POLICIES, default="fcfs")
     g.add_argument("--schedule-conservativeness", type=float, default=1.0)
     g.add_argument("--attention-backend", choices=ATTENTION_BACKENDS, default=None)

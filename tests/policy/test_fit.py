@@ -46,6 +46,19 @@ def test_capture_failure_from_graph_memory_on_a_sim_profile() -> None:
     assert fit.predict(sizes, {**flags, "mem-fraction-static": 0.8}, tp_size=8, model=SGLANG).fits
 
 
+def test_chunked_prefill_off_holds_activations_for_the_largest_prefill() -> None:
+    """``--chunked-prefill-size -1`` turns chunking off: a prefill pass holds up to ``--max-prefill-tokens`` (16384),
+    as the simulator and SGLang run it. It was read as a 1-token chunk, so a fraction whose activations and graphs do
+    not fit was predicted to fit (and the repair could raise a point there)."""
+    sizes = profile_sizes(load_profile("kimi-k2.5-int4-8x-rtxpro6000"))
+    flags = {"mem-fraction-static": 0.9, "chunked-prefill-size": 16384}
+    assert not fit.predict(sizes, flags, tp_size=8, model=SGLANG).fits
+    off = fit.predict(sizes, {**flags, "chunked-prefill-size": -1}, tp_size=8, model=SGLANG)
+    assert not off.fits and off.failure is FailureKind.GRAPH_CAPTURE_FAILED
+    small = {**flags, "chunked-prefill-size": -1, "max-prefill-tokens": 4096}
+    assert fit.predict(sizes, small, tp_size=8, model=SGLANG).fits
+
+
 def test_check_says_when_a_prediction_was_wrong() -> None:
     fits = fit.Prediction(True, None, "fits")
     assert fit.check(fits, FailureKind.OOM_AT_LAUNCH, False) is not None
