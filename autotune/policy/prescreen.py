@@ -69,6 +69,18 @@ def _cap_param(spec: StudySpec) -> ParamSpec | None:
     return next((p for p in spec.params if p.flag == flag and not p.when), None)
 
 
+def cap_lifts(param: ParamSpec, top: int) -> list[Any]:
+    """The values of the running-cap parameter that reach ``top``, smallest first: a categorical's integer choices, or
+    an integer's smallest value at or above ``top`` (on its ``step`` grid from ``low``); empty when none does."""
+    if param.type == "categorical":
+        return sorted(c for c in param.choices if isinstance(c, int) and not isinstance(c, bool) and c >= top)
+    if param.type != "int" or param.low is None or param.high is None:
+        return []
+    low, step = int(param.low), int(param.step or 1)
+    value = low + max(0, -(-(top - low) // step)) * step
+    return [value] if value <= param.high else []
+
+
 def _capped_below(spec: StudySpec, point: dict[str, Any], top: int) -> bool | None:
     """Whether ``point``'s running cap is below ``top`` requests at once; None when it is not a valid point."""
     try:
@@ -93,12 +105,7 @@ def uncapped_seeds(spec: StudySpec) -> list[dict[str, Any]]:
     param = _cap_param(spec)
     if top is None or param is None:
         return []
-    if param.type == "categorical":
-        lifts = sorted(c for c in param.choices if isinstance(c, int) and not isinstance(c, bool) and c >= top)
-    elif param.type == "int" and param.low is not None and param.high is not None and param.high >= top:
-        lifts = [max(int(param.low), top)]
-    else:
-        lifts = []
+    lifts = cap_lifts(param, top)
     if not lifts:
         return []
     out: list[dict[str, Any]] = []

@@ -27,7 +27,7 @@ from autotune.engines import engine_model
 from autotune.engines.memory import Sizes
 from autotune.policy import fit
 from autotune.policy.kvmodel import KvModel
-from autotune.policy.prescreen import launched_config
+from autotune.policy.prescreen import cap_lifts, launched_config
 from autotune.space import StudySpec
 from autotune.space.types import ParamSpec
 from autotune.space.values import params_key, rounded
@@ -44,14 +44,6 @@ class Repaired:
     @property
     def reason(self) -> str:
         return "repaired: " + ", ".join(self.changes)
-
-
-def _cap_values(p: ParamSpec, top: int) -> list[Any]:
-    if p.type == "categorical":
-        return sorted(c for c in p.choices if isinstance(c, int) and not isinstance(c, bool) and c >= top)
-    if p.type == "int" and p.low is not None and p.high is not None and p.high >= top:
-        return [max(int(p.low), top)]
-    return []
 
 
 def _mem_values(p: ParamSpec) -> list[float]:
@@ -108,7 +100,7 @@ class Repairer:
             return None
         cap = self.model.running_cap(tc.flags)
         if self.cap is not None and cap is not None and cap < self.top:
-            lifts = _cap_values(self.cap, self.top)
+            lifts = cap_lifts(self.cap, self.top)
             if lifts:
                 changes.append(
                     f"{self.cap.name} {out.get(self.cap.name)} -> {lifts[0]} (cap {cap} < top load {self.top})"

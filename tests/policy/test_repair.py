@@ -209,3 +209,24 @@ def test_an_fp8_kv_cache_holds_twice_the_tokens_and_corrects_no_other_point() ->
     before = kv.tokens(auto)
     kv.observe(fp8, kv.tokens(fp8))  # an fp8 launch allocated what was predicted: nothing to correct
     assert kv.tokens(auto) == before
+
+
+def test_a_stepped_integer_cap_is_lifted_to_a_value_on_its_grid() -> None:
+    """An integer cap with ``step`` (16, 66, 116, ... 216) was lifted to the top load itself (64), a value outside
+    its domain (Optuna warned "out of range" and TPE was told a value it cannot propose); the seed twin too."""
+    from autotune.policy.prescreen import uncapped_seeds
+    from autotune.space.types import ParamSpec
+    from autotune.space.values import accepts
+
+    smoke = load_study(ROOT / "search_spaces" / "smoke.yaml")
+    cap = ParamSpec("max_running_requests", "int", flag="max-running-requests", low=16, high=216, step=50)
+    seed = {"mem_fraction_static": 0.85, "max_running_requests": 16}
+    spec = dataclasses.replace(
+        smoke, params=(smoke.param("mem_fraction_static"), cap), points_to_evaluate=(seed,), baseline_point=None
+    )
+    assert top_level(spec) == 64
+    fixed = Repairer(spec, 64, study_sizes(spec)).repair(seed)
+    assert fixed is not None and fixed.params["max_running_requests"] == 66 and accepts(cap, 66)
+    assert uncapped_seeds(spec) == [{**seed, "max_running_requests": 66}]
+    high = dataclasses.replace(spec, params=(smoke.param("mem_fraction_static"), dataclasses.replace(cap, high=66)))
+    assert Repairer(high, 67, study_sizes(high)).repair(seed) is None  # no value of the grid reaches 67
