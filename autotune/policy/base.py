@@ -10,7 +10,8 @@ changes.
 - ``set_aside(params, running)``: why the point is not worth a launch now, or None (launch it); the study's own seed
   points are asked only of rules with ``applies_to_seeds``;
 - ``observe(params, record, told)``: learn from a finished trial, after its record is stored and before the sampler is
-  told; ``restore(params, told)``: the same from what the Optuna study holds, when a study resumes (no record then);
+  told, and again from the stored record when a study resumes; ``restore(params, told)``: the same from what the
+  Optuna study holds, for a resumed trial without a stored record;
 - ``stop(record)``: why the study should start no further trial (every one would fail the same way), or None;
 - ``deferred()``: seed points launched last, after the search;
 - ``note()``: what the rule did that the user should read at the end of the search, or None;

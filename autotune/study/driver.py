@@ -390,6 +390,7 @@ class StudyDriver:
                     on_raw_result=self.store.save_raw,
                     inbox=inbox.create(self.owner),  # where trainables leave their records (autotune.trial.inbox)
                     reserve_s=self.timebox.reserve_s,
+                    records=records,  # a resumed study's rules learn again from what its launches measured
                 )
                 self._searcher = searcher
                 watcher = NodeWatcher(self._slot_pool, spec.name, per_node, self._on_node_event, nnodes=nnodes)

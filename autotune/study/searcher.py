@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import optuna
@@ -60,6 +60,7 @@ class OptunaStudySearcher(Searcher):
         proposer: MakeProposer = ModelProposer,
         inbox: Inbox | None = None,
         reserve_s: Callable[[], float] | None = None,
+        records: Sequence[TrialRecord] = (),
     ) -> None:
         first = spec.objectives[0]
         super().__init__(metric="objective0", mode="max" if first.direction == "maximize" else "min")
@@ -80,10 +81,16 @@ class OptunaStudySearcher(Searcher):
         self.reserve_s = reserve_s or (lambda: 0.0)
         # What decides a proposal's fate (autotune.policy.defaults: repeats, what the study's results ruled out, the
         # repair, the stop on a rejected flag, the seeds kept for last); each learns from the finished trials, on
-        # resume from what the Optuna study holds.
+        # resume from their stored records (``records``: a broken drafter, the KV cache a launch allocated), else from
+        # what the Optuna study holds.
         self.rules = rules if rules is not None else default_rules(spec)
+        stored = {r.number: r for r in records}
         for params, told in measured_trials(study):
-            self.rules.restore(params, told)
+            record = stored.get(told.number)
+            if record is not None:
+                self.rules.observe(params, record, told)
+            else:
+                self.rules.restore(params, told)
         self.proposer = proposer(spec, study, self.rules)  # what to launch next (it restores what was measured)
         self.stop_reason = ""  # set when every further trial would fail the same way
         self.timed_out = False  # the stop_after_s time box ended the study before its budget

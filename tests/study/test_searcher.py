@@ -662,3 +662,43 @@ def test_a_repaired_proposal_that_opens_a_conditional_parameter_is_not_a_repeat(
     assert second != first
     skipped = [t.user_attrs.get("skipped", "") for t in study.trials if t.state is optuna.trial.TrialState.FAIL]
     assert any(s.startswith("repeats trial 1") for s in skipped), skipped
+
+
+def test_a_resumed_searcher_learns_again_from_the_stored_records(tmp_path: Path) -> None:
+    """What the rules learnt from records (a drafter that accepted nothing, the KV cache a launch allocated) was lost on
+    resume: the Optuna study holds neither, so the resumed search launched the broken drafter again."""
+    from autotune.bench.types import BenchResult
+    from autotune.core.failures import PhaseTimings
+    from autotune.policy.repairing import Repair
+
+    spec = load_study(ROOT / "search_spaces" / "speculative.yaml")
+    store = StudyStore(tmp_path / "s")
+    store.ensure()
+
+    def missing(n, tid, p, why):  # type: ignore[no-untyped-def]
+        return replace(record_for(spec, n, tid, p, False), message=why)
+
+    s = OptunaStudySearcher(
+        spec, open_study(spec, store.db_url), budget=1, on_record=store.append, make_missing_record=missing
+    )
+    cfg = s.suggest("a")
+    rec = replace(
+        record_for(spec, cfg["number"], "a", cfg["params"], True),
+        bench=BenchResult(levels=_accepting(1.0, (1, 8, 32, 128))),
+        phases=PhaseTimings(kv_cache_tokens=123_456),
+    )
+    s.on_trial_complete("a", s.inbox.report("a", rec.to_json(), "L"))
+    other = {**cfg["params"], "speculative_num_steps": 5}
+    assert "accepted no draft token" in (s.rules.set_aside(other, ()) or "")
+
+    resumed = OptunaStudySearcher(
+        spec,
+        open_study(spec, store.db_url),
+        budget=1,
+        on_record=store.append,
+        make_missing_record=missing,
+        records=store.load(),
+    )
+    assert "accepted no draft token" in (resumed.rules.set_aside(other, ()) or "")
+    repair = next(r for r in resumed.rules if isinstance(r, Repair))
+    assert len(repair.kv.errors) == 1  # the KV model's correction too
