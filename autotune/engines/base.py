@@ -184,6 +184,10 @@ class EngineModel(abc.ABC):
         """The largest prefill chunk in tokens the flags give (None: the engine's default)."""
 
     @abc.abstractmethod
+    def kv_token_cap(self, flags: Mapping[str, Any]) -> int | None:
+        """The most tokens the flags let the KV cache hold whatever the memory (None: no such limit)."""
+
+    @abc.abstractmethod
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
         """Bytes one token takes in one GPU's KV cache (the target's layers, and the drafter's where it shares the
         pool)."""

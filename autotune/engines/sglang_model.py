@@ -24,6 +24,7 @@ MEM_FRACTION = "mem-fraction-static"
 DISABLE_CUDA_GRAPH = "disable-cuda-graph"
 CHUNKED_PREFILL = "chunked-prefill-size"
 MAX_PREFILL = "max-prefill-tokens"
+MAX_TOTAL_TOKENS = "max-total-tokens"
 
 
 def _num(flags: Mapping[str, Any], name: str) -> float | None:
@@ -104,6 +105,11 @@ class SGLangModel(EngineModel):
         if chunk is not None and chunk <= 0:
             return _num(flags, MAX_PREFILL) or MAX_PREFILL_TOKENS_DEFAULT
         return chunk
+
+    def kv_token_cap(self, flags: Mapping[str, Any]) -> int | None:
+        """``--max-total-tokens``: SGLang allocates the smaller of it and the cache the memory holds."""
+        cap = _num(flags, MAX_TOTAL_TOKENS)
+        return int(cap) if cap is not None and cap > 0 else None
 
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
         """The target's KV bytes split over tensor parallel (all of it on every rank for MLA; a rank holds at least

@@ -5,7 +5,8 @@ trial record). Where the prediction's inputs are off (the memory the runtime rea
 besides the weights), every launch says by how much. The error in bytes is modelled as a line in the memory fraction,
 ``error = slope * fraction + offset``: one measured fraction gives the offset (slope 0), two or more distinct fractions
 a least-squares line. Tokens are bytes over the bytes a token takes in the cache (target + drafter layers), so points
-with and without a drafter correct each other.
+with and without a drafter correct each other. A cache at the flags' own limit (``EngineModel.kv_token_cap``: SGLang's
+``--max-total-tokens``) holds no more however much memory is left, and says nothing of the memory.
 """
 
 from __future__ import annotations
@@ -28,17 +29,18 @@ class KvModel:
         self.model = engine_model(spec.engine)
         self.errors: list[tuple[float, float]] = []  # (memory fraction, allocated - predicted bytes)
         self.version = 0  # bumped on every observation that changes the correction
-        self._shapes: dict[str, tuple[float, float, float] | None] = {}  # a point's shape does not change
+        self._shapes: dict[str, tuple[float, float, float, int | None] | None] = {}  # a point's shape does not change
         self._line: tuple[int, float, float, float] | None = None  # (version, slope, mean fraction, mean error)
 
-    def _shape(self, params: Mapping[str, Any]) -> tuple[float, float, float] | None:
-        """(memory fraction, predicted cache bytes, bytes per token) of a point, or None when it cannot be predicted."""
+    def _shape(self, params: Mapping[str, Any]) -> tuple[float, float, float, int | None] | None:
+        """(memory fraction, predicted cache bytes, bytes per token, the flags' token limit) of a point, or None when
+        it cannot be predicted."""
         key = params_key(params)
         if key not in self._shapes:
             self._shapes[key] = self._predicted_shape(params)
         return self._shapes[key]
 
-    def _predicted_shape(self, params: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    def _predicted_shape(self, params: Mapping[str, Any]) -> tuple[float, float, float, int | None] | None:
         if self.sizes is None:
             return None
         try:
@@ -56,7 +58,7 @@ class KvModel:
         per_token = self.model.kv_bytes_per_token(self.sizes, tc.flags, tp_size=tc.tp_size)
         if per_token <= 0:
             return None
-        return float(frac), pred.kv_tokens * per_token, per_token
+        return float(frac), pred.kv_tokens * per_token, per_token, self.model.kv_token_cap(tc.flags)
 
     def observe(self, params: Mapping[str, Any], allocated_tokens: int | None) -> None:
         """A launch of ``params`` allocated ``allocated_tokens`` (None: the log did not say)."""
@@ -65,7 +67,9 @@ class KvModel:
         shape = self._shape(params)
         if shape is None:
             return
-        frac, predicted, per_token = shape
+        frac, predicted, per_token, cap = shape
+        if cap is not None and allocated_tokens >= cap:
+            return  # the flags' limit set the cache, not the memory
         self.errors.append((frac, allocated_tokens * per_token - predicted))
         self.version += 1
 
@@ -88,5 +92,12 @@ class KvModel:
         shape = self._shape(params)
         if shape is None:
             return None
-        frac, predicted, per_token = shape
-        return max(int((predicted + self.correction(frac)) / per_token), 0)
+        frac, predicted, per_token, cap = shape
+        tokens = max(int((predicted + self.correction(frac)) / per_token), 0)
+        return min(tokens, cap) if cap is not None else tokens
+
+    def at_cap(self, params: Mapping[str, Any]) -> bool:
+        """Whether a launch of ``params`` allocates the flags' own limit (more memory would not add a token)."""
+        shape = self._shape(params)
+        tokens = self.tokens(params)
+        return shape is not None and shape[3] is not None and tokens is not None and tokens >= shape[3]

@@ -9,7 +9,8 @@ aside (``autotune.policy.prescreen``) wastes the sampler's proposal; repairing i
 - **the KV cache**: where ``autotune.policy.fit`` can predict the cache a launch allocates and the workload's lengths are
   known (synthetic), the memory fraction (``EngineModel.memory_fraction_flag``) is raised to the smallest value of its parameter whose cache holds the
   top load's requests at full length (with ``KV_MARGIN``), among the values predicted to fit. Where no value reaches
-  it, the largest such value; a value is never lowered. The cache a value gives is ``autotune.policy.kvmodel``'s: the prediction corrected by what
+  it, the largest such value (the smallest one at the flags' token limit, ``--max-total-tokens``, where one reaches
+  that); a value is never lowered. The cache a value gives is ``autotune.policy.kvmodel``'s: the prediction corrected by what
   the study's launches allocated.
 
 Only parameters the study searches are changed, and only to values of their own domain.
@@ -135,7 +136,7 @@ class Repairer:
         if need is None:
             return None
         tokens = self.kv.tokens(params)
-        if tokens is None or tokens >= need:
+        if tokens is None or tokens >= need or self.kv.at_cap(params):
             return None
         best: float | None = None
         for value in self._mem_values:
@@ -146,8 +147,8 @@ class Repairer:
                 continue
             best = value
             tokens = self.kv.tokens(candidate)
-            if tokens is not None and tokens >= need:
-                break
+            if (tokens is not None and tokens >= need) or self.kv.at_cap(candidate):
+                break  # holds the load, or the flags' token limit (--max-total-tokens): more memory adds nothing
         return best
 
     def _config(self, params: dict[str, Any]) -> TrialConfig | None:

@@ -230,3 +230,28 @@ def test_a_stepped_integer_cap_is_lifted_to_a_value_on_its_grid() -> None:
     assert uncapped_seeds(spec) == [{**seed, "max_running_requests": 66}]
     high = dataclasses.replace(spec, params=(smoke.param("mem_fraction_static"), dataclasses.replace(cap, high=66)))
     assert Repairer(high, 67, study_sizes(high)).repair(seed) is None  # no value of the grid reaches 67
+
+
+def test_a_max_total_tokens_flag_caps_the_cache_the_repair_and_the_kv_model_count() -> None:
+    """SGLang allocates at most ``--max-total-tokens`` tokens whatever the memory. The prediction ignored the flag:
+    the repair raised every point to the highest fraction for a cache the flag holds at 120,000 tokens, and a launch
+    at the limit was read as a memory error, after which a fraction that allocates 51,585 tokens was predicted
+    119,836."""
+    server = SPEC.server.model_copy(update={"flags": {**SPEC.server.flags, "max-total-tokens": 120_000}})
+    spec = dataclasses.replace(
+        SPEC,
+        server=server,
+        params=(SPEC.param("mem_fraction_static"),),
+        points_to_evaluate=(),
+        workload=dataclasses.replace(SPEC.workload, input_len=2048),  # the top load needs more than the limit
+    )
+    kv = KvModel(spec, study_sizes(spec))
+    low = {"mem_fraction_static": 0.75}
+    allocated = kv.tokens(low)
+    assert allocated is not None and allocated < 120_000
+    fixed = Repairer(spec, top_level(spec), study_sizes(spec), kv=kv).repair(low)
+    assert fixed is not None
+    mem = fixed.params["mem_fraction_static"]
+    assert kv.tokens(fixed.params) == 120_000 and kv.tokens({"mem_fraction_static": round(mem - 0.01, 2)}) < 120_000
+    kv.observe({"mem_fraction_static": 0.9}, 120_000)  # a launch at the limit says nothing of the memory
+    assert kv.tokens(low) == allocated
