@@ -669,7 +669,8 @@ def goal_table(
 ) -> str:
     """Issue #29's goal per family at one noise level: ``method``'s launches to 98% over ``against``'s, as the
     ratio of the means (never reached counted as ``2 * cap``) and of the medians (inf: more than half of ``method``'s
-    runs never got there; where only ``against``'s did not, the bound ``method``'s median / (cap + 1)), each with a 90% bootstrap interval that resamples seeds (a seed drawn keeps its runs on every landscape
+    runs never got there; where only ``against``'s did not, the bound ``method``'s median / (cap + 1), also in the
+    bootstrap), each with a 90% bootstrap interval that resamples seeds (a seed drawn keeps its runs on every landscape
     of the family, for both methods); and the ratio of the means over the landscapes where some run of either method
     gets within 2% in the budget (a landscape neither does counts the same for both, pulling the ratio toward 1)."""
     sel = [r for r in runs if r["noise"] == noise and r["method"] in (method, against)]
@@ -687,8 +688,8 @@ def goal_table(
         b = [x for s in seeds for x in by_seed[s][against]]
         mean = statistics.fmean(min(x, 2 * cap) for x in a) / statistics.fmean(min(x, 2 * cap) for x in b)
         ma, mb = statistics.median(a), statistics.median(b)
-        # inf: only ``method``'s median is beyond the budget; 0: only ``against``'s; nan: both
-        med = ma / mb if math.isfinite(mb) else (0.0 if math.isfinite(ma) else math.nan)
+        # inf: only ``method``'s median is beyond the budget; only ``against``'s: the bound ma / (cap + 1); nan: both
+        med = ma / mb if math.isfinite(mb) else (ma / (cap + 1) if math.isfinite(ma) else math.nan)
         return mean, med
 
     def launches_by_seed(
@@ -726,11 +727,10 @@ def goal_table(
         def f2(x: float) -> str:
             return "-" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.2f}")
 
-        ma = statistics.median(x for s in seeds for x in by_seed[s][method])
         if math.isnan(med):
             med_cell = f"both >{cap}"
-        elif med == 0.0:  # only ``against``'s median is beyond the budget: the ratio is below ma / (cap + 1)
-            med_cell = f"< {ma / (cap + 1):.2f} ({against}'s median >{cap})"
+        elif math.isinf(statistics.median(x for s in seeds for x in by_seed[s][against])):
+            med_cell = f"< {med:.2f} ({against}'s median >{cap})"  # the ratio is below method's median / (cap + 1)
         else:
             med_cell = f"{f2(med)} [{f2(bd[50])}, {f2(bd[949])}]"
         lines.append(
