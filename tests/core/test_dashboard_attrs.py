@@ -81,7 +81,7 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
     launched = [t for t in detail["trials"] if not any(a["key"] == "skipped" for a in t["user_attrs"])]
     trials = {next(a["value"] for a in t["user_attrs"] if a["key"] == "trial_id"): t for t in launched}
     assert set(trials) == set(kinds)
-    names = [LAUNCH_CONSTRAINT, "ttft_ms.p99@max", "itl_ms.p99@max"]
+    names = [LAUNCH_CONSTRAINT, "failed_requests", "ttft_ms.p99@max", "itl_ms.p99@max"]
     for tid, kind in kinds.items():
         t = trials[tid]
         attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
@@ -90,7 +90,7 @@ def test_dashboard_api_shows_feasibility_and_objective_name(tmp_path: Path) -> N
         feasible = all(v <= 0 for v in t["constraints"])  # the dashboard's rule
         assert feasible == (kind == "ok"), (tid, t["constraints"])
         assert attrs["feasible"] == str(kind == "ok")
-    assert trials["b"]["constraints"][1] == 500.0 and trials["c"]["constraints"][0] == 1.0
+    assert trials["b"]["constraints"][2] == 500.0 and trials["c"]["constraints"][0] == 1.0
 
     # Optuna's samplers read the same feasibility through the trial's constraints
     for t in optuna.load_study(study_name=spec.name, storage=store.db_url).trials:
