@@ -18,6 +18,7 @@ from autotune.engines.sglang_facts import (
     NGRAM_STORE_FLAGS,
     SIMULATE_ACC_LEN,
     accept_source,
+    is_given,
 )
 
 MEM_FRACTION = "mem-fraction-static"
@@ -124,7 +125,7 @@ class SGLangModel(EngineModel):
         else:
             per_token = sizes.kv_bytes_per_token / tp
         dtype = flags.get(KV_CACHE_DTYPE)
-        per_token *= KV_CACHE_DTYPE_SCALE.get(str(dtype), 1.0) if dtype not in (None, False) else 1.0
+        per_token *= KV_CACHE_DTYPE_SCALE.get(str(dtype), 1.0) if is_given(dtype) else 1.0
         drafter = sizes.drafter(self.drafter(flags))
         if drafter and sizes.num_layers:
             per_token *= 1.0 + drafter[1] / sizes.num_layers

@@ -191,7 +191,7 @@ def _finalists(a: StudyAnalysis) -> list[str]:
                 fmt(sum(s.ttft_p99) / len(s.ttft_p99)) if s.ttft_p99 else "-",
                 fmt(s.mem_fraction, 2) if s.mem_fraction is not None else "-",
                 "leader" if s.number == d.leader else (f"{c.diff_pct:+.1f}%" if c else "not ranked: unclean relaunch"),
-                (_welch_p(c.p_value, min(lead_n, len(s.values)))) if c else "-",
+                _welch_p(c.p_value, min(lead_n, len(s.values))) if c else "-",
             ]
         )
     header = [

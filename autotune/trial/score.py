@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autotune.bench.metrics import metric_value, select_level
-from autotune.bench.types import BenchResult
+from autotune.bench.types import BenchResult, LevelKey
 from autotune.space import Constraint, Objective, objective_key
 
 UNMEASURED_VIOLATION = 1e9
@@ -63,13 +63,13 @@ def score(result: BenchResult, objectives: Sequence[Objective], constraints: Seq
 
 def failed_requests(result: BenchResult, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> int:
     """Requests that failed at the levels the objectives and constraints are measured at (each level once)."""
-    levels = {}
-    for level in [o.level for o in objectives if o.metric != "server_accept_length"] + [
-        c.level for c in constraints if c.metric != "server_accept_length"
-    ]:
-        lv = select_level(result, level)
-        levels[lv.key] = lv.failed
-    return sum(levels.values())
+    failed: dict[LevelKey, int] = {}
+    judged_at: list[Objective | Constraint] = [*objectives, *constraints]
+    for judged in judged_at:
+        if judged.metric != "server_accept_length":  # a whole-run figure, of no level
+            lv = select_level(result, judged.level)
+            failed[lv.key] = lv.failed
+    return sum(failed.values())
 
 
 def failed_score(objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> Score:
