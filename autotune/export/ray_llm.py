@@ -5,7 +5,8 @@ It is an alternative, not what was measured: Ray Serve LLM runs SGLang in the re
 backend (``sglang.srt.ray.engine.RayEngine``, an SGLang release with it and ``pip install "sglang[all,ray]"``), its
 OpenAI routes in front, where autotune measured ``python -m sglang.launch_server`` as a process of its own. Variables
 are set through ``runtime_env.env_vars``; a variable the measured server ran without (``OMP_NUM_THREADS``, which Ray
-sets in every worker) cannot be removed there. Ray marks its SGLang support as early development.
+sets in every worker) cannot be removed there. A secret flag or variable (redacted in the record) is left out, and the
+header names it. Ray marks its SGLang support as early development.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any
 
 import yaml
 
+from autotune.core.secrets import REDACTED
 from autotune.core.trial import server_gpus
 from autotune.export.command import ServerCommand
 from autotune.export.errors import ExportError
-from autotune.export.serve_config import app_name
+from autotune.export.serve_config import app_name, is_secret_var
 
 SERVER_CLS = "ray.llm._internal.serve.engines.sglang:SGLangServer"
 SGLANG_SERVER_FILE = "llm/_internal/serve/engines/sglang/sglang_engine.py"
@@ -39,10 +41,12 @@ def ray_llm_available() -> bool:
 
 
 def engine_kwargs(cmd: ServerCommand) -> dict[str, Any]:
-    """SGLang ``ServerArgs`` keyword arguments from the command's flags (``--tp-size 8`` -> ``tp_size=8``)."""
+    """SGLang ``ServerArgs`` keyword arguments from the command's flags (``--tp-size 8`` -> ``tp_size=8``), but a
+    secret flag (its value is not stored)."""
     out: dict[str, Any] = {}
     for name, value in cmd.options:
-        out[name.replace("-", "_")] = True if value is None else _typed(value)
+        if value != REDACTED:
+            out[name.replace("-", "_")] = True if value is None else _typed(value)
     return out
 
 
@@ -91,7 +95,7 @@ def ray_llm_config(cmd: ServerCommand, *, study_name: str) -> dict[str, Any]:
     placement = placement_group_config(cmd)
     if placement is not None:
         llm["placement_group_config"] = placement
-    env = {**dict(cmd.env), **dict(cmd.site_env)}
+    env = {k: v for k, v in (*cmd.env, *cmd.site_env) if not is_secret_var(k, v)}
     if env:
         llm["runtime_env"] = {"env_vars": env}
     return {
@@ -141,4 +145,16 @@ def render_ray_llm_config(cmd: ServerCommand, *, study_name: str, header: list[s
         "(ray.serve.llm imports only where SGLang or vLLM is installed).",
         "#   serve deploy ray_serve_llm.yaml      # then: curl 127.0.0.1:8000/v1/models",
     ]
+    secret_flags = [name.replace("-", "_") for name, value in cmd.options if value == REDACTED]
+    if secret_flags:
+        lines.append(
+            f"# Secret flags not stored here: add {', '.join(f'engine_kwargs.{k}' for k in secret_flags)} with "
+            "their values where you deploy it (autotune does not store secrets)."
+        )
+    secret = [k for k, v in cmd.env if is_secret_var(k, v)]
+    if secret:
+        lines.append(
+            f"# Secret variables not stored here: {', '.join(secret)}. Set them in the nodes' environment or add "
+            "them to runtime_env.env_vars where you deploy it."
+        )
     return "\n".join(lines) + "\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000)

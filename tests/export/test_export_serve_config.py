@@ -239,3 +239,20 @@ def test_ray_serve_llm_placement_follows_the_server_gpus(record_factory, flags, 
     (llm,) = ray_llm_config(exported_server(rec).production, study_name="s")["applications"][0]["args"]["llm_configs"]
     got = llm.get("placement_group_config")
     assert (got["placement_group_bundles"] if got else None) == bundles
+
+
+def test_ray_serve_llm_config_stores_no_redacted_placeholder(record_factory):
+    """A secret flag or variable is redacted in the record; ray_serve_llm.yaml used to carry the placeholder as the
+    value (``api_key: <redacted>``, ``HF_TOKEN: <redacted>``), so deployed as written the server demanded the key
+    "<redacted>" and downloaded with a token that is not one. Now they are left out and the header names them."""
+    from autotune.core.secrets import REDACTED
+    from autotune.export.ray_llm import ray_llm_config, render_ray_llm_config
+
+    rec = record_factory(0, tputs={1: 60}, flags={"api-key": REDACTED}, env={"HF_TOKEN": REDACTED, "NCCL_ALGO": "Ring"})
+    cmd = exported_server(rec).production
+    (llm,) = ray_llm_config(cmd, study_name="s")["applications"][0]["args"]["llm_configs"]
+    assert "api_key" not in llm["engine_kwargs"]
+    assert llm["runtime_env"] == {"env_vars": {"NCCL_ALGO": "Ring"}}
+    text = render_ray_llm_config(cmd, study_name="s", header=[])
+    assert REDACTED not in text
+    assert "engine_kwargs.api_key" in text and "HF_TOKEN" in text
