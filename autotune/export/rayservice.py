@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from autotune.core.secrets import REDACTED
 from autotune.export.command import ServerCommand
 from autotune.export.serve_config import per_node_gpus, serve_app_args, serve_config, validate_serve_config
 from autotune.trial.records import TrialRecord
@@ -131,6 +132,12 @@ def render_rayservice(
         lines.append(
             f"# Secret variables come from the Secret {name}-env: kubectl create secret generic {name}-env "
             + " ".join(f"--from-literal={k}=..." for k in secret_env)
+        )
+    secret_flags = [f"--{k}" for k, v in cmd.options if v == REDACTED]
+    if secret_flags:
+        lines.append(
+            f"# Secret flags not stored here: {', '.join(secret_flags)}. Add them with their values to "
+            "serveConfigV2's applications[0].args.argv where you deploy it (autotune does not store secrets)."
         )
     route = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"][0]["route_prefix"]
     lines += [

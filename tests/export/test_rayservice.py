@@ -73,3 +73,15 @@ def test_multinode_server_gets_a_worker_pod_per_node(record_factory, real_engine
     (dep,) = app["deployments"]
     assert dep["placement_group_bundles"] == [{"CPU": 1, "GPU": 8}] * 2 and app["args"]["nnodes"] == 2
     assert "10.9.8.7:45678" not in doc["spec"]["serveConfigV2"]
+
+
+def test_a_secret_flag_left_out_is_named_in_the_header(record_factory, real_engine):
+    """The serve app leaves out a secret flag's value (--api-key); rayservice.yaml used to say nothing of it, so the
+    server measured behind an API key was deployed on Kubernetes without one, silently."""
+    from autotune.core.secrets import REDACTED
+    from autotune.export.rayservice import render_rayservice
+
+    rec = replace(record_factory(0, tputs={1: 60}, flags={"api-key": REDACTED}), engine=real_engine)
+    text = render_rayservice(rec, exported_server(rec).production, study_name="s", header=[])
+    assert "--api-key" not in yaml.safe_load(text)["spec"]["serveConfigV2"]
+    assert "# Secret flags not stored here: --api-key" in text
