@@ -57,6 +57,7 @@ def analyze(
     stopped_early: str = "",
     baseline: Mapping[str, Any] | None = None,
     estimates: Mapping[int, float] | None = None,
+    study_only: Mapping[str, str] | None = None,
 ) -> StudyAnalysis:
     """Validate the inputs (ExportError says how to fix them) and compute every section of the export.
 
@@ -64,6 +65,7 @@ def analyze(
     study's baseline point (``StudySpec.baseline``); the verdict judges the best against the trial that measured it.
     ``estimates``: a model's estimate of the primary objective per trial number (``autotune.study.model_rank``);
     where no finalist stage decided, the best is the trial with the best estimate (``select_best``).
+    ``study_only``: the study's benchmark-only settings, left out of the speculation schedule's flags.
     Every comparison (best, regimes, speculation on vs off, the verdict) uses one ``Evidence``."""
     objs = check_objectives(objectives)
     levels = parse_load_levels(load_levels)
@@ -99,7 +101,7 @@ def analyze(
         spread=spread(recs, best, ev, objs[0], levels),
         gate=gate,
         gated_out=gated_out,
-        schedule=speculation_schedule(recs, levels, blocked=failed_gate, evidence=ev),
+        schedule=speculation_schedule(recs, levels, blocked=failed_gate, evidence=ev, study_only=study_only),
     )
 
 

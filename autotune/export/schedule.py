@@ -7,17 +7,19 @@ compared by the export's one rule (``autotune.export.evidence``), as the regimes
 difference the noise cannot separate is stated as a tie. Speculation is chosen only where it is faster, and a trial the
 output-equality gate failed (``blocked``) is never chosen. Adjacent levels with the same choice form one range; a range's bounds are measured levels, and where between two levels the choice flips was not
 measured. Trials with ``--speculative-adaptive`` (SGLang adjusts the steps at run time) are candidates like any other,
-and each level also compares the best adaptive trial with the best static speculative one.
+and each level also compares the best adaptive trial with the best static speculative one. A range's flags leave out the
+benchmark-only settings (``autotune.export.study_only``), as launch.sh does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from autotune.export.accessors import flag_value, is_set, is_speculative, level
 from autotune.export.evidence import Evidence, ranked
 from autotune.export.regimes import eligible_at
+from autotune.export.study_only import study_only_settings
 from autotune.trial.records import TrialRecord
 
 ADAPTIVE_FLAG = "speculative-adaptive"
@@ -68,8 +70,11 @@ def is_adaptive(rec: TrialRecord) -> bool:
     return is_speculative(rec) and is_set(flag_value(rec, ADAPTIVE_FLAG))
 
 
-def spec_flags(rec: TrialRecord) -> dict:
-    return {k: v for k, v in rec.flags.items() if k.startswith("speculative-") and is_set(v)} if rec else {}
+def spec_flags(rec: TrialRecord, study_only: Mapping[str, str] | None = None) -> dict:
+    """The trial's speculative flags to run, without its benchmark-only ones (``study_only``: the study's marks)."""
+    flags = {k: v for k, v in rec.flags.items() if k.startswith("speculative-") and is_set(v)} if rec else {}
+    gone = {s.name for s in study_only_settings(flags, {}, study_only or {})}
+    return {k: v for k, v in flags.items() if k not in gone}
 
 
 def _best(
@@ -94,6 +99,7 @@ def speculation_schedule(
     load_levels: Sequence[int],
     blocked: Collection[int] = (),
     evidence: Evidence | None = None,
+    study_only: Mapping[str, str] | None = None,
 ) -> Schedule:
     levels = sorted(load_levels)
     ev = evidence if evidence is not None else Evidence(records, None)
@@ -141,7 +147,7 @@ def speculation_schedule(
                     row.concurrency,
                     row.choice,
                     row.speculative,
-                    spec_flags(rec) if rec is not None and row.speculative else {},
+                    spec_flags(rec, study_only) if rec is not None and row.speculative else {},
                 )
             )
     return Schedule(

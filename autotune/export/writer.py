@@ -149,6 +149,7 @@ def export_study(
         stopped_early=stopped_early,
         baseline=baseline,
         estimates=estimates,
+        study_only=study_only,
     )
     best = a.best.record
     server = exported_server(best, study_only) if best is not None else None

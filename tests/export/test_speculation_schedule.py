@@ -77,3 +77,26 @@ def test_speculation_that_never_wins_is_off_everywhere() -> None:
     s = speculation_schedule([records()[0], slow], LEVELS)
     assert all(not r.speculative for r in s.levels)
     assert "off everywhere" in s.note and len(s.ranges) == 1
+
+
+def test_the_schedule_leaves_out_benchmark_only_settings(tmp_path) -> None:
+    """A range's flags are what to run at those levels; they used to carry the trial's benchmark-only settings
+    (``--speculative-draft-load-format dummy``: random drafter weights; the study's ``server.study_only``), which the
+    export leaves out of launch.sh and serve_config.yaml, into speculation_schedule.json and report.md."""
+    from autotune.export import export_study
+    from tests.export.conftest import OBJECTIVES
+
+    flags = {**SMALL, "speculative-draft-load-format": "dummy", "speculative-num-steps": 3}
+    recs = [records()[0], make_record(2, tputs={1: 150, 8: 1000, 32: 2500, 128: 9000}, flags=flags, engine=REAL)]
+    out = export_study(
+        tmp_path,
+        study_name="s",
+        objectives=OBJECTIVES,
+        records=recs,
+        load_levels=LEVELS,
+        study_only={"speculative-num-steps": ""},
+    )
+    (only,) = json.loads((out.best_dir / "speculation_schedule.json").read_text())["ranges"]
+    assert only["flags"] == SMALL
+    schedule = next(line for line in out.report.read_text().splitlines() if line.startswith("Schedule:"))
+    assert "dummy" not in schedule and "speculative-num-steps" not in schedule
