@@ -60,8 +60,8 @@ def rayservice_manifest(
 
     ``secret_env``: variables the server needs whose values are not exported; each is read from a Kubernetes Secret
     named ``<name>-env`` (key = the variable's name) that the user creates."""
-    args = serve_app_args(record, cmd, study_name=study_name)
-    args = replace(args, host="127.0.0.1")  # the engine on the pod's loopback, behind Serve's proxy
+    # the engine on the pod's loopback, behind Serve's proxy, whatever address the trial's server bound
+    args = serve_app_args(record, replace(cmd, host="127.0.0.1"), study_name=study_name)
     serve_doc = serve_config(args)
     validate_serve_config(serve_doc)
     serve_v2 = {"applications": serve_doc["applications"]}  # KubeRay sets the HTTP proxy's host and port

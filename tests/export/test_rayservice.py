@@ -85,3 +85,15 @@ def test_a_secret_flag_left_out_is_named_in_the_header(record_factory, real_engi
     text = render_rayservice(rec, exported_server(rec).production, study_name="s", header=[])
     assert "--api-key" not in yaml.safe_load(text)["spec"]["serveConfigV2"]
     assert "# Secret flags not stored here: --api-key" in text
+
+
+def test_the_engine_binds_the_pods_loopback_whatever_host_the_trial_used(record_factory, real_engine):
+    """A study run with server.host 0.0.0.0 (or a node's address): the app's host was set to loopback but its argv
+    kept ``--host 0.0.0.0``, so SGLang listened on every interface of the pod, beside Serve's proxy (with a node's
+    address it could not bind in the pod at all)."""
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "8", "--host", "0.0.0.0"]
+    rec = with_argv(replace(record_factory(0, tputs={1: 60}), engine=real_engine), argv)
+    doc = rayservice_manifest(rec, exported_server(rec).production, study_name="s")
+    (app,) = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"]
+    argv = app["args"]["argv"]
+    assert argv[argv.index("--host") + 1] == app["args"]["host"] == "127.0.0.1"
