@@ -27,12 +27,17 @@ from autotune.trial.records import TrialRecord
 API_VERSION = "ray.io/v1"
 DEFAULT_IMAGE = "autotune:latest"  # an image with Ray, SGLang and autotune installed (deploy/Dockerfile)
 RAYSERVICE_YAML = "rayservice.yaml"
+# KubeRay refuses a longer RayService name (MaxRayServiceNameLength): its RayCluster appends 6 characters, and
+# "<cluster>-serve-svc" must still fit a Service name
+MAX_NAME = 47
 
 
 def k8s_name(study_name: str, suffix: str = "best") -> str:
-    """A DNS-1123 label for the study (lower case, digits and '-', at most 63 characters, ends alphanumeric)."""
+    """A RayService name for the study that KubeRay accepts: a DNS-1035 label (lower case, digits and '-', starts with
+    a letter, ends alphanumeric) of at most ``MAX_NAME`` characters."""
     slug = re.sub(r"[^a-z0-9-]+", "-", study_name.lower()).strip("-") or "study"
-    return f"{slug[: 62 - len(suffix)].rstrip('-')}-{suffix}"
+    slug = slug if slug[0].isalpha() else f"study-{slug}"
+    return f"{slug[: MAX_NAME - 1 - len(suffix)].rstrip('-')}-{suffix}"
 
 
 def ray_version() -> str:

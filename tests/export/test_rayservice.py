@@ -97,3 +97,12 @@ def test_the_engine_binds_the_pods_loopback_whatever_host_the_trial_used(record_
     (app,) = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"]
     argv = app["args"]["argv"]
     assert argv[argv.index("--host") + 1] == app["args"]["host"] == "127.0.0.1"
+
+
+def test_name_is_one_kuberay_accepts():
+    """KubeRay's controller refuses a RayService whose name is longer than 47 characters (it appends 6 for the
+    RayCluster, and "-serve-svc" must still fit a Service name) or is not a DNS-1035 label (it must start with a
+    letter); the name used to be up to 62 characters and could start with a digit, and the RayService never came up."""
+    for study in ("2026-kimi-k2.5", "kimi-k2.5-int4-eagle3-speculative-h200-tp8-full-study", "_"):
+        name = k8s_name(study)
+        assert len(name) <= 47 and name[0].isalpha() and name.endswith("-best"), name
