@@ -3,7 +3,8 @@
 The node's usable CPUs (this process's affinity, ``os.sched_getaffinity``) are ordered by NUMA node
 (``/sys/devices/system/node/node*/cpulist``) and cut into ``parts`` contiguous, near-equal chunks; part ``k`` goes to
 the slot whose GPUs come ``k``-th on the node (GPU index // GPUs per slot), or, where there are no physical GPUs to go
-by (the simulator), to slot ``k`` of the study's ``parts`` slots. Ordering by NUMA node keeps a chunk inside one node
+by (the simulator) or the study has fewer slots on the node than it has places (``--max-concurrent``), to slot ``k`` of
+the study's ``parts`` slots there. Ordering by NUMA node keeps a chunk inside one node
 whenever the parts divide the nodes evenly, and on the usual 8-GPU boards (GPUs 0-3 on the first socket, 4-7 on the
 second) the chunk of GPU ``g`` lies on ``g``'s own socket.
 
@@ -127,11 +128,13 @@ def plan_for_slot(
 def slot_part(
     gpu_ids: Sequence[str], node_gpus: int, gpus_per_slot: int, slot: int | None, slots: int | None
 ) -> tuple[int, int] | None:
-    """``(part, parts)`` for a slot: by its GPUs where the node's physical GPUs are known, else by its slot index."""
+    """``(part, parts)`` for a slot: by its GPUs where the node's physical GPUs are known and the study has a slot on
+    each place of them (``slots``, the study's slots on the node, unknown or equal), else by its slot index."""
     ids = [int(g) for g in gpu_ids if g.strip().isdigit()]
     if ids and node_gpus > 0 and gpus_per_slot > 0 and len(ids) == gpus_per_slot:
         parts = max(1, node_gpus // gpus_per_slot)
-        return min(ids) // gpus_per_slot, parts
+        if not slots or slots == parts:
+            return min(ids) // gpus_per_slot, parts
     if slot is not None and slots:
         return slot, slots
     return None

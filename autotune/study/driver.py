@@ -347,7 +347,7 @@ class StudyDriver:
                 )
             caps = [c for c in (spec.max_concurrent, self.max_concurrent) if c]
             cap = min(caps) if caps else None
-            plan = sorted(plan, key=lambda sl: sl.local)[:cap]  # a cap takes slots across the nodes first
+            plan = slots.take(plan, cap)  # a cap takes slots across the nodes first
             conc = len(plan)
             self.timebox.at_once = conc
             self.timebox.trial_walls = [w for w in map(relaunch_wall, records) if w is not None]

@@ -16,7 +16,7 @@ no pool (a trial run outside the driver), the runner deploys one application per
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
@@ -75,6 +75,15 @@ def plan_slots(nodes: list[NodeGpus], gpus_per_node: int, first_index: int = 0, 
         out.append(Slot(first_index + len(out), group, gpus_per_node, used[first], places[first]))
         for nid in group:
             used[nid] += 1
+
+
+def take(plan: list[Slot], cap: int | None) -> list[Slot]:
+    """At most ``cap`` slots of ``plan`` (all where ``cap`` is None), taken across the nodes first; each kept slot's
+    ``local``/``node_slots`` counted again among the kept slots of its first node, so that a node's CPUs are cut into
+    as many parts as the study has slots there (a slot left alone on its node gets them all)."""
+    kept = sorted(plan, key=lambda sl: sl.local)[:cap]
+    mates = {nid: [sl for sl in kept if sl.node_id == nid] for nid in {sl.node_id for sl in kept}}
+    return [replace(sl, local=mates[sl.node_id].index(sl), node_slots=len(mates[sl.node_id])) for sl in kept]
 
 
 def pool_name(owner: str) -> str:

@@ -41,10 +41,19 @@ def test_plan_for_slot_cases() -> None:
 
 
 def test_slot_part_by_gpu_then_by_slot() -> None:
-    assert slot_part(["5"], node_gpus=8, gpus_per_slot=1, slot=0, slots=2) == (5, 8)  # GPU 5 of 8
+    assert slot_part(["5"], node_gpus=8, gpus_per_slot=1, slot=5, slots=8) == (5, 8)  # GPU 5 of 8
+    assert slot_part(["5"], node_gpus=8, gpus_per_slot=1, slot=None, slots=None) == (5, 8)  # the pool did not answer
     assert slot_part(["2", "3"], node_gpus=8, gpus_per_slot=2, slot=0, slots=4) == (1, 4)
     assert slot_part(["0"], node_gpus=0, gpus_per_slot=1, slot=1, slots=2) == (1, 2)  # simulator: no physical GPU
     assert slot_part([], node_gpus=0, gpus_per_slot=1, slot=None, slots=None) is None
+
+
+def test_a_study_with_fewer_slots_than_gpus_on_a_node_splits_its_cpus_among_its_slots() -> None:
+    # --max-concurrent 1 on an 8-GPU node (one TP-1 slot, on GPU 3): alone on its node, it gets every CPU
+    assert slot_part(["3"], node_gpus=8, gpus_per_slot=1, slot=0, slots=1) == (0, 1)
+    assert plan_for_slot(available=range(64), part=0, parts=1).how == "whole node"
+    # --max-concurrent 2: two halves, not two eighths with six left idle
+    assert slot_part(["1"], node_gpus=8, gpus_per_slot=1, slot=1, slots=2) == (1, 2)
 
 
 def test_numa_from_sysfs(tmp_path: Path) -> None:

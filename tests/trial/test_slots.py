@@ -34,6 +34,19 @@ def test_a_multi_node_slot_takes_one_place_on_each_of_distinct_nodes() -> None:
     assert slots.plan_slots([slots.NodeGpus("a", 16)], 8, nnodes=2) == []  # one node cannot hold a 2-node slot
 
 
+def test_a_cap_takes_slots_across_nodes_and_counts_each_node_s_share_again() -> None:
+    plan = slots.plan_slots([slots.NodeGpus("a", 8), slots.NodeGpus("b", 8)], 1)
+    kept = slots.take(plan, 3)
+    assert [(s.index, s.node_id, s.local, s.node_slots) for s in kept] == [
+        (0, "a", 0, 2),
+        (8, "b", 0, 1),
+        (1, "a", 1, 2),
+    ]
+    alone = slots.take(slots.plan_slots([slots.NodeGpus("a", 8)], 1), 1)
+    assert [(s.local, s.node_slots) for s in alone] == [(0, 1)]  # alone on its node: all of its CPUs (cpusets)
+    assert sorted(slots.take(plan, None), key=lambda s: s.index) == plan  # no cap: every slot, counted as planned
+
+
 @pytest.fixture(scope="module")
 def local_ray():  # type: ignore[no-untyped-def]
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)  # never another local cluster
