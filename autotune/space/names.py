@@ -19,6 +19,11 @@ MANAGED_FLAGS: dict[str, str] = {
     "port": "autotune gives each concurrent server its own free port; remove it",
     "nccl-port": "autotune gives each concurrent server its own NCCL port; remove it",
 }
+# Variables autotune (through Ray) sets for every server.
+MANAGED_ENV: dict[str, str] = {
+    "CUDA_VISIBLE_DEVICES": "Ray gives each trial's server its own GPUs through it, so that concurrent trials never "
+    "share one; remove it (to keep a study off some GPUs, set it for `python -m autotune.search` or `ray start`)",
+}
 # Flags that have their own key under `server:` (autotune needs their values to place and describe trials).
 SERVER_KEY_FLAGS: dict[str, str] = {
     "model-path": "server.model_path",
@@ -86,6 +91,8 @@ def env_problems(key: str, name: str, values: Iterable[str | None] = ()) -> list
     """Problems with an environment variable a study sets, given the string values it may take (None = unset)."""
     if not ENV_RE.match(name):
         return [Problem(key, f"`{name}` is not a valid environment variable name", "use letters, digits and _")]
+    if name in MANAGED_ENV:
+        return [Problem(key, f"`{name}` is managed by autotune", MANAGED_ENV[name])]
     policy = site_policy()
     if name in policy.env:
         site_value = policy.env[name]

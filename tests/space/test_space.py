@@ -602,6 +602,13 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("nvls param", _p(env="NCCL_NVLS_ENABLE", type="categorical", choices=[None, "0", "1"]), "params.mrr.env", '"0"'),
     ("nvls bool param", _p(env="NCCL_NVLS_ENABLE", type="bool"), "params.mrr.env", '"0"'),
     ("env bool value", _set("server.env", {"X": True}), "server.env.X", "quote"),
+    (
+        "gpus in env",
+        _set("server.env", {"CUDA_VISIBLE_DEVICES": "0,1"}),
+        "server.env.CUDA_VISIBLE_DEVICES",
+        "concurrent trials never share one",
+    ),
+    ("gpus param", _p(env="CUDA_VISIBLE_DEVICES", type="categorical", choices=["0", "1"]), "params.mrr.env", "Ray"),
     ("flag null value", _set("server.flags", {"page-size": None}), "server.flags.page-size", "remove the flag"),
     (
         "property also in env",
