@@ -46,8 +46,12 @@ def names(ids: list[str] | None = None) -> list[str]:
 
 
 def memory_used_mib(ids: list[str] | None = None) -> dict[str, int] | None:
-    """MiB in use per GPU index, for the GPUs in ``ids`` (index or UUID; all when empty)."""
+    """MiB in use per GPU index, for the GPUs in ``ids`` (index or UUID; all when empty); None where nvidia-smi does not
+    report it (``[N/A]`` on unified-memory GPUs such as GB10)."""
     rows = query("index,uuid,memory.used")
     if rows is None:
         return None
-    return {r[0]: int(float(r[2])) for r in _selected(rows, ids)}
+    try:
+        return {r[0]: int(float(r[2])) for r in _selected(rows, ids)}
+    except ValueError:
+        return None
