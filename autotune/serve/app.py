@@ -251,7 +251,7 @@ class EngineServer:
                             break
             except httpx.HTTPError:
                 server_info = None
-        log_text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        log_text = self.server.log_text() if self.server is not None else ""
         if self.ranks:
             log_text += "\n" + rank_logs(self.ranks)
         return ServerReport(

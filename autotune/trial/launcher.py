@@ -29,12 +29,13 @@ from autotune.trial import registry
 POLL_S = 0.1
 
 
-def read_tail(path: Path, max_bytes: int = 12_000, max_lines: int = 60) -> str:
+def read_tail(path: Path, max_bytes: int = 12_000, max_lines: int = 60, start: int = 0) -> str:
+    """The last lines of ``path``, none before byte ``start``."""
     try:
         with path.open("rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
+            fh.seek(max(start, size - max_bytes))
             data = fh.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
@@ -59,6 +60,7 @@ class ServerProcess:
     started_at: float = 0.0
     ready_at: float | None = None
     owner: str | None = None  # the study that owns the server, for the orphan sweep (autotune.trial.registry)
+    log_start: int = 0  # where this launch's output begins in the log file (a relaunch under one name appends)
 
     @property
     def base_url(self) -> str:
@@ -67,6 +69,7 @@ class ServerProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
+        self.log_start = log.tell()
         try:
             self.started_at = time.monotonic()
             self.proc = subprocess.Popen(  # noqa: S603 - argv built by the engine adapter
@@ -88,7 +91,16 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, max_lines: int = 60) -> str:
-        return read_tail(self.log_path, max_lines=max_lines)
+        return read_tail(self.log_path, max_lines=max_lines, start=self.log_start)
+
+    def log_text(self) -> str:
+        """This launch's whole output."""
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self.log_start)
+                return fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
 
     def wait_ready(self, timeout_s: float | None = None) -> float:
         """Block until ``/health`` answers 200. Returns seconds from start to ready. Raises LaunchError."""

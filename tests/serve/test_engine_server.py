@@ -216,3 +216,19 @@ def cpusets_list(text: str) -> list[int]:
     from autotune.core.cpusets import parse_cpulist
 
     return parse_cpulist(text)
+
+
+def test_a_relaunch_under_the_same_name_records_only_its_own_log(tmp_path: Path, monkeypatch) -> None:
+    """A finalist relaunch resumed after an interrupt runs again under its name: the log file of the killed attempt
+    is kept (appended to), but the record and the failure tail hold only this launch's lines."""
+    monkeypatch.setattr(app_mod, "with_port", lambda argv, flag, port: [argv[0], argv[1], argv[2], str(port)])
+    (tmp_path / "trial-004-x-f1r1.log").write_text("Load weight end. elapsed=99.0 s\nKILLED ATTEMPT\n")
+    slot = EngineServer()
+    slot.reconfigure(slot_config(tmp_path, "trial-004-x-f1r1"))
+    assert isinstance(slot.wait_ready("trial-004-x-f1r1"), Ready)
+    with slot.server.log_path.open("a") as log:
+        log.write("THIS ATTEMPT\n")
+    assert "KILLED ATTEMPT" not in slot.info().log_text and "THIS ATTEMPT" in slot.info().log_text
+    assert "KILLED ATTEMPT" not in slot.log_tail()
+    slot.stop_server()
+    assert "KILLED ATTEMPT" in (tmp_path / "trial-004-x-f1r1.log").read_text()  # the file keeps both
