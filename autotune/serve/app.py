@@ -29,6 +29,7 @@ from autotune.core.errors import AutotuneError, LaunchError
 from autotune.core.failures import FailureKind
 from autotune.core.trial import LaunchSpec
 from autotune.engines import get_engine
+from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.engines.preflight import preflight
 from autotune.progress import monitor as progress
 from autotune.progress.events import Phase, TrialEvent
@@ -41,7 +42,7 @@ from autotune.serve.launch_prep import (
     with_port,
 )
 from autotune.serve.proxy import EngineProxy
-from autotune.serve.ranks import rank_argv, rank_logs, start_ranks, stop_ranks
+from autotune.serve.ranks import rank_argv, rank_failure, rank_logs, start_ranks, stop_ranks
 from autotune.trial import registry
 from autotune.trial.launcher import ServerProcess, wait_gpus_free
 from autotune.trial.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
@@ -185,11 +186,26 @@ class EngineServer:
         if self.ready_s is not None:
             return Ready(self.ready_s)
         try:
-            self.ready_s = self.server.wait_ready()
+            self.ready_s = self.server.wait_ready(peers=self._rank_gone if self.ranks else None)
         except LaunchError as exc:
             self.failure = failure_of(exc)
             return self.failure
         return Ready(self.ready_s)
+
+    def _rank_gone(self) -> LaunchError | None:
+        """Why a node rank of this multi-node server exited before it was ready (rank 0 would wait for it until the
+        ready timeout), or None while they all run."""
+        gone = rank_failure(self.ranks)
+        if gone is None:
+            return None
+        rank, tail = gone
+        kind = classify_failure(tail, ready=False)
+        return LaunchError(
+            kind,
+            f"node rank {rank} exited before the server was ready ({kind.value}): {key_error_line(tail)}",
+            tail,
+            flags=rejected_flags_in_log(tail),
+        )
 
     async def benchmark(self, plan: BenchPlan) -> BenchRun:
         """Run the benchmark against the local engine (same node: no network hop in the latencies), in a client process

@@ -104,6 +104,17 @@ def stop_ranks(ranks: list[Any], timeout_s: float = 30.0) -> None:
             pass
 
 
+def rank_failure(ranks: list[Any], timeout_s: float = 10.0) -> tuple[int, str] | None:
+    """The first rank whose server exited and its log tail; None while every rank runs (or Ray does not answer: rank 0
+    notices a rank lost with its node)."""
+    try:
+        alive = ray.get([r.alive.remote() for r in ranks], timeout=timeout_s)
+        dead = next((k for k, ok in enumerate(alive) if not ok), None)
+        return None if dead is None else (dead + 1, ray.get(ranks[dead].log_tail.remote(), timeout=timeout_s))
+    except Exception:  # noqa: BLE001 - a Ray error: no verdict, asked again on the next check
+        return None
+
+
 def rank_logs(ranks: list[Any], timeout_s: float = 30.0) -> str:
     """Each rank's log tail, headed by its rank and node, for the trial's record."""
     out = []

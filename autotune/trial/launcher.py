@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from autotune.engines.base import classify_failure, key_error_line, rejected_fla
 from autotune.trial import registry
 
 POLL_S = 0.1
+RANK_CHECK_S = 2.0  # how often a multi-node server's wait asks whether its other node ranks still run
 
 
 def read_tail(path: Path, max_bytes: int = 12_000, max_lines: int = 60, start: int = 0) -> str:
@@ -102,13 +103,25 @@ class ServerProcess:
         except FileNotFoundError:
             return ""
 
-    def wait_ready(self, timeout_s: float | None = None) -> float:
-        """Block until ``/health`` answers 200. Returns seconds from start to ready. Raises LaunchError."""
+    def wait_ready(
+        self, timeout_s: float | None = None, peers: Callable[[], LaunchError | None] | None = None
+    ) -> float:
+        """Block until ``/health`` answers 200. Returns seconds from start to ready. Raises LaunchError.
+
+        ``peers``: asked every ``RANK_CHECK_S`` why the server's other processes (a multi-node server's node ranks) are
+        gone, if they are: the server is then stopped and that error raised, not waited out to the timeout."""
         if self.proc is None:
             raise LaunchError(FailureKind.CRASHED_AT_LAUNCH, "server was never started")
         deadline = self.started_at + (timeout_s if timeout_s is not None else self.spec.ready_timeout_s)
+        asked = time.monotonic()
         with httpx.Client(timeout=5.0, trust_env=False) as client:
             while True:
+                if peers is not None and time.monotonic() - asked >= RANK_CHECK_S:
+                    asked = time.monotonic()
+                    error = peers()
+                    if error is not None:
+                        self.stop()
+                        raise error
                 code = self.proc.poll()
                 if code is not None:
                     tail = self.log_tail()

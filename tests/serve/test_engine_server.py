@@ -232,3 +232,36 @@ def test_a_relaunch_under_the_same_name_records_only_its_own_log(tmp_path: Path,
     assert "KILLED ATTEMPT" not in slot.log_tail()
     slot.stop_server()
     assert "KILLED ATTEMPT" in (tmp_path / "trial-004-x-f1r1.log").read_text()  # the file keeps both
+
+
+NEVER_READY = "import time; time.sleep(600)"  # rank 0 of a multi-node server waiting for a rank that is gone
+
+
+def test_a_node_rank_that_exits_before_ready_fails_the_launch_at_once_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 would wait for the dead rank until the ready timeout and die as a health timeout; the trial's failure
+    is the rank's own, told when the rank exits."""
+    monkeypatch.setattr(app_mod, "start_ranks", lambda spec, nnodes, log_path, owner: ["rank-1"])
+    monkeypatch.setattr(app_mod, "rank_failure", lambda ranks: (1, "ValueError: unrecognized arguments: --x-flag"))
+    monkeypatch.setattr("autotune.trial.launcher.RANK_CHECK_S", 0.0)
+    args = app_mod.EngineArgs(
+        name="mn",
+        engine="sim",
+        argv=[sys.executable, "-c", NEVER_READY, "--port", "0"],
+        log_dir=str(tmp_path),
+        check_flags=False,
+        ready_timeout_s=60,
+        gpus=2,
+        nnodes=2,
+    )
+    monkeypatch.setattr(app_mod, "with_port", lambda argv, flag, port: argv)
+    server = EngineServer(args.model_dump())
+    t0 = time.monotonic()
+    out = server.wait_ready()
+    assert time.monotonic() - t0 < 10
+    assert isinstance(out, Failure) and out.kind is not FailureKind.HEALTH_TIMEOUT
+    assert "node rank 1" in out.message and "unrecognized arguments" in out.message
+    assert not server.server.alive()
+    server.ranks = []
+    server.stop_server()
