@@ -70,7 +70,8 @@ class EngineProxy:
             base_url + path,
             params=request.query_params,
             content=body,
-            headers=forwarded_headers(request.headers.items()),
+            # the bytes as received (Starlette reads them as latin-1; httpx would encode a str as ASCII and fail)
+            headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in forwarded_headers(request.headers.items())],
         )
         resp = await self.client.send(upstream, stream=True)
         headers = dict(forwarded_headers(resp.headers.items()))

@@ -86,3 +86,12 @@ def test_hop_by_hop_headers_are_dropped() -> None:
         ]
     )
     assert kept == [("Authorization", "Bearer k"), ("Accept", "*/*")]
+
+
+def test_a_header_value_outside_ascii_reaches_the_engine_as_sent() -> None:
+    SEEN.clear()
+    proxy = EngineProxy(transport=httpx.MockTransport(_engine))
+    title = "Café Überblick".encode()  # UTF-8 bytes, as a client sends them
+    r = _client(proxy).post("/v1/stream", json={"stream": True}, headers={"X-Title": title})
+    assert r.status_code == 200
+    assert dict((k.lower(), v) for k, v in SEEN[-1].headers.raw)[b"x-title"] == title
