@@ -65,10 +65,10 @@ class EngineProxy:
 
     async def forward(self, request: Request, base_url: str, path: str) -> Response:
         body = await request.body()
+        query = request.url.query  # as sent: a repeated key keeps every value
         upstream = self.client.build_request(
             request.method,
-            base_url + path,
-            params=request.query_params,
+            base_url + path + (f"?{query}" if query else ""),
             content=body,
             # the bytes as received (Starlette reads them as latin-1; httpx would encode a str as ASCII and fail)
             headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in forwarded_headers(request.headers.items())],

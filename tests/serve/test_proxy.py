@@ -95,3 +95,10 @@ def test_a_header_value_outside_ascii_reaches_the_engine_as_sent() -> None:
     r = _client(proxy).post("/v1/stream", json={"stream": True}, headers={"X-Title": title})
     assert r.status_code == 200
     assert dict((k.lower(), v) for k, v in SEEN[-1].headers.raw)[b"x-title"] == title
+
+
+def test_a_repeated_query_parameter_reaches_the_engine_whole() -> None:
+    SEEN.clear()
+    proxy = EngineProxy(transport=httpx.MockTransport(_engine))
+    r = _client(proxy).post("/v1/completions?tag=a&tag=b&q=x%2By", json={}, headers={"Authorization": "Bearer k"})
+    assert r.status_code == 200 and r.json()["query"] == "tag=a&tag=b&q=x%2By"
