@@ -257,6 +257,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise VerifyError(f"--ready-timeout must be a number of seconds above 0, got {args.ready_timeout:g}")
     if not args.tolerance >= 0:
         raise VerifyError(f"--tolerance must be a relative tolerance of 0 or more (0.10: 10%), got {args.tolerance:g}")
+    if args.metrics is not None:
+        names = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        unknown = [m for m in names if m not in METRICS]
+        if unknown or not names:
+            told = f"unknown metric(s) {', '.join(unknown)}" if unknown else "names no metric"
+            raise VerifyError(f"--metrics {told}: use {', '.join(METRICS)} (comma-separated)")
 
 
 def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]]:
