@@ -114,7 +114,7 @@ def load_best(study_dir: Path) -> dict[str, Any]:
     path = study_dir / "best" / "best.json"
     if not path.is_file():
         raise VerifyError(f"{path} not found: is {study_dir} a study folder whose study finished (results/<study>)?")
-    doc = json.loads(path.read_text())
+    doc = _read_json(path)
     if doc.get("best") is None:
         raise VerifyError(f"{path}: the study has no best trial ({doc.get('reason', 'no reason recorded')})")
     if "export" not in doc:
@@ -127,14 +127,31 @@ def load_best(study_dir: Path) -> dict[str, Any]:
 
 def load_plan(study_dir: Path) -> tuple[BenchPlan, float]:
     study = _study(study_dir)
-    return plan_from_json(json.dumps(study["plan"])), float(study.get("ready_timeout_s", 900.0))
+    try:
+        return plan_from_json(json.dumps(study["plan"])), float(study.get("ready_timeout_s", 900.0))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyError(
+            f"{study_dir / 'study.json'}: no bench plan autotune can read ({type(exc).__name__}: {exc}); verify needs "
+            "the study.json python -m autotune.search wrote (with this version of autotune)"
+        ) from exc
 
 
 def _study(study_dir: Path) -> dict[str, Any]:
     path = study_dir / "study.json"
     if not path.is_file():
         raise VerifyError(f"{path} not found: verify measures with the study's workload and load levels")
-    return dict(json.loads(path.read_text()))
+    return _read_json(path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A study file's JSON object; VerifyError naming the file when it is cut short, edited or of another tool."""
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as exc:
+        raise VerifyError(f"{path} is not readable JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise VerifyError(f"{path} is not readable JSON (a {type(doc).__name__}, not an object)")
+    return doc
 
 
 def choose_target(study_dir: Path, doc: dict[str, Any], script: str, as_measured: bool) -> Target:

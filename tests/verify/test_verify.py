@@ -562,3 +562,42 @@ def test_a_rerun_stopped_midway_leaves_no_verify_md_of_the_run_before(
     code, report = _run(study_dir, tmp_path / "v")
     assert code == 130 and report["complete"] is False
     assert not (tmp_path / "v" / "verify.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("best/best.json", "{", "best.json is not readable JSON"),
+        ("study.json", "[]", "study.json is not readable JSON"),
+        ("study.json", '{"name": "vstudy"}', "study.json: no bench plan autotune can read (KeyError: 'plan')"),
+    ],
+)
+def test_an_unreadable_study_file_is_an_error_naming_it(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, message: str
+) -> None:
+    """A truncated best.json, or a study.json of another tool or version, used to end in a traceback or an error that
+    named no file."""
+    copy = tmp_path / "copy"
+    (copy / "best").mkdir(parents=True)
+    for part in ("best/best.json", "best/rehearse_sim.sh", "study.json"):
+        (copy / part).write_bytes((study_dir / part).read_bytes())
+    (copy / name).write_text(text)
+    code, report = _run(copy, tmp_path / "v")
+    err = capsys.readouterr().err
+    assert code == 2 and report == {} and err.startswith("error: ") and message in err and len(err.splitlines()) == 1
+    assert str(copy / name) in err, err
+
+
+def test_a_plan_of_a_newer_autotune_is_an_error_naming_the_field(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "copy"
+    (copy / "best").mkdir(parents=True)
+    for part in ("best/best.json", "best/rehearse_sim.sh"):
+        (copy / part).write_bytes((study_dir / part).read_bytes())
+    study = json.loads((study_dir / "study.json").read_text())
+    study["plan"]["a_later_field"] = 1
+    (copy / "study.json").write_text(json.dumps(study))
+    code, _ = _run(copy, tmp_path / "v")
+    err = capsys.readouterr().err
+    assert code == 2 and "study.json: no bench plan autotune can read" in err and "a_later_field" in err, err
