@@ -30,6 +30,7 @@ from autotune.bench.client import requests_for_level, run_plan
 from autotune.bench.plan_codec import plan_from_json
 from autotune.bench.types import BenchPlan
 from autotune.core.errors import AutotuneError, LaunchError
+from autotune.core.failures import FailureKind
 from autotune.core.site import nvls_problems, site_policy, study_env_problems
 from autotune.core.trial import LaunchSpec
 from autotune.trial.launcher import ServerProcess
@@ -323,7 +324,17 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
 
     server.start()
     try:
-        report["ready_s"] = server.wait_ready()
+        try:
+            report["ready_s"] = server.wait_ready()
+        except LaunchError as exc:
+            if exc.kind is not FailureKind.HEALTH_TIMEOUT:
+                raise
+            raise LaunchError(
+                exc.kind,
+                f"the server did not answer /health with 200 within {spec.ready_timeout_s:g} s and was stopped; "
+                "pass --ready-timeout SECONDS if it is just slow to start (weights, graph capture)",
+                exc.log_tail,
+            ) from exc
         checkpoint()
         result = run_plan(spec.base_url, plan)
         report["autotune"] = result.to_json()

@@ -601,3 +601,20 @@ def test_a_plan_of_a_newer_autotune_is_an_error_naming_the_field(
     code, _ = _run(copy, tmp_path / "v")
     err = capsys.readouterr().err
     assert code == 2 and "study.json: no bench plan autotune can read" in err and "a_later_field" in err, err
+
+
+def test_a_server_not_ready_in_time_names_verifys_own_flag(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher's hint (raise study.ready_timeout_s) changes nothing for verify, which reads study.json: the error
+    names --ready-timeout."""
+    slow = tmp_path / "slow"
+    (slow / "best").mkdir(parents=True)
+    (slow / "best" / "best.json").write_bytes((study_dir / "best" / "best.json").read_bytes())
+    (slow / "best" / "rehearse_sim.sh").write_text("#!/bin/sh\necho 'loading weights'\nexec sleep 60\n")
+    (slow / "study.json").write_text((study_dir / "study.json").read_text())
+    code, _ = _run(slow, tmp_path / "v", "--ready-timeout", "1")
+    err = capsys.readouterr().err
+    first = err.splitlines()[0]
+    assert code == 2 and "within 1 s" in first and "--ready-timeout" in first, err
+    assert "study.ready_timeout_s" not in err and "loading weights" in err
