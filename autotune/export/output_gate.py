@@ -13,7 +13,8 @@ one first differed.
 
 Not applicable (the gate neither passes nor blocks, and says why): a non-speculative candidate; a simulated accept
 length (``SGLANG_SIMULATE_ACC_LEN`` on dummy weights: verification pretends to accept, so outputs are meaningless);
-no sample recorded (the study did not set ``bench.greedy_prompts``), or no non-speculative trial to compare with.
+no sample recorded (the study did not set ``bench.greedy_prompts``), a sample with failed requests, or no
+non-speculative trial to compare with.
 """
 
 from __future__ import annotations
@@ -130,12 +131,14 @@ def output_gate(candidate: TrialRecord, records: Sequence[TrialRecord]) -> GateR
         )
     cand = _sample(candidate)
     if cand is None:
-        return GateResult(
-            NOT_APPLICABLE,
-            n,
-            None,
-            reason="the trial recorded no complete greedy sample (set bench.greedy_prompts in the study)",
+        g = candidate.bench.greedy if candidate.bench is not None else None
+        reason = (
+            f"{len(g.errors)} of its {len(g.outputs)} greedy requests failed ({g.errors[0]}): its outputs cannot be "
+            "compared"
+            if g is not None and g.errors
+            else "the trial recorded no complete greedy sample (set bench.greedy_prompts in the study)"
         )
+        return GateResult(NOT_APPLICABLE, n, None, reason=reason)
     sampled = [
         (r, _sample(r))
         for r in sorted(records, key=lambda r: r.number)

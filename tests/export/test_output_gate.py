@@ -89,3 +89,17 @@ def test_when_every_speculative_config_fails_the_plain_one_is_recommended() -> N
         load_levels=[1, 32],
     )
     assert a.best.record is not None and a.best.record.number == 0
+
+
+def test_a_sample_with_failed_requests_says_so_not_to_set_greedy_prompts() -> None:
+    """A study that set bench.greedy_prompts, whose speculative server failed a greedy request: the gate cannot compare
+    its outputs and says why, instead of telling the user to set what they set."""
+    failed = spec(1, 2000.0, (OUT[0], (), OUT[2]))
+    assert failed.bench is not None and failed.bench.greedy is not None
+    failed = replace(
+        failed,
+        bench=replace(failed.bench, greedy=replace(failed.bench.greedy, errors=("prompt 1: HTTP 500, no output_ids",))),
+    )
+    g = output_gate(failed, [plain(0), failed])
+    assert g.status == NOT_APPLICABLE and "greedy_prompts" not in g.reason
+    assert "1 of its 3 greedy requests failed (prompt 1: HTTP 500" in g.reason
