@@ -251,13 +251,19 @@ def study_basis(doc: dict[str, Any]) -> StudyBasis:
 def judged_metrics(study_dir: Path, metrics: str | None, basis: StudyBasis) -> list[str]:
     """``--metrics``, else output tok/s and TPOT median and the study's first objective where verify measures it and
     the study's figures hold it (a study that optimized goodput at a rate level is judged on it: output tok/s there is
-    the offered load's)."""
+    the offered load's). A ``--metrics`` name the study's figures do not hold is an error: it could only fail."""
+    held = [m for m in METRICS if any(level_value(lv, m) is not None for lv in basis.levels)]
     if metrics is not None:
-        return [m.strip() for m in metrics.split(",") if m.strip()]
-    objectives = _study(study_dir).get("objectives") or [{}]
-    primary = objectives[0].get("metric")
-    recorded = primary in METRICS and any(level_value(lv, primary) is not None for lv in basis.levels)
-    return [*JUDGED_DEFAULT, *([primary] if recorded and primary not in JUDGED_DEFAULT else [])]
+        names = [m.strip() for m in metrics.split(",") if m.strip()]
+        missing = [m for m in names if m not in held]
+        if missing:
+            raise VerifyError(
+                f"--metrics {', '.join(missing)}: the study's figures do not hold it (they hold "
+                f"{', '.join(held) or 'none'}; goodput only where the study set SLOs)"
+            )
+        return names
+    primary = (_study(study_dir).get("objectives") or [{}])[0].get("metric")
+    return [*JUDGED_DEFAULT, *([primary] if primary in held and primary not in JUDGED_DEFAULT else [])]
 
 
 def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:

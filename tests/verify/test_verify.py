@@ -618,3 +618,14 @@ def test_a_server_not_ready_in_time_names_verifys_own_flag(
     first = err.splitlines()[0]
     assert code == 2 and "within 1 s" in first and "--ready-timeout" in first, err
     assert "study.ready_timeout_s" not in err and "loading weights" in err
+
+
+def test_a_metric_the_study_never_recorded_is_refused_before_the_server_starts(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], started: list[int]
+) -> None:
+    """--metrics goodput on a study without SLOs used to launch and measure, then FAIL every level as 'not measured'
+    (exit 1: the export reads as not reproduced)."""
+    code, report = _run(study_dir, tmp_path / "v", "--metrics", "goodput")
+    err = capsys.readouterr().err
+    assert code == 2 and report == {} and not started, err
+    assert err.startswith("error: --metrics goodput: the study's figures do not hold it") and len(err.splitlines()) == 1
