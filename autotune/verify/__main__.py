@@ -15,6 +15,7 @@ within its interval (or tolerance, where the study recorded no interval), 1 othe
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -186,11 +187,19 @@ def check_site(doc: dict[str, Any], target: Target) -> None:
         raise VerifyError("the export cannot run on this site: " + "; ".join(problems))
 
 
-def _free_port(host: str) -> int:
+def _open_port(host: str, port: int) -> int:
+    """``port`` (0: a free one) when nothing listens there: a server already on it would answer verify's requests while
+    the exported one fails to bind."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: a closed run's TIME_WAIT is free
         try:
-            s.bind((host, 0))
+            s.bind((host, port))
         except OSError as exc:
+            if port and exc.errno == errno.EADDRINUSE:
+                raise VerifyError(
+                    f"--port {port}: something already listens on {host}:{port}, and verify would measure it instead "
+                    "of the export; pass another port, or leave --port out for a free one"
+                ) from exc
             raise VerifyError(
                 f"--host {host}: no port can be opened there ({exc.strerror or exc}); the server starts on this "
                 f"machine, so pass one of its addresses (default 127.0.0.1)"
@@ -301,7 +310,7 @@ def verify(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[Figure, ...]
     basis = study_basis(doc)
     judged = judged_metrics(study_dir, args.metrics, basis)
     out_dir: Path = args.out or study_dir / "verify"
-    port = args.port or _free_port(args.host)
+    port = _open_port(args.host, args.port)
     out_dir.mkdir(parents=True, exist_ok=True)
     spec = launch_spec(target, args.host, port, args.ready_timeout or study_ready_s)
     for name in ("server.log", "verify.md"):  # this run's only, as verify.json is (an earlier run's would stay

@@ -629,3 +629,20 @@ def test_a_metric_the_study_never_recorded_is_refused_before_the_server_starts(
     err = capsys.readouterr().err
     assert code == 2 and report == {} and not started, err
     assert err.startswith("error: --metrics goodput: the study's figures do not hold it") and len(err.splitlines()) == 1
+
+
+def test_a_port_another_server_listens_on_is_refused(
+    study_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], started: list[int]
+) -> None:
+    """--port where a server already answers: the exported server failed to bind, and verify measured and judged the
+    other server (PASS, exit 0)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        code, report = _run(study_dir, tmp_path / "v", "--port", str(port))
+    err = capsys.readouterr().err
+    assert code == 2 and report == {} and not started, err
+    assert err.startswith(f"error: --port {port}: something already listens on 127.0.0.1:{port}"), err
