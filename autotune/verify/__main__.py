@@ -406,6 +406,8 @@ def _bench_serving(
         return "SGLang is not installed here: python -m sglang.bench_serving is unavailable"
     if plan.workload.kind != "synthetic":
         return "the study's workload is a JSONL file; bench_serving runs only the synthetic workload"
+    if not plan.concurrencies:
+        return "the study's levels are all open-loop (rates); bench_serving runs closed-loop levels (--max-concurrency)"
     production = doc["export"]["production"]["args"]
     if "--model-path" not in production:
         return "no --model-path in the export: bench_serving needs the tokenizer"

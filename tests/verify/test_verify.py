@@ -646,3 +646,15 @@ def test_a_port_another_server_listens_on_is_refused(
     err = capsys.readouterr().err
     assert code == 2 and report == {} and not started, err
     assert err.startswith(f"error: --port {port}: something already listens on 127.0.0.1:{port}"), err
+
+
+def test_bench_serving_says_why_it_runs_nothing_for_a_study_of_rates_only(tmp_path: Path, monkeypatch) -> None:
+    """A study whose levels are all open-loop (rates): bench_serving runs closed-loop levels only, so --bench-serving
+    used to run nothing and print an empty table without a word."""
+    from autotune.bench.load import Load
+
+    monkeypatch.setattr(verify, "bench_serving_available", lambda: True)
+    plan = BenchPlan(workload=WorkloadSpec(), concurrencies=(), loads=(Load.at_rate(8.0),))
+    doc = {"export": {"production": {"args": ["--model-path", "/models/m"]}}, "best": {"levels": []}}
+    skipped = verify._bench_serving(doc, plan, "http://127.0.0.1:9", tmp_path, on_level=lambda level: None)
+    assert skipped is not None and "open-loop" in skipped
