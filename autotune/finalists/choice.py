@@ -80,7 +80,7 @@ def stage_finalists(
     """The configs a finalist stage relaunches: the top ``count`` feasible ones (``select_finalists``), then the
     study's baseline when it completed and is not among them, so the verdict against the user's configuration rests on
     relaunches as the winner's does. A baseline that missed a constraint is relaunched too (its figures are what the
-    gain is measured from) but cannot win: the decision counts only clean relaunches."""
+    gain is measured from) but cannot win, even where its relaunches meet the constraints (``decide``)."""
     leaders = select_finalists(records, key, direction, count)
     base = baseline_number(records, baseline)
     if not leaders or base is None or base in leaders:
@@ -224,10 +224,10 @@ def decide(
     stats = finalist_stats(trials, runs, objective)
     stages = tuple(sorted({r.stage for r in runs}))
     common: dict[str, Any] = {"objective_key": key, "direction": direction, "alpha": alpha, "stages": stages}
-    # A finalist with a failed or infeasible relaunch cannot win while one relaunched cleanly every time.
-    clean = [s for s in stats if s.values and s.unclean == 0]
-    if not clean:
-        clean = [s for s in stats if s.values]
+    # A finalist whose own trial missed a constraint (an infeasible baseline) never wins; one with a failed or
+    # infeasible relaunch cannot win while one relaunched cleanly every time.
+    eligible = [s for s in stats if s.values and trials[s.number].feasible]
+    clean = [s for s in eligible if s.unclean == 0] or eligible
     if not clean:
         return Decision(
             method="none",
@@ -241,8 +241,11 @@ def decide(
     clean.sort(key=lambda s: (sign * (s.mean or 0.0), s.number))
     leader = clean[0]
     if len(clean) == 1:
-        dropped = [s.number for s in stats if s is not leader]
-        why = f" (finalists {', '.join(map(str, dropped))} had failed or infeasible relaunches)" if dropped else ""
+        failed = [str(s.number) for s in stats if s is not leader and trials[s.number].feasible]
+        missed = [str(s.number) for s in stats if not trials[s.number].feasible]
+        parts = [f"finalists {', '.join(failed)} had failed or infeasible relaunches"] if failed else []
+        parts += [f"trial {', '.join(missed)} missed a study constraint in its own launch"] if missed else []
+        why = f" ({'; '.join(parts)})" if parts else ""
         return Decision(
             method="single",
             winner=leader.number,

@@ -307,3 +307,18 @@ def test_leader_advantage_is_a_share_of_the_runner_up() -> None:
         Objective("tpot_ms.median", "max", "minimize"),
     )
     assert low.comparisons[0].diff_pct == pytest.approx(20.0)
+
+
+def test_a_baseline_that_missed_a_constraint_cannot_win_though_its_relaunches_meet_it() -> None:
+    """The baseline is relaunched even where its own launch missed a constraint (its figures are what the gain is
+    measured from); relaunches that happen to meet the constraint do not make it the recommendation."""
+    records = [trial(0, 2000.0, feasible=False), trial(1, 1000.0), trial(2, 900.0)]
+    made = runs(1, {0: [2000.0, 2010.0], 1: [1000.0, 1005.0], 2: [900.0, 905.0]})  # every relaunch feasible
+    plan = StagePlan(1, (1, 2, 0), 2)
+    out = study_outcome(records, [plan], made, objective=OBJ, alpha=0.05, count=2, baseline={"x": 0})
+    assert out.finalists == (1, 2, 0) and out.decision is not None
+    assert (out.decision.method, out.decision.winner) == ("separable", 1)
+    alone = decide(trials_of(records[0], records[1]), [r for r in made if r.repeats in (0, 1)], OBJ)
+    assert (alone.method, alone.winner) == ("single", 1)
+    assert "trial 0 missed a study constraint in its own launch" in alone.summary
+    assert "finalists" not in alone.summary.split("(")[1]
