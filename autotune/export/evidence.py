@@ -105,6 +105,11 @@ class Evidence:
         clean = [r for r in runs if r.feasible]
         return clean or runs
 
+    def missed_on_relaunch(self, number: int) -> bool:
+        """Relaunched, and no relaunch completed meeting every constraint (the finalist stage counted none)."""
+        runs = self._runs.get(number, [])
+        return bool(runs) and not any(r.outcome is TrialOutcome.COMPLETE and r.feasible for r in runs)
+
     def samples(self, number: int, concurrency: int | str, metric: str = "output_tok_per_s") -> Samples | None:
         """The config's values of ``metric`` at ``concurrency`` (None: not measured there)."""
         relaunches = self._relaunches(number)
@@ -180,8 +185,14 @@ def ranked(
     first: int | None = None,
 ) -> tuple[Samples | None, tuple[int, ...]]:
     """The best of ``numbers`` at a level by mean (``first``, where given and measured there, leads instead: the
-    export's own winner at its objective's level), and the configs the noise cannot separate from it."""
-    samples = [s for n in numbers if (s := evidence.samples(n, concurrency, metric)) is not None]
+    export's own winner at its objective's level), and the configs the noise cannot separate from it. A config whose
+    every relaunch failed or missed a constraint is left out (but ``first``)."""
+    samples = [
+        s
+        for n in numbers
+        if (n == first or not evidence.missed_on_relaunch(n))
+        and (s := evidence.samples(n, concurrency, metric)) is not None
+    ]
     if not samples:
         return None, ()
     sign = -1.0 if direction == "maximize" else 1.0

@@ -300,3 +300,28 @@ def test_a_latency_primary_does_not_claim_the_recommendation_leads_the_throughpu
     assert a.regimes[-1].record is not None and a.regimes[-1].record.number == 0
     text = render_report(a)
     assert "the recommendation leads" not in text and "which this table does not rank by" in text
+
+
+def test_no_regime_recommends_a_config_whose_every_relaunch_missed_a_constraint() -> None:
+    """Trial 1 met the SLO in its own launch, then missed it in both relaunches: the finalist stage counts none of
+    them, yet the regime table ranked it at concurrency 1 by those relaunches' figures, as a config that meets every
+    constraint."""
+    records = [
+        make_record(0, tputs={1: 50, 8: 800}, flags=BASE),
+        make_record(1, tputs={1: 100, 8: 1000}, flags={"mem-fraction-static": 0.8}),
+    ]
+    runs = []
+    for n, (low, high) in {0: (50, 800), 1: (100, 1000)}.items():
+        for r in (1, 2):
+            over = {"ttft_ms.p99@max": 50.0} if n == 1 else None
+            rec = make_record(n, tputs={1: low + r, 8: high + r}, flags=records[n].flags, constraints=over)
+            runs.append(FinalistRun(1, r, n, f"t{n:04d}", replace(rec, trial_id=f"t{n:04d}-f1r{r}")))
+    outcome = study_outcome(
+        records, [StagePlan(1, (1, 0), 2)], runs, objective=OBJECTIVES[0], alpha=0.05, count=1, baseline=BASE
+    )
+    assert outcome.decision is not None and (outcome.decision.method, outcome.decision.winner) == ("single", 0)
+    a = analyze(
+        study_name="demo", objectives=OBJECTIVES, records=records, load_levels=LEVELS, finalists=outcome, baseline=BASE
+    )
+    for choice in a.regimes:
+        assert choice.record is not None and choice.record.number == 0 and choice.tied == ()
