@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from autotune.bench.stats import mean_sd, pooled_relative_sd, t_cdf, t_quantile, welch
@@ -60,7 +60,12 @@ class Difference:
     basis: Basis
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        return {**asdict(self), "gain_pct": json_pct(self.gain_pct)}
+
+
+def json_pct(value: float) -> float | None:
+    """A gain for JSON: None for the +-inf% of a gain over 0 (JSON has no infinity)."""
+    return value if math.isfinite(value) else None
 
 
 def _level(rec: TrialRecord, concurrency: int | str) -> dict | None:
@@ -136,7 +141,15 @@ class Evidence:
     def compare(
         self, a: Samples, b: Samples, direction: Direction, concurrency: int | str, metric: str = "output_tok_per_s"
     ) -> Difference:
-        """``a`` against ``b`` by the module's one rule."""
+        """``a`` against ``b`` by the module's one rule. Against a mean of 0 (a goodput where no request met the
+        SLO) the gain is +-inf% with no interval: no percentage of 0 exists."""
+        d = self._compare(a, b, direction, concurrency, metric)
+        if b.mean or a.mean == b.mean:
+            return d
+        better = (a.mean > b.mean) == (direction == "maximize")
+        return replace(d, gain_pct=math.inf if better else -math.inf, low_pct=None, high_pct=None)
+
+    def _compare(self, a: Samples, b: Samples, direction: Direction, concurrency: int | str, metric: str) -> Difference:
         sign = 1.0 if direction == "maximize" else -1.0
         ma, mb = a.mean, b.mean
         scale = abs(mb) if mb else 1.0

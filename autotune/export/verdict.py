@@ -8,13 +8,14 @@ relaunch means where there are relaunches); the other levels are shown with thei
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from autotune.bench.stats import launches_to_separate
 from autotune.export.best import BestChoice
-from autotune.export.evidence import Difference, Evidence, Samples, describe, level_of
+from autotune.export.evidence import Difference, Evidence, Samples, describe, json_pct, level_of
 from autotune.space import Objective
 from autotune.trial.records import TrialOutcome, TrialRecord
 
@@ -45,7 +46,7 @@ class LevelGain:
             "recommended_launches": self.recommended_launches,
             **(
                 {
-                    "gain_pct": d.gain_pct,
+                    "gain_pct": json_pct(d.gain_pct),
                     "gain_low_pct": d.low_pct,
                     "gain_high_pct": d.high_pct,
                     "separable": d.separable,
@@ -81,6 +82,8 @@ class BaselineVerdict:
 def fmt_gain(d: Difference | None) -> str:
     if d is None:
         return "not measured"
+    if math.isinf(d.gain_pct):
+        return f"{'+' if d.gain_pct > 0 else '-'}inf% (from 0: no percentage)"
     if d.low_pct is None or d.high_pct is None:
         return f"{d.gain_pct:+.1f}% (no interval)"
     return f"{d.gain_pct:+.1f}% [{d.low_pct:+.1f}% .. {d.high_pct:+.1f}%]"

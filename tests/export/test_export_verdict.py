@@ -325,3 +325,27 @@ def test_no_regime_recommends_a_config_whose_every_relaunch_missed_a_constraint(
     )
     for choice in a.regimes:
         assert choice.record is not None and choice.record.number == 0 and choice.tied == ()
+
+
+def test_a_gain_over_a_goodput_of_zero_is_no_percentage() -> None:
+    """The baseline's goodput at the objective's level is 0 (no request met the SLO): the gain was the difference
+    times 100 ("+350.0%" for 3.5 req/s), as if a percentage of 1 req/s. It is +inf%, without an interval, and
+    best.json holds no infinity."""
+    import json
+
+    from autotune.bench.stats import Interval
+
+    def with_goodput(rec, value, half):  # type: ignore[no-untyped-def]
+        iv = {"goodput": Interval(value, half, 3, value - half, value + half)}
+        levels = tuple(replace(lv, goodput=value, intervals=iv) for lv in rec.bench.levels)
+        return replace(rec, bench=replace(rec.bench, levels=levels), objectives={"goodput@8": value})
+
+    records = [
+        with_goodput(make_record(0, tputs={1: 50, 8: 800}, flags=BASE), 0.0, 0.0),
+        with_goodput(make_record(1, tputs={1: 50, 8: 1000}, flags={}), 3.5, 0.1),
+    ]
+    objectives = [Objective("goodput", "8", "maximize")]
+    a = analyze(study_name="demo", objectives=objectives, records=records, load_levels=LEVELS, baseline=BASE)
+    v = a.verdict
+    assert v is not None and v.kind == "beats" and "+inf% (from 0" in v.headline and "350" not in v.headline
+    json.dumps(v.to_json(), allow_nan=False)
