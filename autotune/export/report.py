@@ -165,7 +165,9 @@ def _finalists(a: StudyAnalysis) -> list[str]:
     out += [
         f"**{d.method}**: {d.summary}.",
         "",
-        f"The top {len(outcome.finalists)} feasible configs were relaunched in interleaved order "
+        f"Trials {', '.join(map(str, outcome.finalists))} (the top feasible configs"
+        + (f" and the baseline, trial {outcome.baseline}" if outcome.baseline in outcome.finalists else "")
+        + ") were relaunched in interleaved order "
         f"({outcome.launches} relaunches over stage(s) {', '.join(map(str, d.stages))}); each clean relaunch "
         f"(complete and feasible) is one observation of `{d.objective_key}`, so launch-to-launch variation counts. "
         f"Separable means Welch's t test between the leader and a finalist gives p < {d.alpha:g}; finalists that are "

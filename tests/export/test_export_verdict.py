@@ -349,3 +349,12 @@ def test_a_gain_over_a_goodput_of_zero_is_no_percentage() -> None:
     v = a.verdict
     assert v is not None and v.kind == "beats" and "+inf% (from 0" in v.headline and "350" not in v.headline
     json.dumps(v.to_json(), allow_nan=False)
+
+
+def test_the_report_names_the_relaunched_baseline_instead_of_counting_it_among_the_top_configs() -> None:
+    """Two leaders and the baseline relaunched read "The top 3 feasible configs were relaunched": the baseline is
+    not a top config (it may even miss a constraint)."""
+    a = _study(spec_at_8=[1300, 1310], plain_at_8=[1000, 1005], base_at_8=[900, 905])
+    text = render_report(a)
+    assert "The top 3 feasible configs" not in text
+    assert "Trials 1, 2, 0 (the top feasible configs and the baseline, trial 0) were relaunched" in text
