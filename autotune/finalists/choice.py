@@ -22,6 +22,7 @@ the lowest trial number break only exactly equal means (``method="tie"``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
@@ -56,8 +57,14 @@ def _value(record: TrialRecord, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
+def _config(record: TrialRecord) -> str:
+    """What identifies a config: its params (a re-measured point is another trial of the same config)."""
+    return json.dumps(record.params, sort_keys=True, default=str)
+
+
 def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direction, count: int) -> tuple[int, ...]:
-    """Trial numbers of the top ``count`` complete, feasible trials by objective ``key`` (ties: lower number first)."""
+    """Trial numbers of the top ``count`` configs among the complete, feasible trials by objective ``key`` (ties: lower
+    number first); a config measured more than once is one finalist, its best trial."""
     if count <= 0:
         return ()
     scored = [
@@ -67,7 +74,10 @@ def select_finalists(records: Sequence[TrialRecord], key: str, direction: Direct
     ]
     sign = -1.0 if direction == "maximize" else 1.0
     scored.sort(key=lambda rv: (sign * rv[1], rv[0].number))
-    return tuple(r.number for r, _ in scored[:count])
+    best: dict[str, int] = {}
+    for r, _ in scored:
+        best.setdefault(_config(r), r.number)
+    return tuple(best.values())[:count]
 
 
 def stage_finalists(
@@ -88,6 +98,9 @@ def stage_finalists(
     rec = next(r for r in records if r.number == base)
     if rec.outcome is not TrialOutcome.COMPLETE or _value(rec, key) is None:
         return leaders
+    twin = next((r.number for r in records if r.number in leaders and _config(r) == _config(rec)), None)
+    if twin is not None:  # the baseline's config leads under a re-measure's number: relaunched once, as the baseline
+        return tuple(base if n == twin and rec.feasible else n for n in leaders)
     return (*leaders, base)
 
 

@@ -14,6 +14,7 @@ from autotune.finalists.choice import (
     next_stage,
     run_trial_id,
     select_finalists,
+    stage_finalists,
     study_outcome,
 )
 from autotune.finalists.outcome import FinalistRun, StagePlan
@@ -322,3 +323,16 @@ def test_a_baseline_that_missed_a_constraint_cannot_win_though_its_relaunches_me
     assert (alone.method, alone.winner) == ("single", 1)
     assert "trial 0 missed a study constraint in its own launch" in alone.summary
     assert "finalists" not in alone.summary.split("(")[1]
+
+
+def test_a_re_measured_config_is_one_finalist_and_the_baseline_keeps_its_number() -> None:
+    """A space searched to the end re-measures its best points: config A measured as trials 1 and 3 filled two of the
+    two finalist slots, so the stage relaunched A against itself and never the runner-up config; the baseline's
+    config re-measured as trial 4 was relaunched twice, once as a leader and once as the baseline."""
+    a1, a3 = trial(1, 1000.0), replace(trial(3, 1010.0), params={"x": 1})
+    records = [trial(0, 700.0), a1, trial(2, 900.0), a3]
+    assert select_finalists(records, KEY, "maximize", 2) == (3, 2)
+    assert stage_finalists(records, KEY, "maximize", 2, {"x": 0}) == (3, 2, 0)
+    base_again = replace(trial(4, 1100.0), params={"x": 0})
+    records.append(base_again)
+    assert stage_finalists(records, KEY, "maximize", 2, {"x": 0}) == (0, 3)
