@@ -266,7 +266,9 @@ def decide(
             stats=tuple(stats),
             leader=leader.number,
             **common,
-            summary=f"trial {leader.number} is the only finalist that relaunched cleanly{why}",
+            summary=f"trial {leader.number} is the only finalist that relaunched cleanly"
+            + (f" ({len(leader.values)} of its {leader.launches} relaunches)" if leader.unclean else "")
+            + why,
         )
     comparisons = []
     lead_half = _window_half(runs, leader.number, objective)

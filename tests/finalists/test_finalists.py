@@ -336,3 +336,14 @@ def test_a_re_measured_config_is_one_finalist_and_the_baseline_keeps_its_number(
     base_again = replace(trial(4, 1100.0), params={"x": 0})
     records.append(base_again)
     assert stage_finalists(records, KEY, "maximize", 2, {"x": 0}) == (0, 3)
+
+
+def test_the_only_clean_finalist_with_a_failed_relaunch_is_not_said_to_relaunch_cleanly() -> None:
+    """Every finalist had a failed relaunch and one had a clean one too: it wins, and the summary said it 'relaunched
+    cleanly' though it failed one relaunch of two."""
+    trials = trials_of(trial(1, 1000.0), trial(2, 900.0))
+    rs = runs(1, {1: [1000.0, 1010.0], 2: [900.0, 905.0]})
+    failed = [replace(r, record=replace(trial(r.repeats, None), trial_id=r.record.trial_id)) for r in rs]
+    d = decide(trials, [failed[0], rs[1], failed[2], failed[3]], OBJ)
+    assert (d.method, d.winner) == ("single", 1)
+    assert "relaunched cleanly (1 of its 2 relaunches)" in d.summary
