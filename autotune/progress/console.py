@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import shutil
 import sys
 import threading
 import time
@@ -226,9 +228,17 @@ class Console:
                 return
         elif not (self.running or self.started) or (self.finished >= self.planned and not self.running):
             return
-        self.out.write("\r\x1b[K" + self.status_text()[:200])
+        self.out.write("\r\x1b[K" + self.status_text()[: self._width() - 1])
         self.out.flush()
         self._status_shown = True
+
+    def _width(self) -> int:
+        """The terminal's columns: a longer status line would wrap, and ``\\r`` redraws only its last row."""
+        try:
+            columns = os.get_terminal_size(self.out.fileno()).columns
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+            columns = 0
+        return columns or shutil.get_terminal_size().columns  # COLUMNS, else 80
 
     def _clear_status(self) -> None:
         if self._status_shown:

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from autotune.progress.console import Console, Verbosity
 from autotune.progress.eta import eta_seconds, fmt_duration
 from autotune.progress.events import Phase, TrialEvent
@@ -181,3 +183,18 @@ def test_the_running_table_counts_relaunches_apart_and_forgets_a_run_when_it_end
     for tid in ("t1", "t0-f1r1", "t0-f1r2"):
         table.update(TrialEvent(0, tid, Phase.ENDED))
     assert sum(table.counts().values()) == 0
+
+
+def test_the_status_line_fits_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status line wider than the terminal wraps, and ``\\r`` then redraws only its last row: every tick would leave
+    a row behind. It is cut to the terminal's width."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=True, clock=clock)
+    c.study_started(planned=16, concurrency=8, known_trial_s=[30.0])
+    for n in range(8):  # 8 GPUs, one per trial: eight running trials
+        c.on_event(TrialEvent(n, f"t{n}", Phase.BENCHMARKING, at=clock.t, level=2, levels=4, concurrency=64))
+    assert len(c.status_text()) > 80
+    c.tick()
+    drawn = out.getvalue().rsplit("\r\x1b[K", 1)[1]
+    assert 0 < len(drawn) < 80 and c.status_text().startswith(drawn)
