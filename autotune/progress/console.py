@@ -70,6 +70,7 @@ class Console:
         self.relaunch_planned: int | None = None  # set when the finalist stage starts: events are then relaunches'
         self.relaunch_started = 0
         self.relaunches: dict[str, _Running] = {}  # running finalist relaunches, by their trial id
+        self.relaunch_ordinals: dict[str, int] = {}  # k of K of every relaunch started (one rerun keeps its k)
 
     # Ray Tune pickles the searcher, whose callbacks reach this console: it pickles without its streams and lock.
     def __getstate__(self) -> dict[str, object]:
@@ -134,6 +135,7 @@ class Console:
         with self._lock:
             self.relaunch_planned = planned
             self.relaunch_started = 0
+            self.relaunch_ordinals = {}
 
     def on_event(self, event: TrialEvent) -> None:
         with self._lock:
@@ -152,9 +154,11 @@ class Console:
             self.relaunches.pop(event.trial_id, None)
             return
         run = self.relaunches.get(event.trial_id)
-        if run is None:
-            self.relaunch_started += 1
-            run = self.relaunches[event.trial_id] = _Running(self.relaunch_started, event.at)
+        if run is None:  # new, or run again under its id after its node was lost (its ENDED came first)
+            if event.trial_id not in self.relaunch_ordinals:
+                self.relaunch_started += 1
+                self.relaunch_ordinals[event.trial_id] = self.relaunch_started
+            run = self.relaunches[event.trial_id] = _Running(self.relaunch_ordinals[event.trial_id], event.at)
         self._phase_line(
             f"finalist relaunch of trial {event.number} [{event.trial_id}]",
             run,

@@ -198,3 +198,16 @@ def test_the_status_line_fits_the_terminal_width(monkeypatch: pytest.MonkeyPatch
     c.tick()
     drawn = out.getvalue().rsplit("\r\x1b[K", 1)[1]
     assert 0 < len(drawn) < 80 and c.status_text().startswith(drawn)
+
+
+def test_a_relaunch_run_again_after_its_node_was_lost_keeps_its_place() -> None:
+    """The stage reruns a relaunch whose node was lost under the same id (its ENDED came first): it is still 1 of 2."""
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=False, clock=clock)
+    c.relaunches_started(2)
+    c.on_event(TrialEvent(3, "t3-f1r1", Phase.STARTED, at=clock.t, params={"mem": 0.8}))
+    c.on_event(TrialEvent(3, "t3-f1r1", Phase.ENDED, at=clock.t))  # NodeLostError: run_trial's finally
+    c.on_event(TrialEvent(3, "t3-f1r1", Phase.STARTED, at=clock.t, params={"mem": 0.8}))
+    lines = out.getvalue().splitlines()
+    assert lines[1].endswith("finalist relaunch of trial 3 [t3-f1r1] started [1/2]  mem=0.8")
+    assert c.status_text().startswith("finalist stage: 1/2 relaunches started")
