@@ -65,6 +65,7 @@ class Console:
         self.started = 0
         self.finished = 0
         self.trial_s: list[float] = []
+        self.start_until: float | None = None  # epoch seconds after which no trial starts (the time box), if any
         self.running: dict[int, _Running] = {}
         self.done: set[int] = set()  # finished trials: a late event of theirs is not a new trial
         self.relaunch_planned: int | None = None  # set when the finalist stage starts: events are then relaunches'
@@ -110,10 +111,17 @@ class Console:
             self._write(self.out, f"{stamp} {text}")
 
     # --- the study -----------------------------------------------------------------------------------------------
-    def study_started(self, planned: int, concurrency: int, known_trial_s: list[float] | None = None) -> None:
+    def study_started(
+        self,
+        planned: int,
+        concurrency: int,
+        known_trial_s: list[float] | None = None,
+        start_until: float | None = None,
+    ) -> None:
         self.planned = planned
         self.concurrency = max(1, concurrency)
         self.trial_s = list(known_trial_s or [])
+        self.start_until = start_until
 
     def eta(self) -> float | None:
         now = self._now()
@@ -122,6 +130,7 @@ class Console:
             running_elapsed=[now - r.started for r in self.running.values()],
             to_start=self.planned - self.started,
             concurrency=self.concurrency,
+            start_within=None if self.start_until is None else self.start_until - now,
         )
 
     def _eta_text(self) -> str:

@@ -7,13 +7,19 @@ from collections.abc import Sequence
 
 
 def eta_seconds(
-    *, trial_s: Sequence[float], running_elapsed: Sequence[float], to_start: int, concurrency: int
+    *,
+    trial_s: Sequence[float],
+    running_elapsed: Sequence[float],
+    to_start: int,
+    concurrency: int,
+    start_within: float | None = None,
 ) -> float | None:
     """Seconds until the last trial ends, or None before any trial has finished (nothing measured yet).
 
     Every trial is assumed to take the mean of ``trial_s`` (the finished trials' wall times). A running trial needs
     what is left of that mean (at least nothing); trials not started yet go, one by one, to whichever of the
-    ``concurrency`` slots frees first.
+    ``concurrency`` slots frees first, as long as it frees within ``start_within`` seconds (the time box's last start;
+    None: no limit).
     """
     if not trial_s:
         return None
@@ -23,6 +29,8 @@ def eta_seconds(
     free_at += [0.0] * (slots - len(free_at))
     heapq.heapify(free_at)
     for _ in range(max(0, to_start)):
+        if start_within is not None and free_at[0] > start_within:
+            break
         heapq.heappush(free_at, heapq.heappop(free_at) + mean)
     return max(free_at)
 

@@ -101,6 +101,7 @@ class StudyDriver:
         self.fresh = fresh
         self.stop_after_s = stop_after_s
         self.timebox = TimeBox(stop_after_s, stage_launches(spec))  # --stop-after-s against the finalist stage
+        self._box_end: float | None = None  # epoch seconds when the time box ends (set as the search starts)
         self._slot_pool: Any = None  # the study's GPU slot pool (autotune.trial.slots), alive while Tune runs
         self.stop_reason = ""
         self.stopped = StopState()  # an interrupt or a lost Ray cluster
@@ -185,9 +186,14 @@ class StudyDriver:
             if self._searcher is not None:
                 self._searcher.finish(verdict.reason)
 
+    def _start_until(self) -> float | None:
+        """Epoch seconds after which the time box starts no trial (the searcher's rule), for the console's ETA."""
+        return None if self._box_end is None else self._box_end - self.timebox.reserve_s()
+
     def _on_record(self, record: TrialRecord, log_text: str) -> None:
         if (wall := relaunch_wall(record)) is not None and (said := self.timebox.add_trial(wall)):
             self.console.say(said)
+        self.console.start_until = self._start_until()  # the finalist stage's reserve follows the trial times
         self.store.append(record, log_text)
         self._check_stop_rule()
         if self._pump is not None:
@@ -377,8 +383,12 @@ class StudyDriver:
                 )
             if remaining > 0:
                 self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
+                self._box_end = time.time() + self.stop_after_s if self.stop_after_s else None
                 self.console.study_started(
-                    remaining, conc, [r.phases.trial_wall_s for r in records if r.phases.trial_wall_s]
+                    remaining,
+                    conc,
+                    [r.phases.trial_wall_s for r in records if r.phases.trial_wall_s],
+                    start_until=self._start_until(),
                 )
                 searcher = OptunaStudySearcher(
                     spec,

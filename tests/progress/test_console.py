@@ -211,3 +211,15 @@ def test_a_relaunch_run_again_after_its_node_was_lost_keeps_its_place() -> None:
     lines = out.getvalue().splitlines()
     assert lines[1].endswith("finalist relaunch of trial 3 [t3-f1r1] started [1/2]  mem=0.8")
     assert c.status_text().startswith("finalist stage: 1/2 relaunches started")
+
+
+def test_the_eta_counts_only_the_trials_the_time_box_lets_start() -> None:
+    """--stop-after-s: no trial starts after the box's start deadline, so the ETA is not that of the whole budget."""
+    # one slot, 10 s a trial, 38 to start, but new trials start only within the next 25 s: at 0, 10 and 20 s
+    assert eta_seconds(trial_s=[10.0], running_elapsed=[], to_start=38, concurrency=1, start_within=25.0) == 30.0
+    # the deadline has passed: only the running trial is waited for
+    assert eta_seconds(trial_s=[10.0], running_elapsed=[4.0], to_start=38, concurrency=1, start_within=-1.0) == 6.0
+    out, clock = io.StringIO(), Clock()
+    c = Console(out=out, tty=False, clock=clock)
+    c.study_started(planned=40, concurrency=2, known_trial_s=[60.0], start_until=clock.t + 100)
+    assert c.eta() == 120.0  # two slots start trials at 0 and 60 s (none at 120): 120 s, not 20 rounds (1200 s)

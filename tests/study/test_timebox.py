@@ -63,3 +63,24 @@ def test_only_complete_trials_estimate_a_relaunch(tmp_path: Path) -> None:
         driver._on_record(rec(k, ok, wall), "")
     assert driver.timebox.trial_walls == [8.0, 9.0]
     assert driver.timebox.reserve_s() == 9.0 * stage_launches(spec)
+
+
+def test_the_console_eta_knows_when_the_box_starts_its_last_trial(tmp_path: Path) -> None:
+    """The searcher starts no trial once the finalist stage's reserve would pass the box's end; the console's ETA is
+    told the same moment, and follows the reserve as trials finish."""
+    import io
+
+    from autotune.progress.console import Console
+    from autotune.study.driver import StudyDriver
+    from autotune.trial.records import PhaseTimings, TrialOutcome, TrialRecord
+
+    spec = load_study(SMOKE)
+    driver = StudyDriver(spec, results_dir=tmp_path, stop_after_s=1000.0, console=Console(out=io.StringIO()))
+    driver._box_end = 5000.0  # what the search's start sets: now + --stop-after-s
+    driver.console.study_started(40, 1, start_until=driver._start_until())
+    assert driver.console.start_until == 5000.0  # nothing measured yet: nothing reserved
+    record = TrialRecord(
+        spec.name, "t0", 0, {}, {}, {}, [], TrialOutcome.COMPLETE, phases=PhaseTimings(trial_wall_s=8.0)
+    )
+    driver._on_record(record, "")
+    assert driver.console.start_until == 5000.0 - 8.0 * stage_launches(spec)
