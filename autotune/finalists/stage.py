@@ -40,7 +40,7 @@ def fmt_run(run: FinalistRun, key: str) -> str:
     rec = run.record
     head = f"finalist stage {run.stage} round {run.round}: trial {run.repeats} [{rec.trial_id}]"
     if rec.failure is not None:
-        return f"{head} {rec.outcome.value} {rec.failure.value}: {rec.message[:160]}"
+        return f"{head} {rec.outcome.value} {rec.failure.value}: {' '.join(rec.message.split())[:160]}"  # one line
     value = rec.objectives.get(key)
     text = f"{key}={value:,.1f}" if isinstance(value, (int, float)) else f"{key}=-"
     return f"{head} {text} {'feasible' if rec.feasible else 'INFEASIBLE'}"

@@ -33,7 +33,8 @@ class Verbosity(int, enum.Enum):
 def fmt_record(r: TrialRecord) -> str:
     head = f"trial {r.number:3d} [{r.trial_id}] {r.outcome.value:8s}"
     if r.failure is not None:
-        return f"{head} {r.failure.value}: {r.message[:160]}"
+        message = " ".join(r.message.split())  # one line: Ray's errors carry the task's traceback
+        return f"{head} {r.failure.value}: {message[:160]}"
     objs = ", ".join(f"{k}={v:,.1f}" for k, v in r.objectives.items())
     wall = f" ({r.phases.trial_wall_s:.0f} s)" if r.phases.trial_wall_s else ""
     return f"{head} {objs} {'feasible' if r.feasible else 'INFEASIBLE'}{wall}  {json.dumps(r.params, default=str)}"

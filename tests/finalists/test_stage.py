@@ -138,3 +138,13 @@ def test_a_relaunch_whose_node_is_lost_runs_again_and_is_not_stored_as_a_run(
     # a line for each try that runs again (1 of trial 1, NODE_LOST_RETRIES of trial 2), then trial 2's failed run
     assert sum("node n1 lost mid-trial" in line for line in said) == 1 + NODE_LOST_RETRIES + 1
     assert "failed" in said[-1] and "trial 2" in said[-1]
+
+
+def test_a_relaunch_that_raised_is_said_in_one_line() -> None:
+    """Ray's error text carries the task's traceback; the stage's result line stays one line."""
+    from autotune.finalists.outcome import FinalistRun
+    from autotune.finalists.stage import fmt_run
+
+    rec = _lost(1, "t1-f1r1", {}, 'the relaunch raised RayTaskError: ray::relaunch()\n  File "runner.py", line 9')
+    line = fmt_run(FinalistRun(stage=1, round=1, repeats=1, repeats_trial_id="t1", record=rec), "tok@max")
+    assert "\n" not in line and line.endswith('ray::relaunch() File "runner.py", line 9')

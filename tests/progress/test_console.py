@@ -7,6 +7,7 @@ import io
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,18 @@ def test_the_eta_counts_only_the_trials_the_time_box_lets_start() -> None:
     c = Console(out=out, tty=False, clock=clock)
     c.study_started(planned=40, concurrency=2, known_trial_s=[60.0], start_until=clock.t + 100)
     assert c.eta() == 120.0  # two slots start trials at 0 and 60 s (none at 120): 120 s, not 20 rounds (1200 s)
+
+
+def test_a_failed_trial_is_one_line_even_when_its_message_is_a_traceback() -> None:
+    """A replica that died gives a message with Ray's traceback in it: the log still gets one line per event."""
+    from autotune.progress.console import fmt_record
+    from autotune.trial.records import FailureKind
+
+    message = (
+        'ReplicaError: benchmark: RayTaskError(RuntimeError): ray::EngineServer.benchmark()\n  File "x.py", line 3'
+    )
+    failed = replace(
+        _record(0, 20.0), outcome=TrialOutcome.FAILED, failure=FailureKind.UNKNOWN, feasible=False, message=message
+    )
+    line = fmt_record(failed)
+    assert "\n" not in line and line.endswith('ray::EngineServer.benchmark() File "x.py", line 3')
