@@ -30,9 +30,24 @@ def _fd(stream: IO[str]) -> int | None:
 
 @contextlib.contextmanager
 def ray_output_to_log(log_path: Path, console: Console, *, enabled: bool = True) -> Iterator[Path | None]:
-    """While inside, descriptors 1 and 2 write to ``log_path``; ``console`` writes where they wrote before."""
+    """While inside, descriptors 1 and 2 write to ``log_path``; ``console`` writes where they wrote before.
+
+    Not ``enabled`` (``--verbose``), Ray's output stays on the console: where the console writes to stderr (``--json``
+    keeps stdout for its summary), descriptor 1 writes to stderr too while inside."""
     if not enabled:
-        yield None
+        if _fd(console.out) != 2:
+            yield None
+            return
+        sys.stdout.flush()
+        saved_out = os.dup(1)
+        os.dup2(2, 1)
+        try:
+            yield None
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+            os.dup2(saved_out, 1)
+            os.close(saved_out)
         return
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for stream in (sys.stdout, sys.stderr, console.out, console.err):

@@ -239,3 +239,25 @@ def test_a_failed_trial_is_one_line_even_when_its_message_is_a_traceback() -> No
     )
     line = fmt_record(failed)
     assert "\n" not in line and line.endswith('ray::EngineServer.benchmark() File "x.py", line 3')
+
+
+def test_verbose_json_keeps_ray_output_off_stdout(tmp_path: Path) -> None:
+    """``--verbose --json``: Ray's and Tune's output is shown, on stderr beside the progress, so that stdout holds only
+    the summary document."""
+    log = tmp_path / "ray-console.log"
+    script = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        from autotune.progress.console import Console
+        from autotune.progress.noise import ray_output_to_log
+        c = Console(out=sys.stderr, err=sys.stderr, tty=False)  # --json: the progress goes to stderr
+        with ray_output_to_log(Path({str(log)!r}), c, enabled=False):  # --verbose
+            print("TUNE BOX")
+            os.write(1, b"RAYLET WARNING\\n")
+            c.say("study line")
+        print('{{"schema_version": 1}}')
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == '{"schema_version": 1}\n'
+    assert proc.stderr == "TUNE BOX\nRAYLET WARNING\nstudy line\n" and not log.exists()
