@@ -183,8 +183,11 @@ class StudyDriver:
             self.stop_rule_reason = verdict.reason
             self.console.say(verdict.reason)
             self.store.write_json("study.json", {**_spec_json(self.spec), "stopped_early": verdict.reason})
-            if self._searcher is not None:
-                self._searcher.finish(verdict.reason)
+            if (searcher := self._searcher) is not None:
+                searcher.finish(verdict.reason)
+                # this run starts only the deferred seed points more (the console's N and ETA), not its whole budget
+                more = min(len(searcher.proposer.deferred), searcher.budget - searcher.suggested)
+                self.console.planned = searcher.suggested + max(more, 0)
 
     def _start_until(self) -> float | None:
         """Epoch seconds after which the time box starts no trial (the searcher's rule), for the console's ETA."""

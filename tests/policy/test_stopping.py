@@ -124,12 +124,15 @@ def test_driver_applies_the_rule_and_says_why(tmp_path) -> None:  # noqa: ANN001
 
     class Searcher:
         reason = ""
+        budget, suggested = 12, 4  # the fourth trial is running
+        proposer = type("Proposer", (), {"deferred": [{"x": 1}]})()  # a seed point launched last, after the stop
 
         def finish(self, reason: str) -> None:
             self.reason = reason
 
     fake = Searcher()
     driver._searcher = fake  # type: ignore[assignment]
+    driver.console.study_started(12, 1)
     key = spec.objectives[0].key
     for i, windows in enumerate([(1000.0, 1001.0), (999.0, 1000.0)]):
         r = rec(i, windows)
@@ -138,3 +141,5 @@ def test_driver_applies_the_rule_and_says_why(tmp_path) -> None:  # noqa: ANN001
     driver._on_record(rec(2, None, outcome=TrialOutcome.FAILED), "")
     assert driver.stop_rule_reason.startswith("stopped early by study.stop_when: 2 launches") and fake.reason
     assert json.loads((driver.store.root / "study.json").read_text())["stopped_early"] == driver.stop_rule_reason
+    # the console's N is what this run still starts: the four suggested and the deferred seed, not the budget of 12
+    assert driver.console.planned == 5 and driver.console.finished == 3
