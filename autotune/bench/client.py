@@ -85,8 +85,8 @@ async def _run_level(
 ) -> _LevelRun:
     """Closed loop: ``concurrency`` workers; issue until ``n`` were sent and ``min_duration_s`` (engine s) has passed.
 
-    Past ``n``, requests are only issued while at least one has succeeded (a failing server is not hammered for the
-    whole window); after a refused connection nothing more is issued. With ``virtual`` (a simulated server's virtual
+    Past ``n``, requests are only issued until answers came back of which none succeeded (a failing server is not
+    hammered for the whole window); after a refused connection nothing more is issued. With ``virtual`` (a simulated server's virtual
     clock) the workers announce themselves, send at their virtual times and release their slot when they stop.
     """
     source.prefetch(n)
@@ -117,7 +117,9 @@ async def _run_level(
 
     async def worker(slot: VirtualSlot | None) -> None:
         while not state.gone:
-            if state.issued >= n and (not state.any_ok or elapsed_s(slot) >= min_duration_s):
+            # past n: stop once min_duration_s has passed, or once answers came back and none succeeded (a worker
+            # that finds n issued before any answer still sends: the window runs at its full concurrency)
+            if state.issued >= n and (elapsed_s(slot) >= min_duration_s or (samples and not state.any_ok)):
                 break
             unit = source.next()
             state.issued += 1

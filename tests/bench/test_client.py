@@ -216,6 +216,22 @@ def test_min_duration_is_engine_seconds() -> None:
         assert calls["n"] == 1 + expected  # the warmup is not stretched to min_duration_s
 
 
+def test_min_duration_keeps_every_worker_when_requests_per_level_is_below_the_concurrency() -> None:
+    # requests_per_level 1 at concurrency 4 with a min_duration: the 3 workers past the count must not drop out before
+    # the first answer came back, or the level runs at concurrency 1 for its whole duration
+    running = {"now": 0, "peak": 0}
+
+    async def generate(request: httpx.Request) -> httpx.Response:
+        running["now"] += 1
+        running["peak"] = max(running["peak"], running["now"])
+        await asyncio.sleep(0.02)
+        running["now"] -= 1
+        return good_stream()(request)
+
+    lv = run(server(generate), plan(concurrencies=(4,), requests_per_level=1, min_duration_s=0.2)).level(4)
+    assert running["peak"] == 4 and lv.requests >= 8 and lv.failed == 0
+
+
 def test_get_server_info_fallback_and_missing_info() -> None:
     info = {"internal_states": [{"avg_spec_accept_length": 3.5}]}
     result = run(server(good_stream(), info, info_path="/get_server_info"), plan())
