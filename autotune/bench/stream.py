@@ -14,7 +14,7 @@ import httpx
 from autotune.bench.sim_clock import VirtualSlot, VirtualTiming
 from autotune.bench.types import RequestSample, WorkloadSpec
 from autotune.bench.workloads.base import BenchRequest
-from autotune.core.virtual_clock import parse_times
+from autotune.core.virtual_clock import META_ARRIVAL, parse_times
 
 Clock = Callable[[], float]
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -172,7 +172,13 @@ async def _stream_one(
     if virtual is not None and slot is not None:
         if virtual.first is None or virtual.last is None:
             return failed_sample("the stream's chunks carried no virtual times")
-        ttft_s, e2e_s, itl_s = virtual.first - virtual.sent, virtual.last - virtual.sent, tuple(virtual.itl)
+        joined = meta.get(META_ARRIVAL)  # after a request the client abandoned, the engine's time, past the send time
+        sent = (
+            max(virtual.sent, joined)
+            if isinstance(joined, (int, float)) and not isinstance(joined, bool)
+            else virtual.sent
+        )
+        ttft_s, e2e_s, itl_s = virtual.first - sent, virtual.last - sent, tuple(virtual.itl)
         slot.t = virtual.last
     verify = meta.get("spec_verify_ct")
     accept = meta.get("spec_accept_length")

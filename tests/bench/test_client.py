@@ -329,6 +329,35 @@ def test_level_timeout_marks_in_flight_requests_failed() -> None:
     assert any("level_timeout_s" in n for n in result.notes)
 
 
+def test_after_a_timeout_on_the_virtual_clock_a_request_is_timed_from_where_it_joined() -> None:
+    # The simulated engine goes on without a request the client abandoned (a wall timeout); the worker's next request
+    # joins at the engine's current time (sim_arrival 10.0), not at the worker's stale send time 0.0
+    calls = {"n": 0}
+
+    def chunk(ct: int, t: float) -> bytes:
+        return sse({"completion_tokens": ct, "prompt_tokens": 4, "sim_arrival": 10.0, "sim_times": [[t, ct]]})
+
+    async def generate(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            await asyncio.Event().wait()  # the client gives up on this one
+        return streamed([chunk(1, 10.5), chunk(2, 10.6), DONE])(request)
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/generate":
+            return await generate(request)
+        if request.url.path == "/server_info":
+            return httpx.Response(200, json={"sim": {"time_scale": 1.0, "clock": "virtual"}})
+        if request.url.path.startswith("/sim/"):
+            return httpx.Response(200, json={"now": 0.0, "expected": 1})
+        return httpx.Response(404)
+
+    lv = run(httpx.MockTransport(handler), plan(requests_per_level=2, request_timeout_s=0.2)).level(1)
+    assert (lv.requests, lv.failed) == (2, 1)
+    assert lv.ttft_ms is not None and lv.ttft_ms.mean == pytest.approx(500.0)
+    assert lv.e2e_ms is not None and lv.e2e_ms.mean == pytest.approx(600.0)
+
+
 def test_connection_refused_before_measuring() -> None:
     with socket.socket() as s:  # a port that nothing listens on
         s.bind(("127.0.0.1", 0))
