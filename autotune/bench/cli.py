@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from autotune.bench.client import check_plan, run_plan
@@ -116,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.repeats < 1:
         print(f"--repeats must be 1 or more, got {args.repeats}", file=sys.stderr)
+        return 2
+    # without a scheme ("127.0.0.1:30000") every request fails and the run would say the server is not running
+    if not re.match(r"https?://[^/]", args.url.strip(), re.IGNORECASE):
+        print(f"--url must be http://HOST:PORT or https://..., got {args.url!r}", file=sys.stderr)
         return 2
     try:
         concurrencies = tuple(int(c) for c in args.concurrency.split(",") if c.strip())

@@ -416,6 +416,9 @@ def test_cli_prints_a_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert "--repeats must be 1 or more, got 0" in capsys.readouterr().err
     assert main(["--url", "http://sim", "--slo", "ttft_ms=-1"]) == 2
     assert "SLO ttft_ms must be above 0 ms" in capsys.readouterr().err
+    for url in ("127.0.0.1:30000", "localhost:30000", "ftp://sim"):  # not "server is not running / crashed"
+        assert main(["--url", url]) == 2, url
+        assert f"--url must be http://HOST:PORT or https://..., got {url!r}" in capsys.readouterr().err
 
 
 def test_cli_tells_a_plan_it_cannot_run_from_a_failed_benchmark(
