@@ -10,7 +10,8 @@ client's own event loop was busy) goes out at once; up to ``SHIFT_S`` of latenes
 requests are not sent in a burst to catch up (AIPerf's no-catch-up). Each send's lateness is recorded (``Lateness``;
 ``late`` counts sends more than ``LATE_S`` behind). On a simulated server with a virtual clock the sender announces each next arrival
 at its virtual send time (``/sim/hold``; the engine runs up to it) and sends every unit with its virtual send time, so
-lateness is 0 by construction.
+lateness is 0 by construction. At ``plan.level_timeout_s`` (wall) the window sends nothing more and its requests still
+in flight become failed samples.
 
 A level is *over-saturated* when ``plan.max_in_flight`` requests are unanswered at a send time: the server is falling
 ever further behind the offered rate. The window then stops sending, waits for the requests in flight, and says so. On
@@ -130,8 +131,13 @@ async def run_open_window(
     tasks: list[asyncio.Task[None]] = []
     shift = 0.0  # engine seconds the schedule has moved (no catch-up)
     held = 1 if virtual else 0  # announced arrivals not yet sent
+    deadline = start + plan.level_timeout_s  # wall: the window sends nothing after it, as a closed loop
+    cut = False
     for i, unit in enumerate(units):
         if state["gone"]:
+            break
+        if clock() >= deadline:
+            cut = True
             break
         if virtual:
             # Announce the next arrival at its time (the engine runs up to it, not past it; send times never decrease)
@@ -157,6 +163,9 @@ async def run_open_window(
         else:
             due = start + (float(times[i]) + shift) / scale
             now = clock()
+            if due >= deadline:
+                cut = True
+                break
             if due > now:
                 await asyncio.sleep(due - now)
                 now = clock()
@@ -168,11 +177,11 @@ async def run_open_window(
         await asyncio.sleep(0)  # let the request start before the next send time is computed
     if held:
         await sim_clock.release(client, held)
-    left = max(0.0, plan.level_timeout_s - (clock() - start))
-    timed_out = False
+    left = max(0.0, deadline - clock())
+    timed_out = cut
     if tasks:
         _, pending = await asyncio.wait(tasks, timeout=left)
-        timed_out = bool(pending)
+        timed_out = timed_out or bool(pending)
         for task in pending:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

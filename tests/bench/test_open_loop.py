@@ -124,6 +124,21 @@ def test_an_over_saturated_level_stops_and_says_so() -> None:
     assert lv.traffic is not None and lv.traffic.requests == 10  # the requests sent, not the 100 the window took
 
 
+def test_level_timeout_stops_an_open_loop_window_from_sending() -> None:
+    # 8 sends at 2 req/s span 5.1 s (seed 3: at 0, 0.85, 0.93, 1.39, ...); a 1.2 s window limit stops the sending, as
+    # it stops a closed loop, and the window ends there
+    arrivals: list[float] = []
+    t0 = time.perf_counter()
+    result = run_plan(
+        "http://fake",
+        plan(Load.at_rate(2.0), requests_per_level=8, level_timeout_s=1.2),
+        transport=slow_server(0.05, arrivals),
+    )
+    assert time.perf_counter() - t0 < 3.0
+    assert result.level("rate2").requests == len(arrivals) == 3
+    assert any("stopped at level_timeout_s=1.2" in n for n in result.notes)
+
+
 def test_mixed_levels_run_in_order_with_goodput() -> None:
     arrivals: list[float] = []
     p = plan(
