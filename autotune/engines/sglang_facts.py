@@ -15,12 +15,15 @@ from typing import Any
 from autotune.core.failures import FailureKind
 
 # ---- speculative decoding (SGLang ``srt/arg_groups/speculative_hook.py``, 0.5.x) -------------------------------------
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # --speculative-algorithm's choices
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # the algorithms the simulator runs
+# SGLang's builtins: --speculative-algorithm has no argparse choices; SGLang refuses another name at start
+# (SpeculativeAlgorithm.from_string). DFLASH and DSPARK since 0.5.17, UNO since 0.5.23.
+BUILTIN_ALGORITHMS = (*SPEC_ALGORITHMS, "DFLASH", "DSPARK", "UNO")
 ALGORITHM_ALIASES: Mapping[str, str] = {"NEXTN": "EAGLE"}  # SGLang rewrites the name before anything else
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})  # draft trees of steps x topk (names after the aliases)
 # Need --speculative-draft-model-path as written on the command line. NEXTN does not: DeepSeek-style models with
-# built-in MTP heads find their drafter themselves.
-NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+# built-in MTP heads find their drafter themselves; nor does DSPARK, whose drafter may be bundled in the target.
+NEEDS_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH"})
 # Any speculative algorithm caps the running requests at this unless --max-running-requests is given.
 SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 # topk > 1 with page size > 1: the attention backends that support the paged draft tree.

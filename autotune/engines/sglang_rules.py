@@ -21,13 +21,13 @@ from typing import Any
 
 from autotune.core.site import SitePolicy, nvls_problems, study_env_problems
 from autotune.engines.sglang_facts import (
+    BUILTIN_ALGORITHMS,
     EAGLE_FAMILY,
     NEEDS_DRAFT_MODEL,
     NGRAM_DEFAULT_BFS_BREADTH,
     NGRAM_DEFAULT_TRIE_DEPTH,
     PAGED_TREE_BACKENDS,
     SIMULATE_ACC_LEN,
-    SPEC_ALGORITHMS,
     SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
     canonical_algorithm,
     is_given,
@@ -154,10 +154,10 @@ def _speculative(f: Mapping[str, Any]) -> list[str]:
     given = speculative_algorithm(f)
     if given is None:
         return []
-    if given not in SPEC_ALGORITHMS:
+    if given not in BUILTIN_ALGORITHMS:
         return [
-            f"--speculative-algorithm {f.get(ALGORITHM)!r} is not one SGLang accepts (argparse exits at start). "
-            f"Fix: use {', '.join(SPEC_ALGORITHMS)}, or leave the flag out (null) to turn speculation off"
+            f"--speculative-algorithm {f.get(ALGORITHM)!r} is not one of SGLang's algorithms (it refuses the name at "
+            f"start). Fix: use {', '.join(BUILTIN_ALGORITHMS)}, or leave the flag out (null) to turn speculation off"
         ]
     algo = canonical_algorithm(given)
     out: list[str] = []

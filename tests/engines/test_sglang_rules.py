@@ -207,6 +207,19 @@ def test_drafter_needed(algo: str) -> None:
     assert "--speculative-draft-model-path" in only({"speculative-algorithm": algo})
 
 
+@pytest.mark.parametrize("algo", ["DFLASH", "DSPARK", "dflash"])
+def test_builtins_beyond_the_simulated_ones_are_valid(algo: str) -> None:
+    """SGLang 0.5.17's --speculative-algorithm has no argparse choices: DFLASH and DSPARK are builtins it runs."""
+    ok({"speculative-algorithm": algo, "speculative-draft-model-path": "/models/dflash"})
+    assert rules.effective_max_running_requests({"speculative-algorithm": algo}) == 48
+
+
+def test_dflash_needs_a_drafter_and_an_unknown_name_is_refused() -> None:
+    assert "--speculative-draft-model-path" in only({"speculative-algorithm": "DFLASH"})
+    ok({"speculative-algorithm": "DSPARK"})  # its drafter may be bundled in the target checkpoint
+    assert "DFLASH" in only({"speculative-algorithm": "LOOKAHEAD"})
+
+
 def test_no_algorithm_needs_nothing() -> None:
     ok({"speculative-algorithm": None, "speculative-num-steps": 3})
     ok({})
