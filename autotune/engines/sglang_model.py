@@ -22,7 +22,9 @@ from autotune.engines.sglang_facts import (
 )
 
 MEM_FRACTION = "mem-fraction-static"
-DISABLE_CUDA_GRAPH = "disable-cuda-graph"
+DISABLE_CUDA_GRAPH = "disable-cuda-graph"  # deprecated in 0.5.17 for the two below
+DISABLE_DECODE_GRAPH = "disable-decode-cuda-graph"
+DECODE_GRAPH_BACKEND = "cuda-graph-backend-decode"
 CHUNKED_PREFILL = "chunked-prefill-size"
 MAX_PREFILL = "max-prefill-tokens"
 MAX_TOTAL_TOKENS = "max-total-tokens"
@@ -88,7 +90,11 @@ class SGLangModel(EngineModel):
         return _num(flags, MEM_FRACTION)
 
     def cuda_graphs(self, flags: Mapping[str, Any]) -> bool:
-        return flags.get(DISABLE_CUDA_GRAPH) in (None, False)
+        """False under any of SGLang's spellings of decode graphs off: ``--cuda-graph-backend-decode disabled``,
+        ``--disable-decode-cuda-graph`` (0.5.17) or the deprecated ``--disable-cuda-graph``."""
+        backend = flags.get(DECODE_GRAPH_BACKEND)
+        off = is_given(backend) and str(backend).strip().lower() == "disabled"
+        return not (off or is_given(flags.get(DISABLE_CUDA_GRAPH)) or is_given(flags.get(DISABLE_DECODE_GRAPH)))
 
     def graph_ceiling(self, flags: Mapping[str, Any]) -> float | None:
         """The first of the ceiling's spellings set to a non-zero number (None: SGLang's default)."""
