@@ -52,15 +52,18 @@ ADAPTIVE_ALGORITHMS = frozenset({"EAGLE", "EAGLE3"})
 # ``element_size(kv_cache_dtype)``) -------------------------------------------------------------------------------------
 KV_CACHE_DTYPE = "kv-cache-dtype"
 MAX_PREFILL_TOKENS_DEFAULT = 16384  # --max-prefill-tokens: a prefill pass's tokens, the largest one without chunking
-# a token's KV bytes under --kv-cache-dtype, relative to the model's own 16-bit cache ("auto"); fp4 keeps an 8-bit
-# scale per 16 values (4.5 bits)
+# a token's KV bytes under --kv-cache-dtype (0.5.17's choices), relative to the model's own 16-bit cache ("auto"); fp4
+# keeps an 8-bit scale per 16 values (4.5 bits), mxfp8 one per 32 (8.25 bits; model_executor/pool_configurator.py)
 KV_CACHE_DTYPE_SCALE: Mapping[str, float] = {
     "auto": 1.0,
     "bf16": 1.0,
     "bfloat16": 1.0,
     "fp8_e5m2": 0.5,
     "fp8_e4m3": 0.5,
+    "mxfp8": 0.516,
     "fp4_e2m1": 0.28,
+    "nvfp4": 0.28,
+    "fp4_mx_block16": 0.28,
 }
 
 

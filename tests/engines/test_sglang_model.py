@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from autotune.engines.memory import from_model_dir
 from autotune.engines.sglang_model import SGLANG
 from autotune.policy import fit
 from autotune.sim.adapter import profile_sizes
@@ -36,3 +37,15 @@ def test_every_spelling_of_decode_graphs_off_is_read(off: dict[str, object]) -> 
     }
     assert fit.predict(sizes, flags, tp_size=8, model=SGLANG).failure is FailureKind.GRAPH_CAPTURE_FAILED
     assert fit.predict(sizes, {**flags, **off}, tp_size=8, model=SGLANG).fits
+
+
+@pytest.mark.parametrize(
+    ("dtype", "scale"), [("fp8_e4m3", 0.5), ("mxfp8", 0.516), ("nvfp4", 0.28), ("fp4_mx_block16", 0.28)]
+)
+def test_every_quantized_kv_cache_dtype_shrinks_a_token(dtype: str, scale: float) -> None:
+    """SGLang 0.5.17's --kv-cache-dtype choices: a token takes the dtype's bits plus its block scales (fp4: 4 bits and an
+    8-bit scale per 16 values; mxfp8: 8 bits and one per 32). A name read as 16-bit overstated every token of such a
+    point, and the KV-cache correction learned from its launches then skewed the other points' predictions."""
+    sizes = from_model_dir("/tmp/models/llama-1b", 143771 * 1024 * 1024)  # no such directory here: the dummy shape
+    plain = SGLANG.kv_bytes_per_token(sizes, {}, tp_size=1)
+    assert SGLANG.kv_bytes_per_token(sizes, {"kv-cache-dtype": dtype}, tp_size=1) == pytest.approx(plain * scale)
