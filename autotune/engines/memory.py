@@ -86,13 +86,25 @@ def model_bytes(config: Mapping[str, Any]) -> float:
 
 def _quantized_bytes(config: Mapping[str, Any]) -> float | None:
     """Bytes a weight takes in a quantized checkpoint, whose ``torch_dtype`` names the unquantized layers' type
-    (DeepSeek-V3's FP8 release says bfloat16): ``quant_method: fp8`` 1, AWQ / GPTQ ``bits: 4`` 0.5; None otherwise."""
+    (DeepSeek-V3's FP8 release says bfloat16): ``quant_method: fp8`` 1, AWQ / GPTQ ``bits: 4`` 0.5, compressed-tensors
+    its first group's weight ``num_bits``, ModelOpt FP8 1 and NVFP4 4.5 bits, MXFP4 4.25 bits (a scale per 16 or 32
+    values); None otherwise."""
     q = config.get("quantization_config")
     if not isinstance(q, Mapping):
         return None
-    if str(q.get("quant_method", "")).lower() == "fp8":
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
         return 1.0
+    if method == "mxfp4":
+        return 4.25 / 8
+    if method == "modelopt":
+        return {"FP8": 1.0, "NVFP4": 4.5 / 8}.get(str(q.get("quant_algo", "")).upper())
     bits = q.get("bits")
+    if method == "compressed-tensors":
+        groups = q.get("config_groups")
+        first = next(iter(groups.values()), None) if isinstance(groups, Mapping) and groups else None
+        weights = first.get("weights") if isinstance(first, Mapping) else None
+        bits = weights.get("num_bits") if isinstance(weights, Mapping) else None
     return bits / 8 if isinstance(bits, int) and not isinstance(bits, bool) and 0 < bits < 16 else None
 
 

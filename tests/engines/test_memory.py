@@ -66,3 +66,25 @@ def test_a_rank_holds_at_least_one_kv_head_under_tp_above_the_kv_heads(tmp_path:
     (mla / "config.json").write_text(json.dumps(resolved_config("dsv3-large")))
     latent = memory.from_model_dir(mla, H200)
     assert SGLANG.kv_bytes_per_token(latent, {}, tp_size=8) == latent.kv_bytes_per_token
+
+
+@pytest.mark.parametrize(
+    ("quantization", "width"),
+    [
+        # Kimi-K2's INT4 release (a DeepSeek-V3 architecture) and an FP8 one of llm-compressor's
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": 4}}}}, 0.25),
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": 8}}}}, 0.5),
+        ({"quant_method": "mxfp4"}, 4.25 / 16),  # gpt-oss: 4 bits and an 8-bit scale per 32 values
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, 0.5),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, 4.5 / 16),
+    ],
+)
+def test_other_quantization_formats_are_sized_at_their_stored_width(
+    tmp_path: Path, quantization: dict[str, object], width: float
+) -> None:
+    """Checkpoints of these formats also say torch_dtype bfloat16: sized at 2 bytes a weight, DeepSeek-V3's shape in INT4
+    took 168 GB a GPU at TP 8, so every point on the H200 was predicted out of memory at launch."""
+    cfg = resolved_config("dsv3-large")
+    cfg.update(num_hidden_layers=61, first_k_dense_replace=3)
+    bf16 = memory.model_bytes(cfg)
+    assert memory.model_bytes({**cfg, "quantization_config": quantization}) == pytest.approx(bf16 * width)
