@@ -15,6 +15,7 @@ from autotune.engines.sglang_facts import (
     KV_CACHE_DTYPE,
     KV_CACHE_DTYPE_SCALE,
     MAX_PREFILL_TOKENS_DEFAULT,
+    NGRAM_DEFAULT_DRAFT_TOKENS,
     NGRAM_STORE_FLAGS,
     SIMULATE_ACC_LEN,
     accept_source,
@@ -102,8 +103,12 @@ class SGLangModel(EngineModel):
         return decode or plain
 
     def graph_tokens_per_request(self, flags: Mapping[str, Any]) -> int:
-        """1, or draft tokens + 1 for a speculative verify graph."""
-        return (int(_num(flags, sglang_rules.DRAFT_TOKENS) or 0) + 1) if self.speculation(flags) else 1
+        """1, or draft tokens + 1 for a speculative verify graph (NGRAM's default: 12 draft tokens)."""
+        algo = self.speculation(flags)
+        if algo is None:
+            return 1
+        default = NGRAM_DEFAULT_DRAFT_TOKENS if algo == "NGRAM" else 0
+        return int(_num(flags, sglang_rules.DRAFT_TOKENS) or default) + 1
 
     def prefill_chunk(self, flags: Mapping[str, Any]) -> float | None:
         """``--chunked-prefill-size``; with chunking off (-1, or any value <= 0) a prefill pass holds up to

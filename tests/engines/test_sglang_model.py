@@ -49,3 +49,12 @@ def test_every_quantized_kv_cache_dtype_shrinks_a_token(dtype: str, scale: float
     sizes = from_model_dir("/tmp/models/llama-1b", 143771 * 1024 * 1024)  # no such directory here: the dummy shape
     plain = SGLANG.kv_bytes_per_token(sizes, {}, tp_size=1)
     assert SGLANG.kv_bytes_per_token(sizes, {"kv-cache-dtype": dtype}, tp_size=1) == pytest.approx(plain * scale)
+
+
+def test_an_ngram_verify_graph_holds_its_default_draft_tokens() -> None:
+    """NGRAM without --speculative-num-draft-tokens verifies SGLang's default 12 draft tokens a request (as the simulator
+    does): read as 0, its decode graphs were predicted 13 times smaller than they are."""
+    ngram = {"speculative-algorithm": "NGRAM"}
+    assert SGLANG.graph_tokens_per_request(ngram) == 13
+    assert SGLANG.graph_tokens_per_request({**ngram, "speculative-num-draft-tokens": 8}) == 9
+    assert SGLANG.graph_tokens_per_request({}) == 1
