@@ -188,6 +188,11 @@ class EngineModel(abc.ABC):
         """The most tokens the flags let the KV cache hold whatever the memory (None: no such limit)."""
 
     @abc.abstractmethod
+    def stage_share(self, sizes: Sizes, flags: Mapping[str, Any]) -> float:
+        """The share of the target's layers (their weights and KV cache) on one GPU of the fullest pipeline stage
+        (1 without pipeline parallel)."""
+
+    @abc.abstractmethod
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
         """Bytes one token takes in one GPU's KV cache (the target's layers, and the drafter's where it shares the
         pool)."""

@@ -29,6 +29,7 @@ DECODE_GRAPH_BACKEND = "cuda-graph-backend-decode"
 CHUNKED_PREFILL = "chunked-prefill-size"
 MAX_PREFILL = "max-prefill-tokens"
 MAX_TOTAL_TOKENS = "max-total-tokens"
+PP_SIZE = "pp-size"
 
 
 def _num(flags: Mapping[str, Any], name: str) -> float | None:
@@ -123,11 +124,19 @@ class SGLangModel(EngineModel):
         cap = _num(flags, MAX_TOTAL_TOKENS)
         return int(cap) if cap is not None and cap > 0 else None
 
+    def stage_share(self, sizes: Sizes, flags: Mapping[str, Any]) -> float:
+        """``--pp-size`` stages hold the layers split as SGLang's ``get_pp_indices`` does (the last ``layers % pp``
+        stages one more): the fullest holds ``ceil(layers / pp)``; 1 / pp where the layer count is unknown."""
+        pp = int(_num(flags, PP_SIZE) or 1)
+        if pp <= 1:
+            return 1.0
+        return -(-sizes.num_layers // pp) / sizes.num_layers if sizes.num_layers > 0 else 1.0 / pp
+
     def kv_bytes_per_token(self, sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int) -> float:
-        """The target's KV bytes split over tensor parallel (all of it on every rank for MLA; a rank holds at least
-        one KV head, ``ModelConfig.get_num_kv_heads``: 4 KV heads at TP 8 take one head's bytes on every rank), at the
-        size of ``--kv-cache-dtype`` (fp8 halves it), the drafter's layers added: SGLang's draft model keeps its cache
-        in the same pool, a token for a token."""
+        """The target's KV bytes of a pipeline stage's layers (``stage_share``) split over tensor parallel (all of it
+        on every rank for MLA; a rank holds at least one KV head, ``ModelConfig.get_num_kv_heads``: 4 KV heads at TP 8
+        take one head's bytes on every rank), at the size of ``--kv-cache-dtype`` (fp8 halves it), the drafter's
+        layers added: SGLang's draft model keeps its cache in the same pool, a token for a token."""
         tp = max(int(tp_size), 1)
         if sizes.kv_replicated:
             per_token = sizes.kv_bytes_per_token
@@ -138,9 +147,10 @@ class SGLangModel(EngineModel):
         dtype = flags.get(KV_CACHE_DTYPE)
         per_token *= KV_CACHE_DTYPE_SCALE.get(str(dtype), 1.0) if is_given(dtype) else 1.0
         drafter = sizes.drafter(self.drafter(flags))
+        share = self.stage_share(sizes, flags)
         if drafter and sizes.num_layers:
-            per_token *= 1.0 + drafter[1] / sizes.num_layers
-        return per_token
+            return per_token * (share + drafter[1] / sizes.num_layers)
+        return per_token * share
 
 
 SGLANG = SGLangModel()

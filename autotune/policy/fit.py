@@ -4,9 +4,10 @@ The memory plan, per GPU (SGLang's; ``docs/search.md`` has the evidence behind i
 engine's model (``autotune.engines.base.EngineModel``: the memory fraction, the drafter, the running cap, the
 CUDA-graph ceiling and the KV bytes a token takes):
 
-- the memory fraction of the GPU's memory holds the weights (target + drafter, split over tensor parallel) and the KV
-  cache. When the weights leave no room for the cache the launch fails: out of memory at launch
-  (SGLang 0.5.17: "Loaded weights leave no GPU memory for the KV cache").
+- the memory fraction of the GPU's memory holds the weights (target + drafter, split over tensor parallel; of the
+  target only the layers of the GPU's pipeline stage, the fullest one under ``--pp-size``) and the KV cache. When the
+  weights leave no room for the cache the launch fails: out of memory at launch (SGLang 0.5.17: "Loaded weights leave
+  no GPU memory for the KV cache").
 - The rest holds the CUDA context, NCCL buffers, prefill activations and the CUDA graphs of every decode batch size up
   to ``min(graph ceiling, running cap)`` (a verify graph holds draft tokens + 1 tokens a request). When it cannot,
   CUDA-graph capture fails. This check needs per-model activation and graph constants, known for simulator profiles
@@ -47,7 +48,7 @@ def predict(sizes: Sizes, flags: Mapping[str, Any], *, tp_size: int, model: Engi
         return Prediction(True, None, f"{model.memory_fraction_flag} is {model.name}'s own choice here; not predicted")
     tp = max(int(tp_size), 1)
     drafter = sizes.drafter(model.drafter(flags))
-    weights = sizes.weight_bytes / tp + (drafter[0] / tp if drafter else 0.0)
+    weights = sizes.weight_bytes / tp * model.stage_share(sizes, flags) + (drafter[0] / tp if drafter else 0.0)
     static = sizes.gpu_mem_bytes * frac
     kv_bytes = static - weights - sizes.preload_bytes
     per_token = model.kv_bytes_per_token(sizes, flags, tp_size=tp)

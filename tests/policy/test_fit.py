@@ -143,3 +143,21 @@ def _failed_record(spec):  # type: ignore[no-untyped-def]
         )
 
     return missing
+
+
+def test_pipeline_parallel_splits_the_weights_and_the_kv_layers_over_its_stages() -> None:
+    """With ``--pp-size`` each GPU holds its stage's layers (SGLang's ``get_pp_indices``: the last ``L % pp`` stages
+    take one layer more), their weights and their KV cache. A 140 GiB model at TP 2 x PP 2 on 80 GiB GPUs was
+    predicted out of memory at launch (70 GiB of weights a GPU) and the repair and the seed screen set it aside."""
+    from autotune.engines.memory import GIB, Sizes
+
+    sizes = Sizes(gpu_mem_bytes=80 * GIB, weight_bytes=140 * GIB, kv_bytes_per_token=320 * 1024, num_layers=81)
+    flags = {"mem-fraction-static": 0.85}
+    tp_only = fit.predict(sizes, flags, tp_size=2, model=SGLANG)
+    assert not tp_only.fits and tp_only.failure is FailureKind.OOM_AT_LAUNCH
+    staged = fit.predict(sizes, {**flags, "pp-size": 2}, tp_size=2, model=SGLANG)
+    share = 41 / 81  # the fullest stage
+    per_token = 320 * 1024 / 2 * share
+    kv = 80 * GIB * 0.85 - 140 * GIB / 2 * share - sizes.preload_bytes
+    assert staged.fits and staged.kv_tokens == int(kv / per_token)
+    assert fit.predict(sizes, {**flags, "pp-size": "1"}, tp_size=2, model=SGLANG) == tp_only
