@@ -246,6 +246,12 @@ def _number(value: Any) -> Any:
 
 
 def _flag_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        raise ValueError(
+            f"got several values {value!r}, but a flag is passed one value (one argument), so SGLang's several-value "
+            "flags (--cuda-graph-bs 1 2 4) cannot be set. Fix: give one value (a one-value flag such as "
+            "cuda-graph-max-bs instead), or remove the flag to leave it at the server's default"
+        )
     if value is None or not isinstance(value, (str, int, float, bool)):
         raise ValueError(
             f"expected a flag value (string, number or true for a bare switch), got {value!r}. "

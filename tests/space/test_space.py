@@ -827,3 +827,12 @@ def test_seed_points_hold_floats_as_they_launch(tmp_path: Path) -> None:
         opt.enqueue_trial(point)
         launched = suggest(spec, opt.ask())
         assert params_key({k: launched[k] for k in point}) == params_key(point)
+
+
+def test_a_flag_given_several_values_says_one_value_is_passed(tmp_path: Path) -> None:
+    """SGLang's several-value flags (``--cuda-graph-bs 1 2 4``) cannot be given: a flag's value is passed as one
+    argument, so a list, or the string "1 2 4" a user would try next, would reach SGLang as one word. The list was
+    refused with "give a value", which does not say why."""
+    msg = error(tmp_path, study(server={"flags": {"cuda-graph-bs": [1, 2, 4]}}))
+    assert "server.flags.cuda-graph-bs" in msg and "one value" in msg and "several" in msg
+    assert len(msg.splitlines()) == 1
