@@ -20,6 +20,17 @@ def _whole(value: Any) -> int:
     return size if size > 0 else 1
 
 
+IPV4_ONLY = (
+    "autotune reaches its servers over IPv4 only; use 127.0.0.1 (loopback) or one of this machine's IPv4 addresses"
+)
+
+
+def is_ipv6(host: str) -> bool:
+    """An IPv6 address (``::1``, ``[::1]``): free ports are picked and servers reached (``LaunchSpec.base_url``) over
+    IPv4, where no host name or IPv4 address has a colon."""
+    return ":" in host
+
+
 def server_gpus(tp_size: int, flags: Mapping[str, Any]) -> int:
     """GPUs one SGLang server uses with ``flags`` (keyed without dashes; a bare switch is ``True``): tensor x pipeline
     parallel, times data parallel unless DP attention is on (``--enable-dp-attention`` or ``--attn-dp-size`` > 1),

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.core.trial import server_gpus
+from autotune.core.trial import IPV4_ONLY, is_ipv6, server_gpus
 from autotune.space.names import STUDY_NAME_RE, env_problems, flag_problems
 from autotune.space.schema import Problem, StudyFileModel, did_you_mean
 from autotune.space.types import LATENCY_METRICS, METRIC_NAMES
@@ -234,6 +234,8 @@ def _server(m: StudyFileModel) -> list[Problem]:
     srv = m.server
     if not srv.host.strip():
         out.append(Problem("server.host", "empty host", "use 127.0.0.1 (loopback) unless clients elsewhere need it"))
+    elif is_ipv6(srv.host):
+        out.append(Problem("server.host", f"`{srv.host.strip()}` is an IPv6 address", IPV4_ONLY))
     for name, value in srv.flags.items():
         out += flag_problems(f"server.flags.{name}", name)
         if name == "dp-size" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

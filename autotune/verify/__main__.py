@@ -33,7 +33,7 @@ from autotune.bench.types import BenchPlan
 from autotune.core.errors import AutotuneError, LaunchError
 from autotune.core.failures import FailureKind
 from autotune.core.site import nvls_problems, site_policy, study_env_problems
-from autotune.core.trial import LaunchSpec
+from autotune.core.trial import IPV4_ONLY, LaunchSpec, is_ipv6
 from autotune.trial.launcher import ServerProcess
 from autotune.verify.compare import (
     JUDGED_DEFAULT,
@@ -284,6 +284,8 @@ def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
 
 def check_args(args: argparse.Namespace) -> None:
     """Raises VerifyError for a value verify cannot run with, before anything starts."""
+    if is_ipv6(args.host):
+        raise VerifyError(f"--host {args.host} is an IPv6 address: {IPV4_ONLY}")
     if not 0 <= args.port <= 65535:
         raise VerifyError(f"--port must be a TCP port, 1-65535 (or 0: a free one), got {args.port}")
     if args.ready_timeout is not None and not args.ready_timeout > 0:

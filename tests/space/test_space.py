@@ -836,3 +836,11 @@ def test_a_flag_given_several_values_says_one_value_is_passed(tmp_path: Path) ->
     msg = error(tmp_path, study(server={"flags": {"cuda-graph-bs": [1, 2, 4]}}))
     assert "server.flags.cuda-graph-bs" in msg and "one value" in msg and "several" in msg
     assert len(msg.splitlines()) == 1
+
+
+@pytest.mark.parametrize("host", ["::1", "[::1]", "fe80::1%eth0"])
+def test_an_ipv6_server_host_is_refused_with_the_ipv4_to_use(tmp_path: Path, host: str) -> None:
+    """Ports are picked and servers reached over IPv4 (``http://host:port``): ``::1`` passed validation and every
+    trial then failed to deploy."""
+    msg = error(tmp_path, study(server={"host": host}))
+    assert "server.host" in msg and "IPv6" in msg and "127.0.0.1" in msg and len(msg.splitlines()) == 1

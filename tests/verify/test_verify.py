@@ -163,6 +163,10 @@ def test_verify_refuses_what_the_site_forbids(study_dir: Path, tmp_path: Path, s
         (["--ready-timeout", "-1"], "--ready-timeout must be a number of seconds above 0, got -1"),
         (["--tolerance", "-0.1"], "--tolerance must be a relative tolerance of 0 or more (0.10: 10%), got -0.1"),
         (["--host", "192.0.2.1"], "--host 192.0.2.1: no port can be opened there"),  # TEST-NET-1: never this machine's
+        (
+            ["--host", "::1"],
+            "--host ::1 is an IPv6 address: autotune reaches its servers over IPv4 only; use 127.0.0.1",
+        ),
         (["--metrics", "tok_per_s,tpot_ms.median"], "--metrics unknown metric(s) tok_per_s: use output_tok_per_s,"),
         (["--metrics", ","], "--metrics names no metric: use output_tok_per_s,"),  # used to judge nothing and PASS
     ],
