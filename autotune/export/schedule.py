@@ -7,8 +7,9 @@ compared by the export's one rule (``autotune.export.evidence``), as the regimes
 difference the noise cannot separate is stated as a tie. Speculation is chosen only where it is faster, and a trial the
 output-equality gate failed (``blocked``) is never chosen. Adjacent levels with the same choice form one range; a range's bounds are measured levels, and where between two levels the choice flips was not
 measured. Trials with ``--speculative-adaptive`` (SGLang adjusts the steps at run time) are candidates like any other,
-and each level also compares the best adaptive trial with the best static speculative one. A range's flags leave out the
-benchmark-only settings (``autotune.export.study_only``), as launch.sh does.
+and each level also compares the best adaptive trial with the best static speculative one. A range's flags are its
+trial's speculative flags and the running cap and CUDA-graph ceiling it ran with, less the benchmark-only settings
+(``autotune.export.study_only``), as launch.sh does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from autotune.engines.sglang_rules import GRAPH_CEILINGS, MAX_RUNNING
 from autotune.export.accessors import flag_value, is_set, is_speculative, level
 from autotune.export.evidence import Evidence, ranked
 from autotune.export.regimes import eligible_at
@@ -23,6 +25,7 @@ from autotune.export.study_only import study_only_settings
 from autotune.trial.records import TrialRecord
 
 ADAPTIVE_FLAG = "speculative-adaptive"
+CAP_FLAGS = (MAX_RUNNING, *GRAPH_CEILINGS)
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,11 @@ def is_adaptive(rec: TrialRecord) -> bool:
 
 
 def spec_flags(rec: TrialRecord, study_only: Mapping[str, str] | None = None) -> dict:
-    """The trial's speculative flags to run, without its benchmark-only ones (``study_only``: the study's marks)."""
-    flags = {k: v for k, v in rec.flags.items() if k.startswith("speculative-") and is_set(v)} if rec else {}
+    """The trial's speculative flags to run, with the running cap and CUDA-graph ceiling it set (``CAP_FLAGS``:
+    without them SGLang caps a speculative server at 48 running requests), without its benchmark-only ones
+    (``study_only``: the study's marks)."""
+    keep = {k: v for k, v in rec.flags.items() if k.startswith("speculative-") or k in CAP_FLAGS} if rec else {}
+    flags = {k: v for k, v in keep.items() if is_set(v)}
     gone = {s.name for s in study_only_settings(flags, {}, study_only or {})}
     return {k: v for k, v in flags.items() if k not in gone}
 

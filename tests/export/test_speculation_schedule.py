@@ -100,3 +100,17 @@ def test_the_schedule_leaves_out_benchmark_only_settings(tmp_path) -> None:
     assert only["flags"] == SMALL
     schedule = next(line for line in out.report.read_text().splitlines() if line.startswith("Schedule:"))
     assert "dummy" not in schedule and "speculative-num-steps" not in schedule
+
+
+def test_a_range_carries_the_running_cap_and_graph_ceiling_its_trial_ran_with() -> None:
+    """Under ``speculative_caps: tie`` a speculative trial runs with ``--max-running-requests`` and the CUDA-graph
+    ceiling set together; a range listed only its ``speculative-*`` flags, so copying them brought back SGLang's
+    speculative cap of 48 (the user story's bug) for a setting measured without it."""
+    caps = {"max-running-requests": 128, "cuda-graph-max-bs-decode": 128}
+    recs = records()
+    recs[2] = make_record(
+        2, tputs={1: 150, 8: 1000, 32: 2500, 128: 4000}, flags={**SMALL, **caps, "page-size": 16}, engine=REAL
+    )
+    s = speculation_schedule(recs, LEVELS)
+    assert s.ranges[1].trial == 2 and s.ranges[1].flags == {**SMALL, **caps}
+    assert s.ranges[0].flags == LARGE  # no cap set: none listed
