@@ -39,6 +39,11 @@ PARALLEL_ALIASES: dict[str, str] = {
     "dp": "dp-size",
     "pipeline-parallel-size": "pp-size",
 }
+# SGLang's other names for flags autotune reads by their long name: under the short one a speculative point would be
+# refused as having no drafter, and its drafter left out of the memory and health checks.
+READ_ALIASES: dict[str, tuple[str, str]] = {
+    "speculative-draft-model": ("speculative-draft-model-path", "which autotune reads the drafter from"),
+}
 NVLS_WHY = (
     "NVLink multicast (NVLS) stays off where the site turns it off: SGLang sets NCCL_NVLS_ENABLE=1 when "
     "--enable-nccl-nvls or --enable-symm-mem is given, and NVLS needs fabric support that shared or partitioned GPU "
@@ -81,6 +86,9 @@ def flag_problems(key: str, name: str) -> list[Problem]:
                 f"write `{short}`",
             )
         ]
+    if name in READ_ALIASES:
+        long, why = READ_ALIASES[name]
+        return [Problem(key, f"`--{name}` is SGLang's other name for `--{long}`, {why}", f"write `{long}`")]
     policy = site_policy()
     if name in NVLS_FLAGS and policy.multicast_off:
         return [Problem(key, f"`--{name}` is refused on this site", f"remove it. {_site_note(policy)}")]

@@ -844,3 +844,15 @@ def test_an_ipv6_server_host_is_refused_with_the_ipv4_to_use(tmp_path: Path, hos
     trial then failed to deploy."""
     msg = error(tmp_path, study(server={"host": host}))
     assert "server.host" in msg and "IPv6" in msg and "127.0.0.1" in msg and len(msg.splitlines()) == 1
+
+
+def test_sglangs_short_name_of_the_drafter_is_refused_naming_the_long_one(tmp_path: Path) -> None:
+    """``--speculative-draft-model`` is SGLang 0.5.17's other name for ``--speculative-draft-model-path``, the flag
+    autotune reads the drafter from: under the short name every EAGLE trial was set aside as "needs
+    --speculative-draft-model-path", though the study gives one."""
+    flags = {"speculative-algorithm": "EAGLE3", "speculative-draft-model": "/models/drafter"}
+    message = error(tmp_path, study(server={"flags": flags}))
+    assert "server.flags.speculative-draft-model" in message and "write `speculative-draft-model-path`" in message
+    param = {"flag": "speculative-draft-model", "type": "categorical", "choices": ["/a", "/b"]}
+    message = error(tmp_path, study(params={**BASE["params"], "drafter": param}))
+    assert "params.drafter.flag" in message and "write `speculative-draft-model-path`" in message
