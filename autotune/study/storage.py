@@ -11,8 +11,9 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
     from autotune.study.optuna_study import open_study
 
     shown = redact_url(url)
+    db = Path(url.removeprefix("sqlite:///"))
+    if default and records and not db.exists():
+        raise _records_without_trials(spec, shown, db.parent, records, default)
     try:
         study = open_study(spec, url)
     except ImportError as exc:
@@ -62,6 +66,9 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
             f"{first}. Check the URL, that the database server runs and that the user may create "
             "tables."
         ) from exc
+    told = {t.number for t in study.get_trials(deepcopy=False) if t.state is not optuna.trial.TrialState.WAITING}
+    if any(r.number not in told for r in records):
+        raise _records_without_trials(spec, shown, db.parent, records, default, told)
     if not default and not records:
         measured = [
             t
@@ -75,6 +82,34 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
                 "new name, or run from the results directory that owns it (--results-dir)."
             )
     return study
+
+
+def _records_without_trials(
+    spec: StudySpec,
+    shown: str,
+    study_dir: Path,
+    records: Sequence[TrialRecord],
+    default: bool,
+    told: Collection[int] = (),
+) -> AutotuneError:
+    """The error for records the Optuna study does not hold: its new trials would reuse their numbers, and each new
+    record would replace an old one (the last record per number wins)."""
+    numbers = sorted(r.number for r in records if r.number not in told)
+    which = f"{len(numbers)} of this results directory's records (trial(s) {', '.join(map(str, numbers[:8]))}"
+    which += ", ...)" if len(numbers) > 8 else ")"
+    if default:
+        return AutotuneError(
+            f"the study's Optuna database {study_dir / 'study.db'} is missing or older than its records: it holds no "
+            f"trial for {which}, so new trials would reuse their numbers and replace them. If the study ran with "
+            f"--storage URL, pass that again; else rebuild the database from the records with "
+            f"`python -m autotune.study.storage --rebuild-db {shlex.quote(str(study_dir))}`, then run the same "
+            f"command again."
+        )
+    return AutotuneError(
+        f"the study '{spec.name}' in {shown} holds no trial for {which}, so new trials would reuse their numbers and "
+        f"replace them: the study ran on another storage. Pass the --storage it ran with (or leave --storage out if "
+        f"it ran on the default study.db), or use --study NEW_NAME."
+    )
 
 
 def _lock_key(study: str) -> int:
