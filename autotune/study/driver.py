@@ -52,7 +52,7 @@ from autotune.study.nodes import (
 from autotune.study.optuna_study import reconcile
 from autotune.study.runner import base_record, failed_record, now_iso, relaunch, tune_trainable
 from autotune.study.searcher import OptunaStudySearcher
-from autotune.study.storage import StorageLock, open_shared_study, redact_url
+from autotune.study.storage import StorageLock, open_shared_study, redact_url, refuse_fresh_on
 from autotune.study.studylock import StudyLock
 from autotune.study.timebox import TimeBox, relaunch_wall, stage_launches
 from autotune.trial import inbox, registry, slots
@@ -230,6 +230,8 @@ class StudyDriver:
         lock = StudyLock(self.store.root).acquire()
         try:
             if self.fresh:
+                if self.storage and self.store.root.exists():
+                    refuse_fresh_on(self.storage, self.spec.name)
                 moved = self.store.archive()  # the held lock file moves with it
                 if moved:
                     self.console.say(f"moved the old study directory to {moved}")

@@ -84,6 +84,26 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
     return study
 
 
+def refuse_fresh_on(url: str, study: str) -> None:
+    """``--fresh`` with ``--storage URL``: the Optuna study there is not moved aside with the results directory, and
+    autotune deletes nothing, so a study there with trials cannot start over; refused before anything moves. A
+    storage that cannot be read is left for ``open_shared_study`` to report."""
+    import optuna
+
+    try:
+        storage = optuna.storages.RDBStorage(url)
+        trials = storage.get_all_trials(storage.get_study_id_from_name(study), deepcopy=False)
+    except Exception:  # noqa: BLE001 - no such study (KeyError), or a storage open_shared_study reports
+        return
+    n = sum(1 for t in trials if t.state is not optuna.trial.TrialState.WAITING)
+    if n:
+        raise AutotuneError(
+            f"--fresh cannot start the study '{study}' over in {redact_url(url)}: the Optuna study there holds {n} "
+            f"trial(s), and only the results directory is moved aside (autotune deletes nothing). Use --study NEW_NAME, "
+            f"or delete that study first (optuna delete-study --storage URL --study-name {shlex.quote(study)})."
+        )
+
+
 def _records_without_trials(
     spec: StudySpec,
     shown: str,

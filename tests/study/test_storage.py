@@ -66,3 +66,29 @@ def test_a_resume_on_another_storage_is_refused(
     other = f"sqlite:///{tmp_path / 'team.db'}"
     err = _refused(["--space", str(SMOKE), "--results-dir", str(tmp_path), "--storage", other], capsys)
     assert "in sqlite:///" in err and "Pass the --storage it ran with" in err, err
+
+
+def test_fresh_on_a_storage_that_holds_the_study_is_refused_before_anything_moves(
+    tmp_path: Path, no_tune: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the directory was moved aside, then the study was refused as "another results directory's"."""
+    from dataclasses import replace
+
+    from autotune.space import load_study
+    from autotune.study.driver import _spec_json
+    from autotune.study.optuna_study import open_study
+    from tests.export.conftest import make_record
+
+    spec = load_study(SMOKE)
+    store = StudyStore(tmp_path / spec.name)
+    store.ensure()
+    store.write_json("study.json", _spec_json(spec))
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    study = open_study(spec, url)
+    trial = study.ask()
+    store.append(replace(make_record(0, tputs={1: 100.0, 8: 500.0, 32: 900.0, 128: 1000.0}), study=spec.name))
+    study.tell(trial, [1.0])
+    err = _refused(["--space", str(SMOKE), "--results-dir", str(tmp_path), "--storage", url, "--fresh"], capsys)
+    assert "--fresh cannot start the study 'smoke' over" in err and "optuna delete-study" in err, err
+    assert "another results directory" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["smoke", "team.db"]
