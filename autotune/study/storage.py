@@ -58,7 +58,7 @@ def open_shared_study(spec: StudySpec, url: str, records: Sequence[TrialRecord],
             raise AutotuneError(
                 f"the study's Optuna database {url.removeprefix('sqlite:///')} cannot be read ({type(exc).__name__}: "
                 f"{first}); it may be damaged (a full disk, a copy cut short). The records are the source of truth: "
-                f"rebuild it from them with `python -m autotune.study.storage --rebuild-db {study_dir}` (the old file is "
+                f"rebuild it from them with `python -m autotune.study.storage --rebuild-db {shlex.quote(study_dir)}` (the old file is "
                 f"moved aside), then run the same command again."
             ) from exc
         raise AutotuneError(

@@ -92,3 +92,18 @@ def test_fresh_on_a_storage_that_holds_the_study_is_refused_before_anything_move
     assert "--fresh cannot start the study 'smoke' over" in err and "optuna delete-study" in err, err
     assert "another results directory" not in err, err
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["smoke", "team.db"]
+
+
+def test_the_rebuild_command_for_a_damaged_study_db_runs_as_printed_from_a_path_with_spaces(
+    tmp_path: Path, no_tune: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    results = tmp_path / "my results"
+    root = _finished_study(results)
+    db = root / "study.db"
+    db.write_bytes(db.read_bytes()[:1000])
+    err = _refused(["--space", str(SMOKE), "--results-dir", str(results)], capsys)
+    command = err.split("`")[1]
+    assert shlex.split(command)[-1] == str(root), command
+    assert storage_main(shlex.split(command)[3:]) == 0
