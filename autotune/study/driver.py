@@ -100,7 +100,8 @@ class StudyDriver:
         self.serve_port = serve_port
         self.fresh = fresh
         self.stop_after_s = stop_after_s
-        self.timebox = TimeBox(stop_after_s, stage_launches(spec))  # --stop-after-s against the finalist stage
+        # --stop-after-s against the finalist stage; it bounds the search, so --finalists-only (no search) runs the stage
+        self.timebox = TimeBox(None if finalists_only else stop_after_s, stage_launches(spec))
         self._box_end: float | None = None  # epoch seconds when the time box ends (set as the search starts)
         self._slot_pool: Any = None  # the study's GPU slot pool (autotune.trial.slots), alive while Tune runs
         self.stop_reason = ""

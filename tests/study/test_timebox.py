@@ -84,3 +84,20 @@ def test_the_console_eta_knows_when_the_box_starts_its_last_trial(tmp_path: Path
     )
     driver._on_record(record, "")
     assert driver.console.start_until == 5000.0 - 8.0 * stage_launches(spec)
+
+
+def test_finalists_only_runs_the_stage_the_time_box_skipped(tmp_path: Path) -> None:
+    """A box too short for the stage says "rerun ... --finalists-only to run it"; the same command with --finalists-only
+    skipped the stage again, saying the same (the time box bounds the search, and --finalists-only runs none)."""
+    import io
+
+    from autotune.progress.console import Console
+    from autotune.study.driver import StudyDriver
+
+    out = io.StringIO()
+    spec = load_study(SMOKE)
+    driver = StudyDriver(spec, results_dir=tmp_path, stop_after_s=3.0, console=Console(out=out), finalists_only=True)
+    driver.timebox.trial_walls = [7.0]  # the stored trials' walls, as the driver sets them before the stage
+    assert driver.timebox.start_text() == "" and driver.timebox.check() == ""
+    driver._run_finalists(1)  # no record: no stage is due, and nothing is skipped
+    assert "skipped" not in out.getvalue(), out.getvalue()
