@@ -8,14 +8,17 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.core import gpus
 from autotune.core.errors import AutotuneError
 from autotune.space import StudySpec
+
+if TYPE_CHECKING:
+    from autotune.trial.slots import Slot
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,11 @@ class ClusterRequest:
 
 
 PROXY_READY_S = 30  # how long Ray Serve waits for a local cluster's HTTP proxy to become ready
-# Ray CPUs one GPU slot holds while its trial runs: the slot's replica (1, ``autotune.serve.app``) and the trial function
-# (0.5, the driver's Tune resources; a finalist relaunch task takes as much)
-CPUS_PER_SLOT = 1.5
+# Ray CPUs one GPU slot holds while its trial runs: the slot's replica (1 on each of its nodes, ``autotune.serve.app``)
+# and the trial function (0.5, the driver's Tune resources; a finalist relaunch task takes as much)
+REPLICA_CPUS = 1.0
+TRIAL_CPUS = 0.5
+CPUS_PER_SLOT = REPLICA_CPUS + TRIAL_CPUS
 
 
 def local_cpus(num_gpus: float, gpus_per_trial: int) -> int:
@@ -42,6 +47,41 @@ def local_cpus(num_gpus: float, gpus_per_trial: int) -> int:
     needs at once; fewer, and the slots past them never got a replica (their trials waited at "launching" forever)."""
     slots = int(num_gpus // max(1, gpus_per_trial))
     return max(4, os.cpu_count() or 1, math.ceil(slots * CPUS_PER_SLOT))
+
+
+def cpu_shortfall(plan: list[Slot], cpus: Mapping[str, float], home: str | None) -> str:
+    """Why the Ray nodes' CPUs (``cpus``, by node id) cannot hold the slots of ``plan`` all running at once, or ``""``:
+    each slot's replica takes ``REPLICA_CPUS`` on each of its nodes and each trial function ``TRIAL_CPUS`` on the
+    driver's node ``home`` (anywhere where None). Ray would never place what does not fit, and the trials would wait at
+    "launching" until their deploy timed out. Says the largest ``--max-concurrent`` that fits, if one does."""
+
+    def short(k: int) -> str:
+        need: dict[str, float] = {}
+        for node in [n for sl in plan[:k] for n in sl.nodes]:
+            need[node] = need.get(node, 0.0) + REPLICA_CPUS
+        trials = TRIAL_CPUS * k
+        if home is None:  # the trial functions go wherever there is a CPU
+            total = sum(need.values()) + trials
+            if total > sum(cpus.values()):
+                return f"the cluster has {sum(cpus.values()):g} CPU(s) and {k} trial(s) at once need {total:g}"
+        else:
+            need[home] = need.get(home, 0.0) + trials
+        for node, n in need.items():
+            if n > cpus.get(node, 0.0):
+                return f"node {node[:8]} has {cpus.get(node, 0.0):g} CPU(s) and {k} trial(s) at once need {n:g} there"
+        return ""
+
+    why = short(len(plan))
+    if not why:
+        return ""
+    fits = next((k for k in range(len(plan) - 1, 0, -1) if not short(k)), 0)
+    fix = f"pass --max-concurrent {fits}, or give" if fits else "give"
+    return (
+        f"the Ray cluster's CPUs cannot hold {len(plan)} trial(s) at once: {why} ({REPLICA_CPUS:g} for each GPU "
+        f"slot's replica on its node, {TRIAL_CPUS:g} for each trial's function on the driver's node). Ray would never "
+        f"place the rest, and their trials would wait at launching until they failed: {fix} the nodes more CPUs "
+        f"(ray start --num-cpus N)."
+    )
 
 
 SERVE_START_ATTEMPTS = 3

@@ -25,6 +25,7 @@ from autotune.space import StudySpec
 from autotune.study.cluster import (
     ClusterRequest,
     bounded,
+    cpu_shortfall,
     ignore_sigint,
     port_busy,
     start_ray,
@@ -361,6 +362,12 @@ class StudyDriver:
             cap = min(caps) if caps else None
             plan = slots.take(plan, cap)  # a cap takes slots across the nodes first
             conc = len(plan)
+            # the pool and the trial functions stay on the driver's node (where it has CPUs): a lost GPU worker takes
+            # neither
+            home = driver_node(1.0)
+            cpus = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")}
+            if short := cpu_shortfall(plan, cpus, home):
+                raise AutotuneError(short)
             self.timebox.at_once = conc
             self.timebox.trial_walls = [w for w in map(relaunch_wall, records) if w is not None]
             self.console.say(
@@ -377,9 +384,7 @@ class StudyDriver:
                     f"pass --serve-port with a free port (or stop what holds it)."
                 )
             start_serve(self.serve_port)
-            # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive. The pool
-            # and the trial functions stay on the driver's node (where it has CPUs): a lost GPU worker takes neither
-            home = driver_node(1.0)
+            # one long-lived Serve app per trial that can run at once; the handle keeps the named pool alive
             self._slot_pool = slots.create(self.owner, plan, node_id=home)
             if len(nodes) > 1:
                 per = {n.node_id: sum(1 for sl in plan if n.node_id in sl.nodes) for n in nodes}

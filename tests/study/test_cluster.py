@@ -92,3 +92,24 @@ def test_a_local_cluster_declares_the_cpus_its_slots_hold(monkeypatch: pytest.Mo
         cluster.start_ray(spec, cluster.ClusterRequest(None, 6, 8265, None, False), lambda s: None)
     assert seen["num_gpus"] == 6 and seen["num_cpus"] >= 6 * cluster.CPUS_PER_SLOT  # type: ignore[operator]
     assert cluster.local_cpus(1, 1) == 4 and cluster.local_cpus(3, 2) == 4  # a small study keeps the old figure
+
+
+def test_a_joined_cluster_without_cpus_for_its_slots_is_refused_with_the_cap_that_fits() -> None:
+    """A joined node with 2 GPUs and 1 CPU: both trials waited at "launching the engine" until their deploys timed out
+    (Ray never placed the slots' replicas), then failed as if their configurations had."""
+    from autotune.trial.slots import Slot
+
+    two = [Slot(k, ("head",), 1, k, 2) for k in range(2)]
+    assert cluster.cpu_shortfall(two, {"head": 3.0}, "head") == ""
+    msg = cluster.cpu_shortfall(two, {"head": 1.0}, "head")
+    assert "cannot hold 2 trial(s) at once: node head has 1 CPU(s) and 2 trial(s) at once need 3 there" in msg
+    assert "--max-concurrent" not in msg and "ray start --num-cpus" in msg, msg
+    assert "pass --max-concurrent 1," in cluster.cpu_shortfall(two, {"head": 2.0}, "head")
+    # a CPU-only head (the driver's node) and GPU workers of one CPU each: the trial functions stay on the head
+    workers = [Slot(0, ("w1",), 1, 0, 1), Slot(1, ("w2",), 1, 0, 1)]
+    assert cluster.cpu_shortfall(workers, {"head": 2.0, "w1": 1.0, "w2": 1.0}, "head") == ""
+    assert "node w2 has 0 CPU(s)" in cluster.cpu_shortfall(workers, {"head": 2.0, "w1": 1.0, "w2": 0.0}, "head")
+    # no driver node with a CPU: the trial functions go anywhere
+    assert "the cluster has 2 CPU(s) and 2 trial(s) at once need 3" in cluster.cpu_shortfall(
+        workers, {"w1": 1.0, "w2": 1.0}, None
+    )
