@@ -31,6 +31,7 @@ from autotune.study.cluster import (
     start_ray,
     start_serve,
     stop_orphans,
+    stop_serve,
 )
 from autotune.study.export_step import export_and_say
 from autotune.study.interrupts import (
@@ -333,7 +334,7 @@ class StudyDriver:
 
     def _run_tune(self, study: Any, remaining: int, records: list[TrialRecord]) -> None:
         import ray
-        from ray import serve, tune
+        from ray import tune
 
         spec = self.spec
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = (
@@ -486,7 +487,8 @@ class StudyDriver:
                     bounded(ray.shutdown, 15.0)
             else:
                 try:
-                    serve.shutdown()  # the slot apps' replicas go, and with them any engine still running
+                    # the slot apps' replicas go, and with them any engine still running
+                    stop_serve(spec.name, own_cluster=started)
                 finally:
                     # a server whose reaper died with its replica is killed and forgotten, on every node
                     sweep_every_node(self.owner)

@@ -113,3 +113,20 @@ def test_a_joined_cluster_without_cpus_for_its_slots_is_refused_with_the_cap_tha
     assert "the cluster has 2 CPU(s) and 2 trial(s) at once need 3" in cluster.cpu_shortfall(
         workers, {"w1": 1.0, "w2": 1.0}, None
     )
+
+
+def test_a_study_on_a_joined_cluster_deletes_only_its_own_serve_applications(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver ended every study with serve.shutdown(): on a joined cluster that deleted every Serve application
+    there (another study's slots, a service in production), even when the study stopped at its start."""
+    from types import SimpleNamespace
+
+    apps = ["prod", "smoke-slot-0", "smoke-slot-12", "smoke-slot-x", "smoke-2-slot-0", "smoke-slot-0-slot-1"]
+    calls: list[str] = []
+    monkeypatch.setattr(serve, "status", lambda: SimpleNamespace(applications=dict.fromkeys(apps)))
+    monkeypatch.setattr(serve, "delete", lambda name, **k: calls.append(name))
+    monkeypatch.setattr(serve, "shutdown", lambda: calls.append("shutdown"))
+    cluster.stop_serve("smoke", own_cluster=False)
+    assert calls == ["smoke-slot-0", "smoke-slot-12"]
+    calls.clear()
+    cluster.stop_serve("smoke", own_cluster=True)  # its own local cluster: Serve goes whole
+    assert calls == ["shutdown"]
