@@ -145,6 +145,13 @@ def resolve(argv: list[str] | None = None) -> tuple[argparse.Namespace, Any]:
     ):
         if value is not None and not ok(value):
             raise SpaceError(f"{flag} must be {what}, got {value:g}")
+    joined = "--address" if args.address else "RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else ""
+    for flag, value in (("--num-gpus", args.num_gpus), ("--metrics-port", args.metrics_port)):
+        if joined and value is not None:
+            raise SpaceError(
+                f"{flag} sets up the local Ray node this command starts, but {joined} joins a running cluster, whose "
+                f"nodes keep their own settings (`ray start --num-gpus N --metrics-export-port P` on each); drop {flag}"
+            )
     if args.fresh and args.finalists_only:
         raise SpaceError(
             "--fresh and --finalists-only contradict each other: --fresh moves the study aside and starts over, "

@@ -54,6 +54,8 @@ def test_busy_dashboard_port_is_a_clear_error(tmp_path: Path, capsys: pytest.Cap
         (["--seed", "-1"], "study.seed (given on the command line): -1 is out of range"),
         (["--profile", "h200-lama-1b"], "unknown simulator profile 'h200-lama-1b'"),
         (["--fresh", "--finalists-only"], "--fresh and --finalists-only contradict each other"),
+        (["--address", "127.0.0.1:1", "--num-gpus", "2"], "--num-gpus sets up the local Ray node this command"),
+        (["--address", "auto", "--metrics-port", "9100"], "but --address joins a running cluster"),
     ],
 )
 def test_a_bad_command_line_value_stops_before_anything_starts(

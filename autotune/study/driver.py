@@ -344,9 +344,14 @@ class StudyDriver:
         try:
             gpt = spec.gpus_per_trial
             if total_gpus < gpt:
+                more = (
+                    "join a larger cluster with --address, or for the simulator pass --num-gpus"
+                    if started
+                    else "add GPU nodes to the cluster (for the simulator, `ray start --num-gpus N` declares them)"
+                )
                 raise AutotuneError(
                     f"each trial needs {gpt} GPU(s) (tp_size x dp) but the Ray cluster has {total_gpus:g}. "
-                    f"Lower server.tp_size, join a larger cluster with --address, or for the simulator pass --num-gpus."
+                    f"Lower server.tp_size, or {more}."
                 )
             nnodes = spec.server.nnodes
             per_node = gpt // nnodes
