@@ -19,7 +19,7 @@ MAX_STUDY_NAME = 100  # a folder name holds 255 bytes; the archive suffix and Tu
 
 def check_file(m: StudyFileModel, source: Path) -> list[Problem]:
     """Every problem outside ``params`` (and ``points_to_evaluate``), in file order."""
-    out = _study(m)
+    out = _study(m, source)
     out += _levels(m.load_levels, m.workload.kind)
     out += _objectives(m)
     out += _server(m)
@@ -61,19 +61,23 @@ def _jsonl_rows(path: Path, output_len: int) -> list[Problem]:
     return []
 
 
-def _study(m: StudyFileModel) -> list[Problem]:
+def _study(m: StudyFileModel, source: Path) -> list[Problem]:
     out: list[Problem] = []
     s = m.study
-    if s.name is not None and not STUDY_NAME_RE.match(s.name):
+    name = s.name if s.name is not None else source.stem  # unset: the file's name, as load_study takes it
+    unset = " (unset: the file's name); set study.name or pass --study NAME" if s.name is None else ""
+    if not STUDY_NAME_RE.match(name):
         out.append(
-            Problem("study.name", f"{s.name!r} cannot name a results folder", "use letters, digits, '.', '_' and '-'")
+            Problem(
+                "study.name", f"{name!r} cannot name a results folder", f"use letters, digits, '.', '_' and '-'{unset}"
+            )
         )
-    elif s.name is not None and len(s.name) > MAX_STUDY_NAME:
+    elif len(name) > MAX_STUDY_NAME:
         out.append(
             Problem(
                 "study.name",
-                f"the name is {len(s.name)} characters long, too long for a results folder",
-                f"use at most {MAX_STUDY_NAME} characters",
+                f"the name is {len(name)} characters long, too long for a results folder",
+                f"use at most {MAX_STUDY_NAME} characters{unset}",
             )
         )
     if s.engine == "sglang" and not (m.server.model_path or "").strip():

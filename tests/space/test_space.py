@@ -120,6 +120,17 @@ def test_defaults(tmp_path: Path) -> None:
     assert spec.source == (tmp_path / "study.yaml").resolve()
 
 
+def test_a_file_name_that_cannot_name_a_study_is_refused_where_study_name_is_unset(tmp_path: Path) -> None:
+    """The default study name is the file's name: `my study é.yaml` without study.name passed validation, and the
+    study then hung at its first trial (Ray Serve cannot encode the slot app's route `/my study é-slot-0`)."""
+    data = study()
+    del data["study"]["name"]
+    path = write(tmp_path, data, "my study é.yaml")
+    with pytest.raises(SpaceError, match=r"my study é.yaml: study.name: .*set study.name"):
+        load_study(path)
+    assert load_study(path, overrides=StudyOverrides(name="mine")).name == "mine"
+
+
 def test_objective_and_constraint_levels(tmp_path: Path) -> None:
     spec = load(
         tmp_path,
