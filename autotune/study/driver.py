@@ -286,6 +286,9 @@ class StudyDriver:
             if remaining > 0:
                 self.console.say(f"--finalists-only: {remaining} trial(s) of the budget are left unrun")
             remaining = 0
+            if self._stage_due(records) is None:
+                why = "study.finalists.count is 0" if spec.finalists.count == 0 else "no feasible trial"
+                self.console.say(f"--finalists-only: no finalist to relaunch: {why}")
         elif done:
             self.console.say(f"resuming study '{spec.name}': {done} finished trial(s) kept, {max(remaining, 0)} to run")
         self._check_stop_rule(records)

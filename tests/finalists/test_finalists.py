@@ -347,3 +347,20 @@ def test_the_only_clean_finalist_with_a_failed_relaunch_is_not_said_to_relaunch_
     d = decide(trials, [failed[0], rs[1], failed[2], failed[3]], OBJ)
     assert (d.method, d.winner) == ("single", 1)
     assert "relaunched cleanly (1 of its 2 relaunches)" in d.summary
+
+
+def test_finalists_only_says_why_no_finalist_is_relaunched(tmp_path: Path) -> None:
+    """--finalists-only on a study without a feasible trial relaunched nothing and said nothing of it: the user who
+    asked for a finalist stage saw the summary table alone."""
+    from autotune.progress.console import Console
+    from autotune.search import resolve
+    from autotune.study.driver import StudyDriver
+    from autotune.trial.store import StudyStore
+
+    _, spec = resolve(["--space", "smoke", "--trials", "1"])
+    StudyStore(tmp_path / spec.name).append(replace(trial(0, None), study=spec.name, params=dict(spec.baseline or {})))
+    said: list[str] = []
+    console = Console()
+    console.say = said.append  # type: ignore[method-assign]
+    assert StudyDriver(spec, results_dir=tmp_path, finalists_only=True, console=console).run() == 3
+    assert any("--finalists-only: no finalist to relaunch: no feasible trial" in s for s in said), said
