@@ -359,6 +359,13 @@ def test_finalists_only_says_why_no_finalist_is_relaunched(tmp_path: Path) -> No
 
     _, spec = resolve(["--space", "smoke", "--trials", "1"])
     StudyStore(tmp_path / spec.name).append(replace(trial(0, None), study=spec.name, params=dict(spec.baseline or {})))
+    import optuna
+
+    # the study's Optuna database holds the trial, as after a search
+    url = f"sqlite:///{tmp_path / spec.name / 'study.db'}"
+    optuna.create_study(study_name=spec.name, storage=url, direction="maximize").add_trial(
+        optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL)
+    )
     said: list[str] = []
     console = Console()
     console.say = said.append  # type: ignore[method-assign]
