@@ -352,6 +352,8 @@ def test_the_only_clean_finalist_with_a_failed_relaunch_is_not_said_to_relaunch_
 def test_finalists_only_says_why_no_finalist_is_relaunched(tmp_path: Path) -> None:
     """--finalists-only on a study without a feasible trial relaunched nothing and said nothing of it: the user who
     asked for a finalist stage saw the summary table alone."""
+    import optuna
+
     from autotune.progress.console import Console
     from autotune.search import resolve
     from autotune.study.driver import StudyDriver
@@ -359,8 +361,6 @@ def test_finalists_only_says_why_no_finalist_is_relaunched(tmp_path: Path) -> No
 
     _, spec = resolve(["--space", "smoke", "--trials", "1"])
     StudyStore(tmp_path / spec.name).append(replace(trial(0, None), study=spec.name, params=dict(spec.baseline or {})))
-    import optuna
-
     # the study's Optuna database holds the trial, as after a search
     url = f"sqlite:///{tmp_path / spec.name / 'study.db'}"
     optuna.create_study(study_name=spec.name, storage=url, direction="maximize").add_trial(
