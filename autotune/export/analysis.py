@@ -89,7 +89,7 @@ def analyze(
         records=recs,
         banner=study_banner(recs),
         best=best,
-        pareto=pareto_front(recs, levels),
+        pareto=pareto_front(recs, levels, objs),
         regimes=regime_choices(recs, levels, ev, winner, open_level_keys(recs)),
         crossover=crossover(recs, levels, ev, winner),
         drafter_issues=drafter_issues(recs),

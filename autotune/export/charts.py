@@ -2,7 +2,7 @@
 
 Throughput vs concurrency: log-scale concurrency (levels spaced evenly, labelled as they are), throughput on a log
 scale, and beside it each trial as a share of the best trial at that level, so a win at concurrency 1 is as visible
-as one at the peak. Pareto set: latency vs peak throughput, the frontier as a step line, labels placed so they overlap
+as one at the peak. Pareto set: its first two axes, the frontier as a step line, labels placed so they overlap
 neither each other nor the points (``place_labels``).
 """
 
@@ -21,6 +21,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from autotune.export.accessors import speculative_algorithm, throughput
 from autotune.export.analysis import StudyAnalysis
+from autotune.export.pareto import Axis
 from autotune.trial.records import TrialOutcome, TrialRecord
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
@@ -205,11 +206,12 @@ def pareto_figure(analysis: StudyAnalysis) -> tuple[Figure, list[LabelBox]]:
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     points = [*front.front, *front.dominated]
+    xa, ya = front.axes[0], front.axes[1]  # the first two axes; a third or more is in pareto.json and the report
     for p in points:
         color = PALETTE[1] if p.number == best_number else PALETTE[0] if p.number in on_front else MUTED
         ax.scatter(
-            [p.tpot_ms],
-            [p.peak_tok_per_s],
+            [p.values[0]],
+            [p.values[1]],
             s=36,
             gid=f"trial-{p.number}",
             zorder=3 if p.number in on_front else 2,
@@ -217,16 +219,16 @@ def pareto_figure(analysis: StudyAnalysis) -> tuple[Figure, list[LabelBox]]:
             edgecolors=color,
             linewidths=1.6,
         )
-    if front.front:
-        xs = [p.tpot_ms for p in front.front]
-        ys = [p.peak_tok_per_s for p in front.front]
+    if front.front and len(front.axes) == 2:
+        xs = [p.values[0] for p in front.front]
+        ys = [p.values[1] for p in front.front]
         ax.step(xs, ys, where="post", color=PALETTE[0], linewidth=1, alpha=0.6, zorder=1)
-    ax.set_xlabel(f"TPOT median at concurrency {front.latency_level} (ms, lower is better)")
-    ax.set_ylabel(f"output tok/s at concurrency {front.peak_level} (higher is better)")
+    ax.set_xlabel(f"{xa.label} ({_better(xa)})")
+    ax.set_ylabel(f"{ya.label} ({_better(ya)})")
     ax.grid(True, color="#e6e6e6", linewidth=0.8)
     if points:
-        xs_all = [p.tpot_ms for p in points]
-        ys_all = [p.peak_tok_per_s for p in points]
+        xs_all = [p.values[0] for p in points]
+        ys_all = [p.values[1] for p in points]
         _pad(ax, xs_all, ys_all)
     ax.scatter([], [], s=36, color=PALETTE[0], label="Pareto set")
     ax.scatter([], [], s=36, color=PALETTE[1], label="best (primary objective)")
@@ -235,9 +237,13 @@ def pareto_figure(analysis: StudyAnalysis) -> tuple[Figure, list[LabelBox]]:
     fig.legend(fontsize=8, loc="outside lower center", ncols=4, frameon=False)
     fig.suptitle(_title(f"{analysis.study_name}: Pareto set of feasible trials", analysis.banner), fontsize=9)
     fig.draw_without_rendering()  # the layout is final before labels are placed against it
-    labelled = sorted(front.front, key=lambda p: (p.number != best_number, p.tpot_ms))
-    boxes = place_labels(ax, [(p.tpot_ms, p.peak_tok_per_s, f"#{p.number}") for p in labelled])
+    labelled = sorted(front.front, key=lambda p: p.number != best_number)  # stable: then the front's order
+    boxes = place_labels(ax, [(p.values[0], p.values[1], f"#{p.number}") for p in labelled])
     return fig, boxes
+
+
+def _better(axis: Axis) -> str:
+    return "higher is better" if axis.objective.direction == "maximize" else "lower is better"
 
 
 def _title(head: str, banner: str) -> str:

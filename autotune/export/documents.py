@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -9,10 +10,11 @@ from autotune.export.accessors import is_speculative
 from autotune.export.analysis import StudyAnalysis
 from autotune.export.banner import engine_banner
 from autotune.export.command import ExportedServer, ServerCommand, option_argv
-from autotune.export.pareto import ParetoPoint
+from autotune.export.pareto import Axis, ParetoPoint
 from autotune.trial.records import TrialRecord
 
 SCHEMA_VERSION = 1
+PARETO_SCHEMA_VERSION = 2  # 2: axes are a list (the study's objectives where it has two or more), values by key
 
 
 def _engine(rec: TrialRecord | None) -> dict[str, Any] | None:
@@ -101,12 +103,11 @@ def best_document(analysis: StudyAnalysis, server: ExportedServer | None = None)
     return doc
 
 
-def _point(p: ParetoPoint) -> dict[str, Any]:
+def _point(p: ParetoPoint, axes: Sequence[Axis]) -> dict[str, Any]:
     return {
         "number": p.number,
         "trial_id": p.trial_id,
-        "peak_tok_per_s": p.peak_tok_per_s,
-        "tpot_ms": p.tpot_ms,
+        "values": {ax.objective.key: v for ax, v in zip(axes, p.values, strict=True)},
         "speculative": p.speculative,
         "params": p.params,
         "flags": p.flags,
@@ -116,17 +117,19 @@ def _point(p: ParetoPoint) -> dict[str, Any]:
 def pareto_document(analysis: StudyAnalysis) -> dict[str, Any]:
     front = analysis.pareto
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": PARETO_SCHEMA_VERSION,
         "study": analysis.study_name,
         "engine_banner": analysis.banner,
-        "axes": {
-            "peak_tok_per_s": {
-                "metric": "output_tok_per_s",
-                "concurrency": front.peak_level,
-                "direction": "maximize",
-            },
-            "tpot_ms": {"metric": "tpot_ms.median", "concurrency": front.latency_level, "direction": "minimize"},
-        },
-        "front": [_point(p) for p in front.front],
-        "dominated": [_point(p) for p in front.dominated],
+        "study_objectives": front.study_objectives,
+        "axes": [
+            {
+                "key": ax.objective.key,
+                "metric": ax.objective.metric,
+                "level": ax.level,
+                "direction": ax.objective.direction,
+            }
+            for ax in front.axes
+        ],
+        "front": [_point(p, front.axes) for p in front.front],
+        "dominated": [_point(p, front.axes) for p in front.dominated],
     }

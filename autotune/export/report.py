@@ -412,11 +412,17 @@ def _drafters(a: StudyAnalysis) -> list[str]:
 
 def _pareto(a: StudyAnalysis) -> list[str]:
     p = a.pareto
+    axes = [f"{ax.label} ({ax.objective.direction})" for ax in p.axes]
+    what = (
+        f"the study's objectives: {', '.join(axes)}"
+        if p.study_objectives
+        else f"peak throughput (output tok/s at concurrency {p.axes[1].level}) vs latency "
+        f"(TPOT median at concurrency {p.axes[0].level})"
+    )
     out = [
         "## Pareto set",
         "",
-        f"Feasible trials, peak throughput (output tok/s at concurrency {p.peak_level}) vs latency "
-        f"(TPOT median at concurrency {p.latency_level}). {len(p.front)} on the front, {len(p.dominated)} dominated.",
+        f"Feasible trials, {what}. {len(p.front)} on the front, {len(p.dominated)} dominated.",
         "",
         f"![Pareto set]({PARETO_SVG})",
         "",
@@ -424,24 +430,23 @@ def _pareto(a: StudyAnalysis) -> list[str]:
     rows = [
         [
             f"#{q.number}",
-            fmt(q.peak_tok_per_s, thousands=True),
-            fmt(q.tpot_ms, 2),
+            *(fmt(v, 2, thousands=True) for v in q.values),
             "yes" if q.speculative else "no",
             compact_params(q.params),
         ]
         for q in p.front
     ]
-    out += _table(["trial", "peak tok/s", "TPOT median (ms)", "speculative", "params"], rows)
+    header = ["trial", *(f"{ax.objective.metric} @{level_label(ax.level)}" for ax in p.axes), "speculative", "params"]
+    out += _table(header, rows)
     return out + ["", "## Throughput vs concurrency", "", f"![Throughput vs concurrency]({THROUGHPUT_SVG})", ""]
 
 
 def _trials(a: StudyAnalysis) -> list[str]:
     hi = a.peak_level
     best_number = a.best.record.number if a.best.record is not None else None
-    primary = a.objectives[0]
     header = ["trial", "outcome", "feasible", "key params"]
     header += [f"tok/s @{c}" for c in a.load_levels]
-    header += [f"TTFT p99 @{hi} (ms)", f"TPOT median @{hi} (ms)", primary.key]
+    header += [f"TTFT p99 @{hi} (ms)", f"TPOT median @{hi} (ms)", *(o.key for o in a.objectives)]
     rows = []
     for rec in a.records:
         mark = f"**{rec.number} (best)**" if rec.number == best_number else str(rec.number)
@@ -451,7 +456,7 @@ def _trials(a: StudyAnalysis) -> list[str]:
         row += [
             fmt_pm(ttft_p99(rec, hi), interval(rec, hi, "ttft_ms.p99")),
             fmt_pm(tpot_median(rec, hi), interval(rec, hi, "tpot_ms.median"), 2),
-            fmt_pm(objective_value(rec, primary), objective_interval(rec, primary), 2),
+            *(fmt_pm(objective_value(rec, o), objective_interval(rec, o), 2) for o in a.objectives),
         ]
         rows.append(row)
     note = (

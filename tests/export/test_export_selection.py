@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import pytest
 
+from autotune.export.analysis import analyze
 from autotune.export.best import check_objectives, parse_load_levels, select_best
 from autotune.export.errors import ExportError
 from autotune.export.pareto import ParetoPoint, dominates, pareto_front
 from autotune.export.regimes import crossover, eligible_at, regime_choices
 from autotune.space import Objective
 from autotune.trial.records import FailureKind, TrialOutcome
-from tests.export.conftest import study_records
+from tests.export.conftest import make_record, study_records
 
 
 def test_best_is_feasible_with_best_primary_objective(records, objectives):
@@ -69,17 +70,21 @@ def test_pareto_excludes_dominated_and_infeasible(records, levels):
     assert [p.number for p in front.front] == [4, 0]  # sorted by latency
     assert sorted(p.number for p in front.dominated) == [2, 3]
     assert 1 not in {p.number for p in (*front.front, *front.dominated)}  # infeasible
-    assert (front.peak_level, front.latency_level) == (128, 1)
+    assert [(a.objective.key, a.level) for a in front.axes] == [
+        ("tpot_ms.median@min", 1),
+        ("output_tok_per_s@max", 128),
+    ]
     assert front.front[0].params["max-running-requests"] == 128
 
 
 def test_dominates_and_equal_points_are_both_kept(record_factory):
     def pt(n: int, tput: float, lat: float) -> ParetoPoint:
-        return ParetoPoint(n, f"t{n}", tput, lat, False, {}, {})
+        return ParetoPoint(n, f"t{n}", (lat, tput), False, {}, {})
 
-    assert dominates(pt(0, 10, 1), pt(1, 9, 1))
-    assert not dominates(pt(0, 10, 1), pt(1, 10, 1))
-    assert not dominates(pt(0, 10, 2), pt(1, 9, 1))
+    axes = pareto_front([], (1, 8)).axes
+    assert dominates(pt(0, 10, 1), pt(1, 9, 1), axes)
+    assert not dominates(pt(0, 10, 1), pt(1, 10, 1), axes)
+    assert not dominates(pt(0, 10, 2), pt(1, 9, 1), axes)
     twins = [record_factory(n, tputs={1: 5, 8: 100}, tpots={1: 7.0}) for n in (0, 1)]
     assert [p.number for p in pareto_front(twins, (1, 8)).front] == [0, 1]
 
@@ -139,3 +144,31 @@ def test_off_algorithm_value_counts_as_no_speculation(record_factory):
     off = record_factory(0, tputs={1: 50, 8: 300}, flags={"speculative-algorithm": None})
     false = record_factory(1, tputs={1: 40, 8: 200}, flags={"speculative-algorithm": False})
     assert "No speculative trial" in crossover([off, false], (1, 8)).summary
+
+
+def _scored(number: int, objectives: dict[str, float], **kw):  # type: ignore[no-untyped-def]
+    """A record whose study objectives are ``objectives``; its peak throughput and TPOT at the lowest level say
+    the opposite (trial 2 is best on both), so a front on those is told apart from one on the objectives."""
+    peak, tpot = {0: (100.0, 20.0), 1: (200.0, 15.0), 2: (900.0, 5.0), 3: (1000.0, 1.0)}[number]
+    return replace(make_record(number, tputs={1: 10.0, 8: peak}, tpots={1: tpot}, **kw), objectives=objectives)
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_multi_objective_pareto_set_is_on_the_study_objectives(direction):
+    """An NSGA-II study on TPOT at 8 and TTFT p99 at the peak: its front is on those, in their directions; the
+    throughput-vs-TPOT view is for single-objective studies. Infeasible trials stay out."""
+    sign = 1.0 if direction == "minimize" else -1.0
+    objectives = [Objective("tpot_ms.median", 8, direction), Objective("ttft_ms.p99", "max", "minimize")]
+    recs = [
+        _scored(0, {"tpot_ms.median@8": sign * 5.0, "ttft_ms.p99@max": 300.0}),
+        _scored(1, {"tpot_ms.median@8": sign * 9.0, "ttft_ms.p99@max": 100.0}),
+        _scored(2, {"tpot_ms.median@8": sign * 10.0, "ttft_ms.p99@max": 400.0}),  # dominated by both
+        _scored(3, {"tpot_ms.median@8": sign * 1.0, "ttft_ms.p99@max": 1.0}, constraints={"ttft_ms.p99@max": 1.0}),
+    ]
+    front = analyze(study_name="s", objectives=objectives, records=recs, load_levels=(1, 8)).pareto
+    assert [p.number for p in front.front] == [0, 1]  # by the primary objective, best first
+    assert [p.number for p in front.dominated] == [2]
+    assert [(a.objective.key, a.level) for a in front.axes] == [("tpot_ms.median@8", 8), ("ttft_ms.p99@max", 8)]
+    assert front.front[1].values == (sign * 9.0, 100.0)
+    single = analyze(study_name="s", objectives=objectives[:1], records=recs, load_levels=(1, 8)).pareto
+    assert [p.number for p in single.front] == [2]  # throughput at 8 vs TPOT median at 1

@@ -95,10 +95,14 @@ def test_best_json_launch_sh_and_serve_config_agree(exported, records):
 def test_pareto_json(exported):
     _, best_dir = exported
     doc = json.loads((best_dir / "pareto.json").read_text())
-    assert [p["number"] for p in doc["front"]] == [4, 0]
-    assert sorted(p["number"] for p in doc["dominated"]) == [2, 3]
-    assert doc["front"][0]["params"]["max-running-requests"] == 128
-    assert doc["axes"]["peak_tok_per_s"]["concurrency"] == 128 and doc["axes"]["tpot_ms"]["concurrency"] == 1
+    # the study's two objectives: output tok/s at 128 (maximize) and TTFT p99 at 128, the same for every trial
+    assert [(a["key"], a["level"], a["direction"]) for a in doc["axes"]] == [
+        ("output_tok_per_s@max", 128, "maximize"),
+        ("ttft_ms.p99@max", 128, "minimize"),
+    ]
+    assert [p["number"] for p in doc["front"]] == [0] and doc["study_objectives"] is True
+    assert sorted(p["number"] for p in doc["dominated"]) == [2, 3, 4]
+    assert doc["front"][0]["values"] == {"output_tok_per_s@max": 2370, "ttft_ms.p99@max": 100.0}
 
 
 def test_report_sections(exported, drafters):
@@ -116,6 +120,9 @@ def test_report_sections(exported, drafters):
     assert "### oom_at_launch (2)" in report and "### invalid_config (1)" in report
     assert "(log: `RuntimeError: Not enough memory. Please try to increase --mem-fraction-static`)" in report
     assert "| **0 (best)** | complete | yes |" in report
+    # a multi-objective study: its Pareto set is on its objectives, and the trials table shows each of them
+    assert "Feasible trials, the study's objectives: output_tok_per_s at concurrency 128 (maximize), " in report
+    assert "| TPOT median @128 (ms) | output_tok_per_s@max | ttft_ms.p99@max |" in report
     assert "failed:oom_at_launch" in report and "![Pareto set](pareto.svg)" in report
 
 
