@@ -105,3 +105,22 @@ def test_jsonl_edit_is_seen(tmp_path: Path) -> None:
     assert build_requests(spec, 1)[0].text == "a"
     path.write_text('{"prompt": "bb"}\n', encoding="utf-8")
     assert build_requests(spec, 1)[0].text == "bb"
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("jsonl", '{"prompt": "hello"}\n'),
+        ("trace", '{"timestamp": 0, "input_length": 8, "output_length": 4, "hash_ids": [1]}\n'),
+        (
+            "sharegpt",
+            json.dumps([{"conversations": [{"from": "human", "value": "q " * 9}, {"from": "gpt", "value": "a " * 9}]}]),
+        ),
+    ],
+)
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, kind: str, text: str) -> None:
+    """Windows tools often save UTF-8 with a BOM; it was refused as "invalid JSON (Unexpected UTF-8 BOM ...)"."""
+    path = tmp_path / "data.json"
+    path.write_text(text, encoding="utf-8-sig")
+    spec = WorkloadSpec(kind=kind, path=str(path), output_len=4, context_len=4096)
+    assert len(build_requests(spec, 1)) == 1

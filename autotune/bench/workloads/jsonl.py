@@ -60,7 +60,7 @@ def _parse_jsonl(path: str, _mtime_ns: int, _size: int, default_max_new_tokens: 
     """Parsed once per (file version, default); the mtime and size key the cache."""
     rows: list[BenchRequest] = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark from Windows tools is skipped
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
                     rows.append(_parse_row(path, lineno, line, default_max_new_tokens))

@@ -85,7 +85,7 @@ def _entries_of_cut_file(text: str, path: str) -> list[object] | None:
 def _parse(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Conversation, ...], int]:
     truncated = 0
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark from Windows tools is skipped
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchError(f"ShareGPT file {path}: cannot read it ({exc}); check workload.path") from exc

@@ -56,7 +56,7 @@ def _parse(path: str, _mtime: int, _size: int) -> tuple[TraceRow, ...]:
     first: float | None = None
     prev = -1.0
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark from Windows tools is skipped
             for lineno, line in enumerate(f, start=1):
                 if not line.strip():
                     continue
