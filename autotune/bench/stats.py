@@ -203,13 +203,16 @@ def welch(a: Sequence[float], b: Sequence[float]) -> WelchResult:
 def launches_to_separate(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, most: int = 20) -> int | None:
     """The fewest launches a side (more than each has now, at most ``most``) at which Welch's test would separate
     ``a`` from ``b`` (p < ``alpha``) if their means and sds stayed as measured: a difference of that size is then
-    separated about half of the time. None where no count up to ``most`` would, or a side does not vary."""
+    separated about half of the time. None where the means are equal, a side has one value, or no count up to
+    ``most`` would. Where neither side varies, the means separate at any count (as ``welch`` says)."""
     ma, sa = mean_sd(a)
     mb, sb = mean_sd(b)
-    if not sa or not sb or ma == mb:
+    if sa is None or sb is None or ma == mb:
         return None
     for n in range(max(len(a), len(b)) + 1, most + 1):
         va, vb = sa * sa / n, sb * sb / n
+        if va + vb == 0.0:
+            return n
         df = (va + vb) ** 2 / ((va * va + vb * vb) / (n - 1))
         if 2.0 * (1.0 - t_cdf(abs(ma - mb) / math.sqrt(va + vb), df)) < alpha:
             return n

@@ -131,11 +131,14 @@ def test_the_interval_for_one_new_value_and_a_spread_pooled_over_groups() -> Non
 
 def test_launches_to_separate() -> None:
     """Welch's test on the measured means and sds, at more launches a side: the h100-real-ngram-verdict relaunches
-    (8,602 and 14,522 against 6,912 and 5,959) separate at 6 a side; equal means or a side without spread never."""
+    (8,602 and 14,522 against 6,912 and 5,959) separate at 6 a side; equal means never. A side without spread still
+    has a Welch test (the other side's spread); two sides without spread and different means separate at once."""
     from autotune.bench.stats import launches_to_separate
 
     assert launches_to_separate([8601.9, 14522.2], [6912.4, 5959.0]) == 6
     assert launches_to_separate([1.0, 2.0], [1.0, 2.0]) is None
-    assert launches_to_separate([1.0, 1.0], [2.0, 3.0]) is None
+    assert launches_to_separate([1.0, 1.0], [2.0, 3.0]) == 4  # t = 2.12 sqrt(n), df = n - 1: p 0.067 at 3, 0.024 at 4
+    assert launches_to_separate([1.0, 1.0], [2.0, 2.0]) == 3  # more than each has now
+    assert launches_to_separate([1.0, 1.0], [1.0, 1.0]) is None
     assert launches_to_separate([100.0, 101.0], [100.0, 100.5], most=20) is None  # would need far more than 20
     assert launches_to_separate([10.0, 12.0], [8.0, 10.0]) == 6  # t = sqrt(n), df = 2(n - 1): p 0.055 at 5, 0.034 at 6

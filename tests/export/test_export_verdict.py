@@ -259,6 +259,10 @@ def test_a_tie_over_relaunches_says_how_many_relaunches_would_separate_it() -> N
     v = a.verdict
     assert v is not None and v.kind == "no_better" and v.recommended == 1
     assert "a tie. At the spread these relaunches show, 6 relaunches a side (`study.finalists.rounds: 6`)" in v.headline
+    # A baseline that repeats one figure: Welch's test still runs on the other side's spread (it said "more than 20").
+    steady = _study(spec_at_8=[8601.9, 14522.2], plain_at_8=[3000.0, 3100.0], base_at_8=[6000.0, 6000.0]).verdict
+    assert steady is not None and steady.kind == "no_better"
+    assert "5 relaunches a side (`study.finalists.rounds: 5`)" in steady.headline
     beats = _study(spec_at_8=[1400.0, 1410.0], plain_at_8=[1000.0, 1005.0], base_at_8=[1000.0, 1010.0])
     assert beats.verdict is not None and beats.verdict.kind == "beats" and "rounds" not in beats.verdict.headline
 
