@@ -78,7 +78,11 @@ def _watch_serve_apps(port: int, seen: set[str], stop: threading.Event) -> None:
                     for app, detail in (r.json().get("applications") or {}).items():
                         for dep in ((detail or {}).get("deployments") or {}).values():
                             user = ((dep or {}).get("deployment_config") or {}).get("user_config") or {}
-                            if app.startswith("e2e-slot-") and str(user.get("name", "")).startswith("trial-"):
+                            if (
+                                app.startswith("e2e-")
+                                and "-slot-" in app
+                                and str(user.get("name", "")).startswith("trial-")
+                            ):
                                 seen.add(f"{app}:{user['name']}")
             except (httpx.HTTPError, ValueError):
                 pass
@@ -148,7 +152,7 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
             assert "--mem-fraction-static" in r["argv"]
 
     # every trial ran on one of the study's slot apps, and a slot's replica was reused for a later trial
-    assert all(r["engine"]["serve_app"].startswith("e2e-slot-") for r in records), [r["engine"] for r in records]
+    assert all(r["engine"]["serve_app"].startswith("e2e-") for r in records), [r["engine"] for r in records]
     assert max(r["engine"]["replica_launches"] or 0 for r in records) > 1, [r["engine"] for r in records]
     assert len({name.split(":")[1] for name in seen}) >= 2, seen  # the dashboard showed the slot change trials
 
@@ -177,7 +181,7 @@ def test_study_end_to_end_and_resume(tmp_path: Path) -> None:
     assert [r["repeats"] for r in runs] == [r["number"] for r in feasible[:2]], runs
     assert all(r["kind"] == "finalist" and r["stage"] == 1 and r["round"] == 1 for r in runs)
     assert all(r["record"]["trial_id"] == f"{r['repeats_trial_id']}-f1r1" for r in runs)
-    assert all(r["record"]["engine"]["serve_app"].startswith("e2e-slot-") for r in runs)  # the same slots as trials
+    assert all(r["record"]["engine"]["serve_app"].startswith("e2e-") for r in runs)  # the same slots as trials
     assert best["decided_by"] in ("separable", "tie", "single"), best["reason"]
     assert best["finalists"]["decision"]["method"] == best["decided_by"]
     assert best["reason"].startswith("finalist stage: ")

@@ -1,7 +1,7 @@
 """``EngineServer``: a Ray Serve deployment whose replica starts the engine process, owns its lifetime, and proxies to it.
 
 In a study, each trial deploys its engine with ``serve.run`` onto one of the study's GPU slot applications
-(``<study>-slot-<k>``, one per trial that can run at once, visible in the Ray dashboard with the trial's config as the
+(``<study>-<id>-slot-<k>``, one per trial that can run at once, visible in the Ray dashboard with the trial's config as the
 deployment's ``user_config``), then asks the replica to wait for readiness, to benchmark its server on the same node, and
 to shut it down. In production the
 exported ``serve_config.yaml`` deploys the same class with ``wait_ready_in_constructor: true``: the replica becomes

@@ -161,7 +161,8 @@ class ServeDeployer:
             slots=n_slots,
             cpu_isolation=request.cpu_isolation,
         ).model_dump()
-        app_name = slots.slot_app_name(request.study, slot) if slot is not None else request.name
+        # a slot comes only from the pool that `request.owner` names
+        app_name = slots.slot_app_name(request.study, request.owner or "", slot) if slot is not None else request.name
         app = build_slot_app(args, nodes) if slot is not None else build_app(args)
         t0, epoch = time.monotonic(), time.time()
         try:

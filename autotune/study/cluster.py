@@ -112,7 +112,7 @@ def start_serve(port: int, attempts: int = SERVE_START_ATTEMPTS) -> None:
     ) from last
 
 
-def stop_serve(study: str, *, own_cluster: bool) -> None:
+def stop_serve(study: str, owner: str, *, own_cluster: bool) -> None:
     """Serve's end for a study: on the study's own cluster Serve goes whole; on a joined one only the study's slot
     applications are deleted (waiting until they are gone, so their engines stop before the sweep), and the cluster's
     other applications (another study's, a service in production) keep running."""
@@ -123,7 +123,7 @@ def stop_serve(study: str, *, own_cluster: bool) -> None:
     if own_cluster:
         serve.shutdown()
         return
-    prefix = slot_app_name(study, 0).removesuffix("0")  # <study>-slot-<k>
+    prefix = slot_app_name(study, owner, 0).removesuffix("0")  # <study>-<id>-slot-<k>
     for name in list(serve.status().applications):
         if name.startswith(prefix) and name[len(prefix) :].isdigit():
             serve.delete(name)

@@ -423,7 +423,9 @@ class StudyDriver:
                     records=records,  # a resumed study's rules learn again from what its launches measured
                 )
                 self._searcher = searcher
-                watcher = NodeWatcher(self._slot_pool, spec.name, per_node, self._on_node_event, nnodes=nnodes)
+                watcher = NodeWatcher(
+                    self._slot_pool, spec.name, self.owner, per_node, self._on_node_event, nnodes=nnodes
+                )
                 # no Tune cap: a trial starts only while a slot is free (the slots follow the nodes lost and joined)
                 limiter = SlotLimiter(searcher, lambda: watcher.capacity, cap)
                 resources: Any = {"cpu": 0.5}
@@ -496,7 +498,7 @@ class StudyDriver:
             else:
                 try:
                     # the slot apps' replicas go, and with them any engine still running
-                    stop_serve(spec.name, own_cluster=started)
+                    stop_serve(spec.name, self.owner, own_cluster=started)
                 finally:
                     # a server whose reaper died with its replica is killed and forgotten, on every node
                     sweep_every_node(self.owner)

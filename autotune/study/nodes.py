@@ -87,6 +87,7 @@ class NodeWatcher:
         self,
         pool: Any,
         study: str,
+        owner: str,
         gpus_per_node: int,
         on_event: Callable[[NodeEvent], None],
         *,
@@ -95,6 +96,7 @@ class NodeWatcher:
     ) -> None:
         self.pool = pool
         self.study = study
+        self.owner = owner  # the results folder: with the study, it names the slot applications
         self.gpus_per_node = gpus_per_node
         self.nnodes = nnodes
         self.on_event = on_event
@@ -132,7 +134,7 @@ class NodeWatcher:
             gone = ray.get(self.pool.drop_node.remote(node_id), timeout=30)
             for k in gone["slots"]:
                 try:
-                    serve.delete(slots.slot_app_name(self.study, k), _blocking=False)
+                    serve.delete(slots.slot_app_name(self.study, self.owner, k), _blocking=False)
                 except Exception:  # noqa: BLE001 - best effort: Serve's shutdown at the end removes it too
                     pass
             events.append(NodeEvent(now, "lost", node_id, node.address, tuple(gone["slots"]), tuple(gone["trials"])))

@@ -4,7 +4,7 @@ A slot is a placement group on the Ray node(s) that hold its GPUs: the slot appl
 bundle per node (the node's share of the slot's GPUs), each bundle pinned to its node by Ray's ``ray.io/node-id``
 label, so a trial's server never spans nodes unless the study asks for multi-node SGLang (``server.nnodes``), and each
 node's slots are sized from that node's own GPU count (:func:`plan_slots`). A trial deploys its engine onto a free
-slot (``<study>-slot-<k>``) with ``serve.run``; Serve updates the slot's replica in place (``reconfigure``) instead of
+slot (``<study>-<id>-slot-<k>``, :func:`slot_app_name`) with ``serve.run``; Serve updates the slot's replica in place (``reconfigure``) instead of
 starting a new Ray worker process for every trial.
 
 The pool is a named Ray actor that the driver creates before Ray Tune starts and removes after it; trainables find it
@@ -15,6 +15,7 @@ no pool (a trial run outside the driver), the runner deploys one application per
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -90,8 +91,10 @@ def pool_name(owner: str) -> str:
     return f"autotune-slots-{owner}"
 
 
-def slot_app_name(study: str, slot: int) -> str:
-    return f"{study}-slot-{slot}"
+def slot_app_name(study: str, owner: str, slot: int) -> str:
+    """``<study>-<id>-slot-<k>``, ``<id>`` from the results folder (``owner``): two drivers of one study name on one
+    cluster, from two folders, keep apart, and a study resumed from its folder takes back the slots it left."""
+    return f"{study}-{hashlib.sha256(owner.encode()).hexdigest()[:6]}-slot-{slot}"
 
 
 @ray.remote(num_cpus=0)

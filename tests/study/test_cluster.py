@@ -120,13 +120,37 @@ def test_a_study_on_a_joined_cluster_deletes_only_its_own_serve_applications(mon
     there (another study's slots, a service in production), even when the study stopped at its start."""
     from types import SimpleNamespace
 
-    apps = ["prod", "smoke-slot-0", "smoke-slot-12", "smoke-slot-x", "smoke-2-slot-0", "smoke-slot-0-slot-1"]
+    from autotune.trial.slots import slot_app_name
+
+    own = "/results/smoke"
+    s0, s12 = slot_app_name("smoke", own, 0), slot_app_name("smoke", own, 12)
+    apps = ["prod", s0, s12, s0[:-1] + "x", slot_app_name("smoke-2", own, 0), s0 + "-slot-1"]
     calls: list[str] = []
     monkeypatch.setattr(serve, "status", lambda: SimpleNamespace(applications=dict.fromkeys(apps)))
     monkeypatch.setattr(serve, "delete", lambda name, **k: calls.append(name))
     monkeypatch.setattr(serve, "shutdown", lambda: calls.append("shutdown"))
-    cluster.stop_serve("smoke", own_cluster=False)
-    assert calls == ["smoke-slot-0", "smoke-slot-12"]
+    cluster.stop_serve("smoke", own, own_cluster=False)
+    assert calls == [s0, s12]
     calls.clear()
-    cluster.stop_serve("smoke", own_cluster=True)  # its own local cluster: Serve goes whole
+    cluster.stop_serve("smoke", own, own_cluster=True)  # its own local cluster: Serve goes whole
     assert calls == ["shutdown"]
+
+
+def test_two_drivers_of_one_study_name_on_a_joined_cluster_keep_their_own_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two drivers joined to one cluster that ran study "smoke" from two results folders both deployed onto
+    `smoke-slot-<k>`: each replaced the other's trial servers, and the first to end deleted the other's slots. The slot
+    names now carry the results folder (a resumed study's slots keep their names); a driver deletes only its own."""
+    from types import SimpleNamespace
+
+    from autotune.trial.slots import slot_app_name
+
+    mine, theirs = "/results/a/smoke", "/results/b/smoke"
+    assert slot_app_name("smoke", mine, 0) == slot_app_name("smoke", mine, 0) != slot_app_name("smoke", theirs, 0)
+    apps = [slot_app_name("smoke", o, k) for o in (mine, theirs) for k in (0, 1)]
+    calls: list[str] = []
+    monkeypatch.setattr(serve, "status", lambda: SimpleNamespace(applications=dict.fromkeys(apps)))
+    monkeypatch.setattr(serve, "delete", lambda name, **k: calls.append(name))
+    cluster.stop_serve("smoke", mine, own_cluster=False)
+    assert calls == apps[:2]

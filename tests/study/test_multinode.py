@@ -18,6 +18,7 @@ import optuna
 import pytest
 import yaml
 
+from autotune.trial.slots import slot_app_name
 from tests.conftest import free_port
 from tests.test_search_e2e import STUDY
 
@@ -225,7 +226,7 @@ def test_study_survives_a_lost_worker(tmp_path: Path, cluster, postgres_url: str
     assert retried in {r["number"] for r in records}, "the interrupted trial has no record: it was not retried"
     # the retried trial ran on the worker that is left
     assert {r["engine"]["serve_app"] for r in records if r["number"] == retried} != {
-        f"mn-slot-{s}" for s in lost[0]["slots"]
+        slot_app_name("mn", str(root.resolve()), s) for s in lost[0]["slots"]
     }
     assert "Infrastructure events" in (root / "best" / "report.md").read_text()
 
