@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stop-after-s",
         type=float,
-        help="start no new trial after this many seconds (running trials "
+        help="start no new trial after this many seconds, counted from the command's start (running trials "
         "finish; rerun the command to continue the study)",
     )
     p.add_argument(

@@ -88,7 +88,7 @@ class StudyDriver:
         self.spec = spec
         self.finalists_only = finalists_only  # run only a (new) finalist stage of an existing study, then export
         self.finalist_store = FinalistStore(results_dir / spec.name)
-        self._started = time.monotonic()
+        self._started = time.monotonic()  # the command's start: where the --stop-after-s box counts from
         self.store = StudyStore(results_dir / spec.name)
         self.console = console or Console()
         self.storage = storage  # the Optuna storage URL (default: SQLite in the study directory)
@@ -191,6 +191,13 @@ class StudyDriver:
                 # this run starts only the deferred seed points more (the console's N and ETA), not its whole budget
                 more = min(len(searcher.proposer.deferred), searcher.budget - searcher.suggested)
                 self.console.planned = searcher.suggested + max(more, 0)
+
+    def _box_left(self) -> float | None:
+        """Seconds left of ``--stop-after-s``, which counts from the command's start (Ray's and Serve's start-up
+        included); a box spent before the search starts leaves a millisecond, so that no trial starts."""
+        if not self.stop_after_s:
+            return None
+        return max(1e-3, self.stop_after_s - (time.monotonic() - self._started))
 
     def _start_until(self) -> float | None:
         """Epoch seconds after which the time box starts no trial (the searcher's rule), for the console's ETA."""
@@ -403,7 +410,8 @@ class StudyDriver:
                 )
             if remaining > 0:
                 self._monitor = create_monitor(spec, self.owner, planned=len(records) + remaining, records=records)
-                self._box_end = time.time() + self.stop_after_s if self.stop_after_s else None
+                box_left = self._box_left()
+                self._box_end = time.time() + box_left if box_left is not None else None
                 self.console.study_started(
                     remaining,
                     conc,
@@ -416,7 +424,7 @@ class StudyDriver:
                     budget=remaining,
                     on_record=self._on_record,
                     make_missing_record=self._missing_record,
-                    stop_after_s=self.stop_after_s,
+                    stop_after_s=box_left,
                     on_raw_result=self.store.save_raw,
                     inbox=inbox.create(self.owner),  # where trainables leave their records (autotune.trial.inbox)
                     reserve_s=self.timebox.reserve_s,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from autotune.space import FinalistsSpec, load_study
 from autotune.study.timebox import TimeBox, stage_launches
 
@@ -76,7 +78,7 @@ def test_the_console_eta_knows_when_the_box_starts_its_last_trial(tmp_path: Path
 
     spec = load_study(SMOKE)
     driver = StudyDriver(spec, results_dir=tmp_path, stop_after_s=1000.0, console=Console(out=io.StringIO()))
-    driver._box_end = 5000.0  # what the search's start sets: now + --stop-after-s
+    driver._box_end = 5000.0  # what the search's start sets: now + what is left of --stop-after-s
     driver.console.study_started(40, 1, start_until=driver._start_until())
     assert driver.console.start_until == 5000.0  # nothing measured yet: nothing reserved
     record = TrialRecord(
@@ -101,3 +103,18 @@ def test_finalists_only_runs_the_stage_the_time_box_skipped(tmp_path: Path) -> N
     assert driver.timebox.start_text() == "" and driver.timebox.check() == ""
     driver._run_finalists(1)  # no record: no stage is due, and nothing is skipped
     assert "skipped" not in out.getvalue(), out.getvalue()
+
+
+def test_the_box_counts_from_the_commands_start(tmp_path: Path) -> None:
+    """The box started only once Ray and Serve were up: on a cluster slow to start, the run overran
+    --stop-after-s by the start-up time. It now counts from the command's start; one spent before the search starts
+    lets no trial start (a box of 0 would be none)."""
+    from autotune.study.driver import StudyDriver
+
+    driver = StudyDriver(load_study(SMOKE), results_dir=tmp_path, stop_after_s=100.0)
+    driver._started -= 40.0  # Ray and Serve took 40 s to start
+    assert driver._box_left() == pytest.approx(60.0, abs=1.0)
+    driver._started -= 100.0
+    left = driver._box_left()
+    assert left is not None and 0 < left < 0.01
+    assert StudyDriver(load_study(SMOKE), results_dir=tmp_path)._box_left() is None
