@@ -52,8 +52,10 @@ def local_cpus(num_gpus: float, gpus_per_trial: int) -> int:
 def cpu_shortfall(plan: list[Slot], cpus: Mapping[str, float], home: str | None) -> str:
     """Why the Ray nodes' CPUs (``cpus``, by node id) cannot hold the slots of ``plan`` all running at once, or ``""``:
     each slot's replica takes ``REPLICA_CPUS`` on each of its nodes and each trial function ``TRIAL_CPUS`` on the
-    driver's node ``home`` (anywhere where None). Ray would never place what does not fit, and the trials would wait at
-    "launching" until their deploy timed out. Says the largest ``--max-concurrent`` that fits, if one does."""
+    driver's node ``home`` (anywhere where None). Ray would never place a replica that does not fit beside the trial
+    functions holding its node's CPUs, and the trials would wait at "launching" until their deploy timed out. A
+    driver's node that holds no replica (a CPU-only head) needs room for one trial function: Tune runs the others as
+    CPUs free up. Says the largest ``--max-concurrent`` that fits, if one does."""
 
     def short(k: int) -> str:
         need: dict[str, float] = {}
@@ -65,7 +67,7 @@ def cpu_shortfall(plan: list[Slot], cpus: Mapping[str, float], home: str | None)
             if total > sum(cpus.values()):
                 return f"the cluster has {sum(cpus.values()):g} CPU(s) and {k} trial(s) at once need {total:g}"
         else:
-            need[home] = need.get(home, 0.0) + trials
+            need[home] = need.get(home, 0.0) + (trials if home in need else TRIAL_CPUS)
         for node, n in need.items():
             if n > cpus.get(node, 0.0):
                 return f"node {node[:8]} has {cpus.get(node, 0.0):g} CPU(s) and {k} trial(s) at once need {n:g} there"

@@ -109,6 +109,11 @@ def test_a_joined_cluster_without_cpus_for_its_slots_is_refused_with_the_cap_tha
     workers = [Slot(0, ("w1",), 1, 0, 1), Slot(1, ("w2",), 1, 0, 1)]
     assert cluster.cpu_shortfall(workers, {"head": 2.0, "w1": 1.0, "w2": 1.0}, "head") == ""
     assert "node w2 has 0 CPU(s)" in cluster.cpu_shortfall(workers, {"head": 2.0, "w1": 1.0, "w2": 0.0}, "head")
+    # a CPU-only head of 4 CPUs and two 8-GPU workers at TP 1 (deploy/rayjob-study.yaml): 16 slots whose trial
+    # functions (0.5 CPU each) queue on the head, starving no replica; a head without a CPU runs none
+    sixteen = [Slot(k, (f"w{k // 8}",), 1, k % 8, 8) for k in range(16)]
+    assert cluster.cpu_shortfall(sixteen, {"head": 4.0, "w0": 64.0, "w1": 64.0}, "head") == ""
+    assert "node head has 0 CPU(s)" in cluster.cpu_shortfall(sixteen, {"head": 0.0, "w0": 64.0, "w1": 64.0}, "head")
     # no driver node with a CPU: the trial functions go anywhere
     assert "the cluster has 2 CPU(s) and 2 trial(s) at once need 3" in cluster.cpu_shortfall(
         workers, {"w1": 1.0, "w2": 1.0}, None
