@@ -200,6 +200,11 @@ def _open_port(host: str, port: int) -> int:
                     f"--port {port}: something already listens on {host}:{port}, and verify would measure it instead "
                     "of the export; pass another port, or leave --port out for a free one"
                 ) from exc
+            if port and exc.errno == errno.EACCES:
+                raise VerifyError(
+                    f"--port {port}: this user may not open it ({exc.strerror or exc}; a port below 1024 needs root); "
+                    "pass a port of 1024 or more, or leave --port out for a free one"
+                ) from exc
             raise VerifyError(
                 f"--host {host}: no port can be opened there ({exc.strerror or exc}); the server starts on this "
                 f"machine, so pass one of its addresses (default 127.0.0.1)"

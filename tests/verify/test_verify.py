@@ -652,6 +652,20 @@ def test_a_port_another_server_listens_on_is_refused(
     assert err.startswith(f"error: --port {port}: something already listens on 127.0.0.1:{port}"), err
 
 
+def test_a_port_this_user_may_not_open_is_named_not_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--port 80 as a user without root: the error blamed --host ("pass one of its addresses")."""
+    import errno
+    import socket
+
+    class NoLowPorts(socket.socket):
+        def bind(self, address: object) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(verify.socket, "socket", NoLowPorts)
+    with pytest.raises(verify.VerifyError, match=r"^--port 80: this user may not open it .*1024"):
+        verify._open_port("127.0.0.1", 80)
+
+
 def test_bench_serving_says_why_it_runs_nothing_for_a_study_of_rates_only(tmp_path: Path, monkeypatch) -> None:
     """A study whose levels are all open-loop (rates): bench_serving runs closed-loop levels only, so --bench-serving
     used to run nothing and print an empty table without a word."""
