@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autotune.core.secrets import REDACTED
 from autotune.core.site import MULTICAST_VARS
 from autotune.engines.base import RAY_INJECTED_ENV
 from autotune.export.errors import ExportError
@@ -39,6 +40,12 @@ class ServerCommand:
     unset_env: tuple[str, ...]
     host: str
     nnodes: int = 1  # nodes the server spans (``--nnodes``): every node runs the command with its own node rank
+
+    @property
+    def secret_flags(self) -> tuple[str, ...]:
+        """The flags whose values are secrets, not stored (the record redacted them): the exports leave them out and
+        say where to add them."""
+        return tuple(name for name, value in self.options if value == REDACTED)
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ def render_ray_llm_config(cmd: ServerCommand, *, study_name: str, header: list[s
         "(ray.serve.llm imports only where SGLang or vLLM is installed).",
         "#   serve deploy ray_serve_llm.yaml      # then: curl 127.0.0.1:8000/v1/models",
     ]
-    secret_flags = [name.replace("-", "_") for name, value in cmd.options if value == REDACTED]
+    secret_flags = [name.replace("-", "_") for name in cmd.secret_flags]
     if secret_flags:
         lines.append(
             f"# Secret flags not stored here: add {', '.join(f'engine_kwargs.{k}' for k in secret_flags)} with "

@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from autotune.core.secrets import REDACTED
 from autotune.export.command import ServerCommand
 from autotune.export.serve_config import per_node_gpus, serve_app_args, serve_config, validate_serve_config
 from autotune.trial.records import TrialRecord
@@ -138,7 +137,7 @@ def render_rayservice(
             f"# Secret variables come from the Secret {name}-env: kubectl create secret generic {name}-env "
             + " ".join(f"--from-literal={k}=..." for k in secret_env)
         )
-    secret_flags = [f"--{k}" for k, v in cmd.options if v == REDACTED]
+    secret_flags = [f"--{k}" for k in cmd.secret_flags]
     if secret_flags:
         lines.append(
             f"# Secret flags not stored here: {', '.join(secret_flags)}. Add them with their values to "

@@ -180,7 +180,7 @@ def render_serve_config(
         header.append("# TUNED ON THE SIMULATOR: this is the SGLang server the tuned configuration stands for.")
     header += [f"#   left out (benchmark-only, see report.md): {s.text}" for s in server.removed if not rehearsal]
     secret = [k for k, v in cmd.env if _secret(k, v)]
-    secret_flags = [f"--{name}" for name, value in cmd.options if value == REDACTED]
+    secret_flags = [f"--{name}" for name in cmd.secret_flags]
     if secret_flags:
         header.append(
             f"# Secret flags not stored here: {', '.join(secret_flags)}. Add them with their values to "

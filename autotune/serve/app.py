@@ -29,7 +29,6 @@ from autotune.core.errors import AutotuneError, LaunchError
 from autotune.core.failures import FailureKind
 from autotune.core.trial import LaunchSpec
 from autotune.engines import get_engine
-from autotune.engines.base import classify_failure, key_error_line, rejected_flags_in_log
 from autotune.engines.preflight import preflight
 from autotune.progress import monitor as progress
 from autotune.progress.events import Phase, TrialEvent
@@ -44,7 +43,7 @@ from autotune.serve.launch_prep import (
 from autotune.serve.proxy import EngineProxy
 from autotune.serve.ranks import rank_argv, rank_failure, rank_logs, start_ranks, stop_ranks
 from autotune.trial import registry
-from autotune.trial.launcher import ServerProcess, wait_gpus_free
+from autotune.trial.launcher import ServerProcess, exited_before_ready, wait_gpus_free
 from autotune.trial.replica import BenchRun, Failure, Ready, ServerReport, Teardown, clip_log
 
 
@@ -199,13 +198,7 @@ class EngineServer:
         if gone is None:
             return None
         rank, tail = gone
-        kind = classify_failure(tail, ready=False)
-        return LaunchError(
-            kind,
-            f"node rank {rank} exited before the server was ready ({kind.value}): {key_error_line(tail)}",
-            tail,
-            flags=rejected_flags_in_log(tail),
-        )
+        return exited_before_ready(f"node rank {rank} exited", tail)
 
     async def benchmark(self, plan: BenchPlan) -> BenchRun:
         """Run the benchmark against the local engine (same node: no network hop in the latencies), in a client process

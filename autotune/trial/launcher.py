@@ -30,6 +30,18 @@ POLL_S = 0.1
 RANK_CHECK_S = 2.0  # how often a multi-node server's wait asks whether its other node ranks still run
 
 
+def exited_before_ready(who: str, tail: str) -> LaunchError:
+    """The launch failure of a server process (``who``: "server exited with code 1") that exited before it was
+    ready, classified from its log ``tail``."""
+    kind = classify_failure(tail, ready=False)
+    return LaunchError(
+        kind,
+        f"{who} before it was ready ({kind.value}): {key_error_line(tail)}",
+        tail,
+        flags=rejected_flags_in_log(tail),
+    )
+
+
 def read_tail(path: Path, max_bytes: int = 12_000, max_lines: int = 60, start: int = 0) -> str:
     """The last lines of ``path``, none before byte ``start``."""
     try:
@@ -124,15 +136,7 @@ class ServerProcess:
                         raise error
                 code = self.proc.poll()
                 if code is not None:
-                    tail = self.log_tail()
-                    kind = classify_failure(tail, ready=False)
-                    why = key_error_line(tail)
-                    raise LaunchError(
-                        kind,
-                        f"server exited with code {code} before it was ready ({kind.value}): {why}",
-                        tail,
-                        flags=rejected_flags_in_log(tail),
-                    )
+                    raise exited_before_ready(f"server exited with code {code}", self.log_tail())
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         self.ready_at = time.monotonic()

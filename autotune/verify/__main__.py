@@ -268,7 +268,7 @@ def judged_metrics(study_dir: Path, metrics: str | None, basis: StudyBasis) -> l
     the offered load's). A ``--metrics`` name the study's figures do not hold is an error: it could only fail."""
     held = [m for m in METRICS if any(level_value(lv, m) is not None for lv in basis.levels)]
     if metrics is not None:
-        names = [m.strip() for m in metrics.split(",") if m.strip()]
+        names = metric_names(metrics)
         missing = [m for m in names if m not in held]
         if missing:
             raise VerifyError(
@@ -278,6 +278,11 @@ def judged_metrics(study_dir: Path, metrics: str | None, basis: StudyBasis) -> l
         return names
     primary = (_study(study_dir).get("objectives") or [{}])[0].get("metric")
     return [*JUDGED_DEFAULT, *([primary] if primary in held and primary not in JUDGED_DEFAULT else [])]
+
+
+def metric_names(metrics: str) -> list[str]:
+    """The names of a comma-separated ``--metrics``."""
+    return [m.strip() for m in metrics.split(",") if m.strip()]
 
 
 def prompts_per_level(doc: dict[str, Any], plan: BenchPlan) -> dict[int, int]:
@@ -298,7 +303,7 @@ def check_args(args: argparse.Namespace) -> None:
     if not args.tolerance >= 0:
         raise VerifyError(f"--tolerance must be a relative tolerance of 0 or more (0.10: 10%), got {args.tolerance:g}")
     if args.metrics is not None:
-        names = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        names = metric_names(args.metrics)
         unknown = [m for m in names if m not in METRICS]
         if unknown or not names:
             told = f"unknown metric(s) {', '.join(unknown)}" if unknown else "names no metric"
